@@ -1,0 +1,334 @@
+// Package twicestore is the storage seam of twice: the small interface every
+// driver implements and the runtime talks to. Each method takes a context and
+// one *XxxParams struct and returns a result struct; drivers map their own
+// errors to the sentinels here, so no backend type crosses the seam.
+//
+// Optional capabilities (such as wake-up notifications on PostgreSQL) are
+// separate interfaces that callers find by type assertion.
+package twicestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// Errors every driver maps its own failures to.
+var (
+	// ErrNotFound means the row asked for does not exist.
+	ErrNotFound = errors.New("twicestore: not found")
+	// ErrSchemaTooNew means the database was migrated by a newer twice than
+	// this binary; running against it could corrupt jobs, so nothing runs.
+	ErrSchemaTooNew = errors.New("twicestore: database schema is newer than this binary")
+	// ErrNotMigrated means the database has no twice tables yet.
+	ErrNotMigrated = errors.New("twicestore: database is not migrated")
+	// ErrWrongTx means a transaction of another driver or database type was
+	// passed where this driver's transaction was expected.
+	ErrWrongTx = errors.New("twicestore: transaction type not supported by this driver")
+)
+
+// Executor runs twice's queries, either on the store's pool or inside a
+// transaction.
+type Executor interface {
+	// JobInsertMany inserts jobs in one round trip. A job whose UniqueKey
+	// matches an unfinished job of the same kind is not inserted; its result
+	// carries the existing job and Duplicate set.
+	JobInsertMany(ctx context.Context, p *JobInsertManyParams) (*JobInsertManyResult, error)
+	// JobFetch locks up to Limit available jobs of the given queue and kinds,
+	// ordered by priority, run time and id, and moves them to running under a
+	// new lease: the attempt and the lease epoch are both incremented.
+	JobFetch(ctx context.Context, p *JobFetchParams) (*JobFetchResult, error)
+	// JobExtendLease moves the lease deadline of running jobs whose epoch
+	// still matches; the result lists those it extended.
+	JobExtendLease(ctx context.Context, p *JobExtendLeaseParams) (*JobExtendLeaseResult, error)
+	// JobFinish records outcomes of running jobs, each guarded by state
+	// running and the caller's epoch, so a worker whose lease was lost never
+	// overwrites the newer holder's outcome. Markers attached to outcomes are
+	// claimed in the same transaction whether or not the guard matched,
+	// because the effect they stand for has happened.
+	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
+	// JobRescue makes running jobs whose lease expired before Now fetchable
+	// again, or dead when they have no attempts left.
+	JobRescue(ctx context.Context, p *JobRescueParams) (*JobRescueResult, error)
+	// JobGet returns one job or ErrNotFound.
+	JobGet(ctx context.Context, p *JobGetParams) (*twicetype.JobRow, error)
+	// JobList lists jobs matching a filter, newest first, keyset-paginated.
+	JobList(ctx context.Context, p *JobListParams) (*JobListResult, error)
+	// JobCount counts jobs by state, queue and kind.
+	JobCount(ctx context.Context, p *JobCountParams) (*JobCountResult, error)
+	// JobRetry moves dead (or discarded) jobs back to available with their
+	// attempts reset and their error history kept.
+	JobRetry(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
+	// JobDiscard moves dead jobs to discarded.
+	JobDiscard(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
+	// JobOrphans lists kinds with available jobs that no node whose
+	// heartbeat is at or after AliveSince handles.
+	JobOrphans(ctx context.Context, p *JobOrphansParams) (*JobOrphansResult, error)
+
+	// MarkerPeek reports whether handler has processed key, without writing.
+	MarkerPeek(ctx context.Context, p *MarkerParams) (*MarkerPeekResult, error)
+	// MarkerClaim records that handler processed key. A second claim of the
+	// same pair reports AlreadyProcessed; it is never an error.
+	MarkerClaim(ctx context.Context, p *MarkerParams) (*MarkerClaimResult, error)
+	// MarkerRelease deletes a claim, so a retry can run the effect again.
+	MarkerRelease(ctx context.Context, p *MarkerParams) error
+	// MarkerPrune deletes up to Limit markers processed before Before.
+	MarkerPrune(ctx context.Context, p *MarkerPruneParams) (*MarkerPruneResult, error)
+
+	// NodeHeartbeat records that a worker node is alive and what it handles.
+	NodeHeartbeat(ctx context.Context, p *NodeHeartbeatParams) error
+	// NodeList lists nodes whose heartbeat is at or after AliveSince.
+	NodeList(ctx context.Context, p *NodeListParams) ([]*twicetype.Node, error)
+	// NodeRemove forgets a node that stopped cleanly.
+	NodeRemove(ctx context.Context, p *NodeRemoveParams) error
+}
+
+// Store is a driver's handle on one database.
+type Store interface {
+	Executor
+	// Begin starts a transaction owned by twice.
+	Begin(ctx context.Context) (Tx, error)
+	// ExecutorFromTx wraps a transaction the caller began on the same
+	// database (for SQLite, a *sql.Tx), so jobs commit with the caller's
+	// own writes. It returns ErrWrongTx for a type it does not take.
+	ExecutorFromTx(tx any) (Executor, error)
+	// Migrate applies the embedded migrations that are not applied yet.
+	// It is safe to run concurrently and repeatedly.
+	Migrate(ctx context.Context) error
+	// SchemaVersion reports the applied and the binary's latest migration.
+	SchemaVersion(ctx context.Context) (applied, latest int, err error)
+	// Ping fails when the database cannot be reached.
+	Ping(ctx context.Context) error
+	// Close releases what Open acquired.
+	Close() error
+}
+
+// Tx is a transaction twice began.
+type Tx interface {
+	Executor
+	// Unwrap returns the driver's own transaction (for SQLite, a *sql.Tx),
+	// for handlers that write their effect in it.
+	Unwrap() any
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// JobInsertParams is one job to insert.
+type JobInsertParams struct {
+	Kind          string
+	Queue         string
+	Priority      int
+	Args          []byte
+	MessageID     string
+	Key           string
+	CorrelationID string
+	UniqueKey     string
+	MaxAttempts   int
+	RunAt         time.Time
+	CreatedAt     time.Time
+}
+
+// JobInsertManyParams are the jobs to insert, in order.
+type JobInsertManyParams struct {
+	Jobs []*JobInsertParams
+}
+
+// JobInsertResult is the outcome of one insert.
+type JobInsertResult struct {
+	Job       *twicetype.JobRow
+	Duplicate bool // the unique key matched this existing unfinished job
+}
+
+// JobInsertManyResult has one result per inserted job, in input order.
+type JobInsertManyResult struct {
+	Jobs []*JobInsertResult
+}
+
+// JobFetchParams select and lease jobs.
+type JobFetchParams struct {
+	Queue      string
+	Kinds      []string // only jobs of these kinds are fetched
+	Limit      int
+	Node       string
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// JobFetchResult holds the leased jobs.
+type JobFetchResult struct {
+	Jobs []*twicetype.JobRow
+}
+
+// JobLease names one lease: a job and the epoch its holder fetched it with.
+type JobLease struct {
+	ID    int64
+	Epoch int64
+}
+
+// JobExtendLeaseParams extend leases to LeaseUntil.
+type JobExtendLeaseParams struct {
+	Leases     []JobLease
+	LeaseUntil time.Time
+}
+
+// JobExtendLeaseResult lists the job ids whose lease was extended; the
+// others were lost (rescued and possibly fetched by someone else).
+type JobExtendLeaseResult struct {
+	Extended []int64
+}
+
+// JobOutcome is what became of one attempt.
+type JobOutcome struct {
+	ID    int64
+	Epoch int64
+	// State is completed, available (retry, snooze or requeue) or dead.
+	State twicetype.JobState
+	// RunAt is when an available job may run again.
+	RunAt time.Time
+	// RefundAttempt gives the attempt back: snoozes and shutdown requeues
+	// do not spend one.
+	RefundAttempt bool
+	// Error, when set, is appended to the job's error history.
+	Error *twicetype.AttemptError
+	// Note says why the job finished as it did (a no-op's reason, say).
+	Note string
+	// FinishedAt is when the job reached a terminal state.
+	FinishedAt time.Time
+	// Marker, when set, is claimed in the same transaction.
+	Marker *MarkerParams
+}
+
+// JobFinishParams record a batch of outcomes.
+type JobFinishParams struct {
+	Outcomes []*JobOutcome
+}
+
+// JobFinishResult tells, per outcome in input order, whether it was written.
+// False means the lease was lost: the job is no longer running under that
+// epoch.
+type JobFinishResult struct {
+	Applied []bool
+}
+
+// JobRescueParams select expired leases.
+type JobRescueParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// JobRescueResult lists what the rescue did.
+type JobRescueResult struct {
+	Requeued []int64
+	Dead     []int64
+}
+
+// JobGetParams name one job.
+type JobGetParams struct {
+	ID int64
+}
+
+// JobFilter narrows a listing or a bulk action. Zero fields match anything.
+type JobFilter struct {
+	IDs   []int64
+	State twicetype.JobState
+	Kind  string
+	Queue string
+}
+
+// JobListParams filter and page a listing.
+type JobListParams struct {
+	Filter JobFilter
+	// BeforeID continues a listing: only jobs with a smaller id are listed.
+	BeforeID int64
+	Limit    int
+}
+
+// JobListResult is one page of jobs, newest first.
+type JobListResult struct {
+	Jobs []*twicetype.JobRow
+}
+
+// JobCountParams filter a count.
+type JobCountParams struct {
+	Filter JobFilter
+}
+
+// JobCount is the number of jobs in one state, queue and kind.
+type JobCount struct {
+	State twicetype.JobState
+	Queue string
+	Kind  string
+	Count int
+}
+
+// JobCountResult holds the counts, grouped by state, queue and kind.
+type JobCountResult struct {
+	Counts []JobCount
+}
+
+// JobBulkParams select the jobs a bulk action applies to. The action's own
+// state guard (dead for retry and discard) always applies on top.
+type JobBulkParams struct {
+	Filter JobFilter
+	Now    time.Time
+}
+
+// JobBulkResult lists the jobs the action changed.
+type JobBulkResult struct {
+	IDs []int64
+}
+
+// JobOrphansParams define which nodes count as alive.
+type JobOrphansParams struct {
+	AliveSince time.Time
+}
+
+// JobOrphansResult lists the orphaned kinds.
+type JobOrphansResult struct {
+	Kinds []twicetype.OrphanKind
+}
+
+// MarkerParams name one marker.
+type MarkerParams struct {
+	Handler string
+	Key     string
+	Now     time.Time // when claiming: the processed time to record
+}
+
+// MarkerPeekResult answers a peek.
+type MarkerPeekResult struct {
+	Processed bool
+}
+
+// MarkerClaimResult answers a claim.
+type MarkerClaimResult struct {
+	AlreadyProcessed bool
+}
+
+// MarkerPruneParams select old markers.
+type MarkerPruneParams struct {
+	Before time.Time
+	Limit  int
+}
+
+// MarkerPruneResult counts the markers deleted.
+type MarkerPruneResult struct {
+	Deleted int
+}
+
+// NodeHeartbeatParams describe a live node.
+type NodeHeartbeatParams struct {
+	Node *twicetype.Node
+}
+
+// NodeListParams define which nodes count as alive.
+type NodeListParams struct {
+	AliveSince time.Time
+}
+
+// NodeRemoveParams name a node.
+type NodeRemoveParams struct {
+	ID string
+}

@@ -1,0 +1,101 @@
+// Package twicetype holds the row and state types shared by the root package,
+// the storage seam and the drivers. It depends on the standard library only,
+// which is what lets every other package import it without cycles.
+package twicetype
+
+import "time"
+
+// JobState is where a job is in its life.
+type JobState string
+
+// The states a job moves through. A job waiting for its run time (a delay, a
+// retry backoff or a snooze) is available with a future RunAt; fetching only
+// takes available jobs whose RunAt has passed.
+const (
+	// JobStateAvailable is a job waiting to be fetched once RunAt has passed.
+	JobStateAvailable JobState = "available"
+	// JobStateRunning is a job a worker holds under a lease.
+	JobStateRunning JobState = "running"
+	// JobStateCompleted is a job that finished successfully (including a no-op).
+	JobStateCompleted JobState = "completed"
+	// JobStateDead is a job in the dead-letter queue, waiting for a human.
+	JobStateDead JobState = "dead"
+	// JobStateDiscarded is a dead job a human decided not to retry.
+	JobStateDiscarded JobState = "discarded"
+)
+
+// Finished reports whether the state is terminal.
+func (s JobState) Finished() bool {
+	return s == JobStateCompleted || s == JobStateDead || s == JobStateDiscarded
+}
+
+// Valid reports whether s is one of the known states.
+func (s JobState) Valid() bool {
+	switch s {
+	case JobStateAvailable, JobStateRunning, JobStateCompleted, JobStateDead, JobStateDiscarded:
+		return true
+	}
+	return false
+}
+
+// AllJobStates lists every state in life-cycle order.
+var AllJobStates = []JobState{JobStateAvailable, JobStateRunning, JobStateCompleted, JobStateDead, JobStateDiscarded}
+
+// JobRow is a job as the store holds it.
+type JobRow struct {
+	ID            int64
+	Kind          string
+	Queue         string
+	Priority      int
+	Args          []byte // the encoded payload (JSON)
+	MessageID     string // UUID for transport dedup
+	Key           string // the idempotency key markers are claimed under
+	CorrelationID string
+	UniqueKey     string // empty when the job was not enqueued unique
+	State         JobState
+	Attempt       int   // attempts started so far, including the running one
+	MaxAttempts   int   // attempts allowed before the job is dead-lettered
+	Epoch         int64 // lease epoch: the fencing token, bumped on every fetch
+	RunAt         time.Time
+	LeaseUntil    time.Time // zero unless running
+	AttemptedBy   string    // node that holds (or last held) the lease
+	Errors        []AttemptError
+	Note          string // why a job finished as it did, e.g. a no-op reason
+	CreatedAt     time.Time
+	FinishedAt    time.Time // zero until the job reaches a terminal state
+}
+
+// AttemptError records one failed attempt.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+	Stack   string    `json:"stack,omitempty"`
+}
+
+// Marker is one processed-message record: handler HandlerName has applied
+// the effect for idempotency key Key.
+type Marker struct {
+	Handler     string
+	Key         string
+	ProcessedAt time.Time
+}
+
+// Node is a worker process as it last reported itself.
+type Node struct {
+	ID          string
+	Host        string
+	PID         int
+	Kinds       []string
+	Queues      []string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
+
+// OrphanKind is a kind with queued jobs that no live worker handles.
+type OrphanKind struct {
+	Kind   string
+	Queue  string
+	Count  int
+	Oldest time.Time
+}
