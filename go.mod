@@ -1,6 +1,8 @@
 module github.com/twicejobs/twice
 
-go 1.26
+go 1.26.0
+
+require modernc.org/sqlite v1.62.0
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
@@ -16,5 +18,4 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 )

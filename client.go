@@ -1,0 +1,281 @@
+package twice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/twicejobs/twice/internal/completer"
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/internal/producer"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// Client enqueues jobs and, once started, works the kinds in its registry.
+type Client struct {
+	store    twicestore.Store
+	cfg      Config
+	registry *Registry
+	logger   *slog.Logger
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	producer *producer.Producer
+	complete *completer.Completer
+	// fetchCancel stops fetching and the background loops; workCancel
+	// cancels the handlers' contexts with ErrShutdown when the grace period
+	// of Stop runs out.
+	fetchCancel context.CancelFunc
+	workCtx     context.Context
+	workCancel  context.CancelCauseFunc
+	loops       sync.WaitGroup
+
+	// running holds the leases of jobs being worked, for the heartbeat.
+	runningMu sync.Mutex
+	running   map[int64]*runningJob
+}
+
+type runningJob struct {
+	row    *twicetype.JobRow
+	cancel context.CancelCauseFunc
+}
+
+// NewClient validates cfg and returns a client on store. It does not touch
+// the database; Start does.
+func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
+	if store == nil {
+		return nil, errors.New("twice: NewClient: store is nil; open one with twicesqlite.Open")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("twice: invalid config: %w", err)
+	}
+	return &Client{
+		store:    store,
+		cfg:      cfg,
+		registry: cfg.Registry,
+		logger:   cfg.Logger,
+		running:  make(map[int64]*runningJob),
+	}, nil
+}
+
+// Store returns the store the client works on.
+func (c *Client) Store() twicestore.Store { return c.store }
+
+// NodeID returns the name this client leases jobs under.
+func (c *Client) NodeID() string { return c.cfg.NodeID }
+
+// Start checks the database and starts working the registered kinds: the
+// fetch loop, the lease heartbeat, the batched completer, the rescuer of
+// expired leases, marker pruning and the node heartbeat. It fails fast when
+// the database is unreachable or not migrated. The loops run until Stop;
+// ctx only bounds the start-up checks.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("twice: client already started")
+	}
+	if err := c.store.Ping(ctx); err != nil {
+		return fmt.Errorf("twice: start: database unreachable: %w", err)
+	}
+	applied, latest, err := c.store.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("twice: start: %w", err)
+	}
+	if applied < latest {
+		return fmt.Errorf("twice: start: database schema is at version %d, this binary needs %d: run `twice migrate`: %w",
+			applied, latest, twicestore.ErrNotMigrated)
+	}
+	if applied > latest {
+		return fmt.Errorf("twice: start: database schema is at version %d, newer than this binary's %d: upgrade twice: %w",
+			applied, latest, twicestore.ErrSchemaTooNew)
+	}
+	c.started = true
+
+	bg, cancel := context.WithCancel(context.Background())
+	c.fetchCancel = cancel
+	c.workCtx, c.workCancel = context.WithCancelCause(context.Background())
+	c.complete = completer.New(c.store, c.logger, 0)
+	c.complete.Start()
+
+	queues := make([]producer.Queue, len(c.cfg.Queues))
+	for i, q := range c.cfg.Queues {
+		queues[i] = producer.Queue{Name: q.Name, Concurrency: q.Concurrency}
+	}
+	c.producer = producer.New(producer.Config{
+		Exec:         c.store,
+		Queues:       queues,
+		RoundRobin:   c.cfg.QueueOrder == RoundRobin,
+		MaxWorkers:   c.cfg.MaxWorkers,
+		Kinds:        c.registry.Kinds(),
+		Node:         c.cfg.NodeID,
+		Lease:        c.cfg.LeaseDuration,
+		PollInterval: c.cfg.PollInterval,
+		FetchLimit:   c.cfg.FetchLimit,
+		Logger:       c.logger,
+		Run:          c.work,
+	})
+	c.goLoop(func() { c.producer.Run(bg) })
+	c.goLoop(func() { c.heartbeatLeases(bg) })
+	c.goLoop(func() { c.rescueLoop(bg) })
+	c.goLoop(func() { c.pruneLoop(bg) })
+	c.goLoop(func() { c.nodeLoop(bg) })
+	c.logger.InfoContext(ctx, "twice worker started",
+		logattr.Component, "client", logattr.Node, c.cfg.NodeID, "kinds", c.registry.Kinds())
+	return nil
+}
+
+func (c *Client) goLoop(fn func()) {
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		fn()
+	}()
+}
+
+// Stop shuts the worker down: it stops fetching, lets running jobs finish
+// until ctx is done, then cancels their contexts with ErrShutdown and puts
+// each job that returns an error back in its queue without spending an
+// attempt. Outcomes are written before Stop returns. A handler that ignores
+// its cancelled context is logged as stuck and left to its lease.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	if !c.started || c.stopped {
+		c.mu.Unlock()
+		return nil
+	}
+	c.stopped = true
+	c.mu.Unlock()
+
+	c.fetchCancel()
+	drained := make(chan struct{})
+	go func() {
+		c.producer.Wait()
+		close(drained)
+	}()
+	var stopErr error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		c.workCancel(ErrShutdown)
+		select {
+		case <-drained:
+		case <-time.After(5 * time.Second):
+			c.logStuck()
+			stopErr = fmt.Errorf("twice: stop: %d jobs did not return after cancellation; their leases will expire", c.producer.Running())
+		}
+	}
+	c.loops.Wait()
+	c.complete.Stop()
+	c.workCancel(ErrShutdown)
+	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := c.store.NodeRemove(rmCtx, &twicestore.NodeRemoveParams{ID: c.cfg.NodeID}); err != nil {
+		c.logger.WarnContext(ctx, "removing node record failed", logattr.Component, "client", logattr.Err, err)
+	}
+	c.logger.InfoContext(ctx, "twice worker stopped", logattr.Component, "client", logattr.Node, c.cfg.NodeID)
+	return stopErr
+}
+
+func (c *Client) logStuck() {
+	c.runningMu.Lock()
+	defer c.runningMu.Unlock()
+	for _, r := range c.running {
+		c.jobLogger(r.row).Error("job handler ignores its cancelled context; leaving it to its lease", logattr.Component, "client")
+	}
+}
+
+// jobLogger returns the client logger with the job's attributes.
+func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger {
+	return c.logger.With(
+		logattr.JobID, row.ID,
+		logattr.Kind, row.Kind,
+		logattr.Queue, row.Queue,
+		logattr.Attempt, row.Attempt,
+		logattr.MessageID, row.MessageID,
+		logattr.CorrelationID, row.CorrelationID,
+	)
+}
+
+func (c *Client) track(row *twicetype.JobRow, cancel context.CancelCauseFunc) {
+	c.runningMu.Lock()
+	c.running[row.ID] = &runningJob{row: row, cancel: cancel}
+	c.runningMu.Unlock()
+}
+
+func (c *Client) untrack(id int64) {
+	c.runningMu.Lock()
+	delete(c.running, id)
+	c.runningMu.Unlock()
+}
+
+// heartbeatLeases extends the leases of running jobs in one call every
+// third of the lease, and cancels the handlers whose lease was lost.
+func (c *Client) heartbeatLeases(ctx context.Context) {
+	interval := c.cfg.LeaseDuration / 3
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// Keep extending while handlers drain after fetching stopped.
+			if c.producer.Running() == 0 {
+				return
+			}
+			select {
+			case <-t.C:
+			case <-c.workCtx.Done():
+				return
+			}
+		case <-t.C:
+		}
+		c.extendLeases()
+	}
+}
+
+func (c *Client) extendLeases() {
+	c.runningMu.Lock()
+	leases := make([]twicestore.JobLease, 0, len(c.running))
+	for _, r := range c.running {
+		leases = append(leases, twicestore.JobLease{ID: r.row.ID, Epoch: r.row.Epoch})
+	}
+	c.runningMu.Unlock()
+	if len(leases) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseDuration/3)
+	defer cancel()
+	res, err := c.store.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{
+		Leases: leases, LeaseUntil: time.Now().Add(c.cfg.LeaseDuration),
+	})
+	if err != nil {
+		c.logger.Warn("extending leases failed", logattr.Component, "heartbeat", logattr.Err, err)
+		return
+	}
+	extended := make(map[int64]bool, len(res.Extended))
+	for _, id := range res.Extended {
+		extended[id] = true
+	}
+	c.runningMu.Lock()
+	defer c.runningMu.Unlock()
+	for _, l := range leases {
+		r, ok := c.running[l.ID]
+		if !ok || extended[l.ID] {
+			continue
+		}
+		c.jobLogger(r.row).Warn("job lease lost; cancelling its handler", logattr.Component, "heartbeat")
+		r.cancel(ErrLeaseLost)
+	}
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}

@@ -1,0 +1,278 @@
+package twice
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// EnqueueOpts are per-call options. Each zero field falls back to the kind's
+// registration, then to the client's default.
+type EnqueueOpts struct {
+	// Queue to put the job in.
+	Queue string
+	// Priority orders jobs within a queue, lower first.
+	Priority int
+	// RunAt delays the job until then.
+	RunAt time.Time
+	// Delay delays the job by this much from now; ignored when RunAt is set.
+	Delay time.Duration
+	// MaxAttempts before the job is dead-lettered.
+	MaxAttempts int
+	// UniqueKey makes the enqueue a no-op while an unfinished job of the
+	// same kind has the same key: the result is that job, with Duplicate
+	// set.
+	UniqueKey string
+	// MessageID sets the message id instead of a new UUID (for a producer
+	// that retries a publish of the same message).
+	MessageID string
+	// CorrelationID overrides the one from the context.
+	CorrelationID string
+}
+
+// EnqueueParams is one job of a batch.
+type EnqueueParams struct {
+	Args Args
+	Opts *EnqueueOpts
+}
+
+// EnqueueResult is an enqueued job.
+type EnqueueResult struct {
+	// Job is the stored job: the new one, or the existing one for a
+	// duplicate.
+	Job *twicetype.JobRow
+	// Duplicate reports that the unique key matched an unfinished job and
+	// nothing was inserted.
+	Duplicate bool
+}
+
+// Enqueue stores one job.
+func (c *Client) Enqueue(ctx context.Context, args Args, opts *EnqueueOpts) (*EnqueueResult, error) {
+	res, err := c.enqueue(ctx, c.store, []EnqueueParams{{Args: args, Opts: opts}}, true)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// EnqueueTx stores one job in the caller's transaction on the store's
+// database (for SQLite, a *sql.Tx): the job commits with the caller's own
+// writes or not at all.
+func (c *Client) EnqueueTx(ctx context.Context, tx any, args Args, opts *EnqueueOpts) (*EnqueueResult, error) {
+	exec, err := c.store.ExecutorFromTx(tx)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue in transaction: %w", err)
+	}
+	res, err := c.enqueue(ctx, exec, []EnqueueParams{{Args: args, Opts: opts}}, false)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// EnqueueMany stores a batch of jobs in one round trip. If any job fails
+// validation, none is stored.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []EnqueueParams) ([]*EnqueueResult, error) {
+	return c.enqueue(ctx, c.store, jobs, true)
+}
+
+// EnqueueManyTx is EnqueueMany in the caller's transaction.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx any, jobs []EnqueueParams) ([]*EnqueueResult, error) {
+	exec, err := c.store.ExecutorFromTx(tx)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue in transaction: %w", err)
+	}
+	return c.enqueue(ctx, exec, jobs, false)
+}
+
+// ErrUnknownKind is returned by EnqueueJSON for a kind that neither this
+// client registers nor any live worker handles.
+var ErrUnknownKind = errors.New("unknown job kind")
+
+// EnqueueJSON stores one job from raw JSON args, for tools that do not have
+// the Go type (the CLI). A kind registered with this client must decode
+// into its args type with no unknown fields; a kind only a live worker
+// handles must be a JSON object; any other kind is refused with
+// ErrUnknownKind, so a typo never queues a job nobody will run.
+func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts *EnqueueOpts) (*EnqueueResult, error) {
+	if err := ValidateKind(kind); err != nil {
+		return nil, fmt.Errorf("twice: enqueue: %w", err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil || !bytes.HasPrefix(compact.Bytes(), []byte("{")) {
+		return nil, fmt.Errorf("twice: enqueue %q: args are not a JSON object: pass one like '{\"user_id\": 42}'", kind)
+	}
+	if c.registry.lookup(kind) != nil {
+		if err := c.registry.ValidateArgs(kind, compact.Bytes()); err != nil {
+			return nil, fmt.Errorf("twice: enqueue: %w", err)
+		}
+	} else if known, err := c.liveKinds(ctx); err != nil {
+		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
+	} else if !known[kind] {
+		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler or live worker knows it (known kinds: %s)",
+			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
+	}
+	if compact.Len() > c.cfg.MaxArgsBytes {
+		return nil, fmt.Errorf("twice: enqueue %q: args are %d bytes, over the %d-byte limit: pass IDs, not data",
+			kind, compact.Len(), c.cfg.MaxArgsBytes)
+	}
+	p, err := c.insertParams(ctx, kind, compact.Bytes(), "", opts)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue: %w", err)
+	}
+	res, err := c.insert(ctx, c.store, []*twicestore.JobInsertParams{p}, true)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// liveKinds returns the kinds that live workers handle.
+func (c *Client) liveKinds(ctx context.Context) (map[string]bool, error) {
+	nodes, err := c.store.NodeList(ctx, &twicestore.NodeListParams{AliveSince: time.Now().Add(-nodeAliveWindow)})
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{}
+	for _, n := range nodes {
+		for _, k := range n.Kinds {
+			known[k] = true
+		}
+	}
+	return known, nil
+}
+
+func (c *Client) knownKinds(live map[string]bool) []string {
+	set := map[string]bool{}
+	for _, k := range c.registry.Kinds() {
+		set[k] = true
+	}
+	for k := range live {
+		set[k] = true
+	}
+	kinds := make([]string, 0, len(set))
+	for k := range set {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	if len(kinds) == 0 {
+		return []string{"none"}
+	}
+	return kinds
+}
+
+func (c *Client) enqueue(ctx context.Context, exec twicestore.Executor, jobs []EnqueueParams, notify bool) ([]*EnqueueResult, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	params := make([]*twicestore.JobInsertParams, len(jobs))
+	var errs []error
+	for i, j := range jobs {
+		b, err := encodeArgs(j.Args, c.cfg.MaxArgsBytes)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("job %d: %w", i, err))
+			continue
+		}
+		key := ""
+		if k, ok := j.Args.(IdempotencyKeyer); ok {
+			if key = k.IdempotencyKey(); key == "" {
+				errs = append(errs, fmt.Errorf("job %d: kind %q: IdempotencyKey() returned an empty key", i, j.Args.Kind()))
+				continue
+			}
+		}
+		if params[i], err = c.insertParams(ctx, j.Args.Kind(), b, key, j.Opts); err != nil {
+			errs = append(errs, fmt.Errorf("job %d: %w", i, err))
+		}
+	}
+	if len(errs) > 0 {
+		if len(jobs) == 1 {
+			return nil, fmt.Errorf("twice: enqueue: %w", errors.Unwrap(errs[0]))
+		}
+		return nil, fmt.Errorf("twice: enqueue: nothing stored: %w", errors.Join(errs...))
+	}
+	return c.insert(ctx, exec, params, notify)
+}
+
+// insertParams resolves options (call, then kind, then client) and the
+// envelope.
+func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key string, opts *EnqueueOpts) (*twicestore.JobInsertParams, error) {
+	o := EnqueueOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	var ko KindOpts
+	if e := c.registry.lookup(kind); e != nil {
+		ko = e.opts
+	}
+	now := time.Now()
+	p := &twicestore.JobInsertParams{
+		Kind:          kind,
+		Queue:         firstNonZero(o.Queue, ko.Queue, c.cfg.DefaultQueue),
+		Priority:      firstNonZero(o.Priority, ko.Priority),
+		Args:          args,
+		MessageID:     firstNonZero(o.MessageID, newMessageID()),
+		CorrelationID: firstNonZero(o.CorrelationID, CorrelationID(ctx), newMessageID()),
+		UniqueKey:     o.UniqueKey,
+		MaxAttempts:   firstNonZero(o.MaxAttempts, ko.MaxAttempts, c.cfg.MaxAttempts),
+		RunAt:         now,
+		CreatedAt:     now,
+	}
+	p.Key = firstNonZero(key, p.MessageID)
+	switch {
+	case !o.RunAt.IsZero():
+		p.RunAt = o.RunAt
+	case o.Delay > 0:
+		p.RunAt = now.Add(o.Delay)
+	case o.Delay < 0:
+		return nil, fmt.Errorf("kind %q: negative Delay %s", kind, o.Delay)
+	}
+	if p.MaxAttempts < 1 {
+		return nil, fmt.Errorf("kind %q: MaxAttempts %d: use at least 1", kind, p.MaxAttempts)
+	}
+	return p, nil
+}
+
+func (c *Client) insert(ctx context.Context, exec twicestore.Executor, params []*twicestore.JobInsertParams, notify bool) ([]*EnqueueResult, error) {
+	res, err := exec.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params})
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue: %w", err)
+	}
+	out := make([]*EnqueueResult, len(res.Jobs))
+	due := false
+	for i, r := range res.Jobs {
+		out[i] = &EnqueueResult{Job: r.Job, Duplicate: r.Duplicate}
+		due = due || (!r.Duplicate && !r.Job.RunAt.After(time.Now()))
+	}
+	if notify && due {
+		c.notify()
+	}
+	return out, nil
+}
+
+// notify wakes this client's fetch loop, if it runs.
+func (c *Client) notify() {
+	c.mu.Lock()
+	p := c.producer
+	c.mu.Unlock()
+	if p != nil {
+		p.Notify()
+	}
+}
+
+func firstNonZero[T comparable](vs ...T) T {
+	var zero T
+	for _, v := range vs {
+		if v != zero {
+			return v
+		}
+	}
+	return zero
+}

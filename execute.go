@@ -1,0 +1,283 @@
+package twice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// outcomeWriteTimeout bounds the writes that record a finished effect: they
+// run on a context the handler's cancellation cannot reach.
+const outcomeWriteTimeout = 10 * time.Second
+
+// delivery is what one run of a job through its strategy produced.
+type delivery struct {
+	err  error  // the handler's error, or the strategy's; nil on success
+	noop string // set when the job completed without its effect running
+	// committed is set when the outcome was already written in the
+	// strategy's own transaction (Transactional).
+	committed bool
+}
+
+// work runs one leased job: it applies the kind's strategy around the
+// handler and hands the outcome to the completer.
+func (c *Client) work(row *twicetype.JobRow) {
+	entry := c.registry.lookup(row.Kind)
+	logger := c.jobLogger(row)
+	if entry == nil { // fetch only asks for registered kinds
+		logger.Error("fetched a job of an unregistered kind; putting it back", logattr.Component, "executor")
+		c.finish(row, logger, &twicestore.JobOutcome{
+			ID: row.ID, Epoch: row.Epoch, State: twicetype.JobStateAvailable, RunAt: time.Now(), RefundAttempt: true,
+		})
+		return
+	}
+
+	ctx, cancel := context.WithCancelCause(c.workCtx)
+	defer cancel(nil)
+	if entry.opts.Timeout > 0 {
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithTimeoutCause(ctx, entry.opts.Timeout,
+			fmt.Errorf("job exceeded its %s timeout", entry.opts.Timeout))
+		defer cancelTimeout()
+	}
+	ctx = withLogger(WithCorrelationID(ctx, row.CorrelationID), logger)
+	c.track(row, cancel)
+
+	d := c.deliver(ctx, entry, row, logger)
+	if c.cfg.Redeliver && d.err == nil {
+		d = c.redeliver(ctx, entry, row, logger, d)
+	}
+	if d.committed {
+		c.untrack(row.ID)
+		logger.DebugContext(ctx, "job completed", logattr.Component, "executor")
+		return
+	}
+	c.finish(row, logger, c.classify(ctx, entry, row, logger, d))
+}
+
+// redeliver runs the job's delivery a second time, half the time at once
+// with a copy of the first, so a handler that does not converge shows it.
+func (c *Client) redeliver(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger, first delivery) delivery {
+	logger = logger.With("redelivery", true)
+	second := func() delivery { return c.deliver(ctx, entry, row, logger) }
+	if first.committed {
+		// The job is complete; the second delivery must converge to a no-op.
+		if d := second(); d.err != nil {
+			logger.ErrorContext(ctx, "redelivery of a completed job failed: the handler does not converge",
+				logattr.Component, "executor", logattr.Err, d.err)
+		}
+		return first
+	}
+	var d1, d2 delivery
+	if rand.IntN(2) == 0 {
+		d2 = second()
+		d1 = first
+	} else {
+		var wg sync.WaitGroup
+		wg.Go(func() { d2 = second() })
+		d1 = c.deliver(ctx, entry, row, logger)
+		wg.Wait()
+	}
+	switch {
+	case d1.committed:
+		return d1
+	case d2.committed:
+		return d2
+	case d1.err != nil:
+		return d1
+	case d2.err != nil:
+		return d2
+	}
+	return d1
+}
+
+// deliver applies the kind's strategy around one call of the handler.
+func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger) delivery {
+	marker := &twicestore.MarkerParams{Handler: entry.opts.HandlerName, Key: row.Key}
+	switch entry.opts.Strategy {
+	case ClaimAfter:
+		peek, err := c.store.MarkerPeek(ctx, marker)
+		if err != nil {
+			return delivery{err: fmt.Errorf("peek marker: %w", err)}
+		}
+		if peek.Processed {
+			return delivery{noop: "already processed"}
+		}
+		if err := runHandler(ctx, entry, row, nil); err != nil {
+			return delivery{err: err}
+		}
+		// The effect happened: claim on a context the handler's cancellation
+		// cannot reach, so a shutdown cannot skip the marker.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeWriteTimeout)
+		defer cancel()
+		marker.Now = time.Now()
+		if _, err := c.store.MarkerClaim(wctx, marker); err != nil {
+			// Not claiming costs at worst a duplicate effect on redelivery,
+			// which is this strategy's promise; the job still succeeded.
+			logger.WarnContext(ctx, "claiming marker after the effect failed; a redelivery may repeat it",
+				logattr.Component, "executor", logattr.Err, err)
+		}
+		return delivery{}
+
+	case ClaimBefore:
+		marker.Now = time.Now()
+		claim, err := c.store.MarkerClaim(ctx, marker)
+		if err != nil {
+			return delivery{err: fmt.Errorf("claim marker: %w", err)}
+		}
+		if claim.AlreadyProcessed {
+			return delivery{noop: "already processed"}
+		}
+		err = runHandler(ctx, entry, row, nil)
+		var notApplied *NotAppliedError
+		var snooze *SnoozeError
+		var noop *NoOpError
+		switch {
+		case err == nil, errors.As(err, &noop):
+			return delivery{err: err}
+		case errors.As(err, &notApplied), errors.As(err, &snooze):
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeWriteTimeout)
+			defer cancel()
+			if rerr := c.store.MarkerRelease(wctx, marker); rerr != nil {
+				// Keeping the claim turns the retry into a no-op: that is
+				// loss, so dead-letter instead of pretending to retry.
+				return delivery{err: Permanent(fmt.Errorf("release claim after %v: %w", err, rerr))}
+			}
+			return delivery{err: err}
+		default:
+			return delivery{err: Permanent(fmt.Errorf("%w (strategy claim-before: the effect may have happened, "+
+				"so the claim is kept and the job needs a human; return twice.NotApplied(err) when it certainly did not)", err))}
+		}
+
+	case Transactional:
+		return c.deliverTx(ctx, entry, row, marker)
+
+	default: // None
+		return delivery{err: runHandler(ctx, entry, row, nil)}
+	}
+}
+
+// deliverTx claims the marker, runs the handler and completes the job in one
+// transaction, checking the lease epoch inside it.
+func (c *Client) deliverTx(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, marker *twicestore.MarkerParams) delivery {
+	tx, err := c.store.Begin(ctx)
+	if err != nil {
+		return delivery{err: fmt.Errorf("begin transaction: %w", err)}
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	marker.Now = time.Now()
+	claim, err := tx.MarkerClaim(ctx, marker)
+	if err != nil {
+		return delivery{err: fmt.Errorf("claim marker: %w", err)}
+	}
+	if claim.AlreadyProcessed {
+		return delivery{noop: "already processed"}
+	}
+	if err := runHandler(ctx, entry, row, tx); err != nil {
+		return delivery{err: err}
+	}
+	now := time.Now()
+	res, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
+		ID: row.ID, Epoch: row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: now,
+	}}})
+	if err != nil {
+		return delivery{err: fmt.Errorf("complete job in transaction: %w", err)}
+	}
+	if !res.Applied[0] {
+		return delivery{err: fmt.Errorf("%w: the effect was rolled back", ErrLeaseLost)}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return delivery{err: fmt.Errorf("commit: %w", err)}
+	}
+	return delivery{committed: true}
+}
+
+// runHandler calls the handler, turning a panic into a *PanicError.
+func runHandler(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, tx twicestore.Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: string(debug.Stack())}
+		}
+	}()
+	return entry.run(ctx, row, tx)
+}
+
+// classify turns a delivery into the job's outcome.
+func (c *Client) classify(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger, d delivery) *twicestore.JobOutcome {
+	now := time.Now()
+	o := &twicestore.JobOutcome{ID: row.ID, Epoch: row.Epoch}
+	err := d.err
+	var (
+		noop      *NoOpError
+		snooze    *SnoozeError
+		permanent *PermanentError
+		panicErr  *PanicError
+	)
+	switch {
+	case err == nil || errors.As(err, &noop):
+		o.State, o.FinishedAt = twicetype.JobStateCompleted, now
+		o.Note = d.noop
+		if noop != nil {
+			o.Note = noop.Reason
+		}
+		if o.Note != "" {
+			logger.InfoContext(ctx, "job completed as a no-op", logattr.Component, "executor", "reason", o.Note)
+		}
+		return o
+	case errors.As(err, &snooze):
+		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now.Add(snooze.Duration), true
+		o.Note = err.Error()
+		logger.InfoContext(ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration)
+		return o
+	case errors.Is(context.Cause(ctx), ErrShutdown):
+		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now, true
+		o.Note = "requeued on shutdown"
+		logger.InfoContext(ctx, "job requeued on shutdown", logattr.Component, "executor", logattr.Err, err)
+		return o
+	}
+	ae := &twicetype.AttemptError{Attempt: row.Attempt, At: now, Error: err.Error()}
+	if errors.As(err, &panicErr) {
+		ae.Stack = panicErr.Stack
+	}
+	o.Error = ae
+	if errors.As(err, &permanent) || row.Attempt >= row.MaxAttempts {
+		o.State, o.FinishedAt = twicetype.JobStateDead, now
+		logger.ErrorContext(ctx, "job dead-lettered", logattr.Component, "executor", logattr.Err, err,
+			"max_attempts", row.MaxAttempts)
+		return o
+	}
+	o.State, o.RunAt = twicetype.JobStateAvailable, now.Add(c.cfg.Backoff(row.Attempt))
+	logger.WarnContext(ctx, "job failed; will retry", logattr.Component, "executor", logattr.Err, err, "run_at", o.RunAt)
+	return o
+}
+
+// finish hands an outcome to the completer; the job stays tracked (and its
+// lease extended) until the outcome is written.
+func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestore.JobOutcome) {
+	c.complete.Add(o, func(applied bool, err error) {
+		c.untrack(row.ID)
+		switch {
+		case err != nil:
+			logger.Error("recording job outcome failed; the job will run again when its lease expires",
+				logattr.Component, "completer", logattr.Err, err)
+		case !applied:
+			logger.Warn("job outcome discarded: the lease was lost and another worker may hold the job",
+				logattr.Component, "completer", "epoch", row.Epoch)
+		case o.State == twicetype.JobStateDead && c.cfg.OnDead != nil:
+			dead := *row
+			dead.State, dead.FinishedAt = twicetype.JobStateDead, o.FinishedAt
+			dead.Errors = append(append([]twicetype.AttemptError(nil), row.Errors...), *o.Error)
+			var jobErr error = errors.New(o.Error.Error)
+			c.cfg.OnDead(context.Background(), DeadJob{Job: &dead, Err: jobErr})
+		}
+	})
+}

@@ -1,0 +1,128 @@
+// Package completer writes job outcomes to the store in batches: one
+// JobFinish call carries every outcome that arrived while the previous one
+// was being written, so a busy worker pays one round trip for many jobs and
+// an idle one pays no extra latency.
+package completer
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// MaxBatchDefault is the most outcomes written in one call.
+const MaxBatchDefault = 500
+
+// writeTimeout bounds one batch write; outcomes are written even during
+// shutdown, so they run on a context that is not the caller's.
+const writeTimeout = 30 * time.Second
+
+// Done is told whether an outcome was applied (false: the lease was lost)
+// or could not be written at all (err).
+type Done func(applied bool, err error)
+
+type item struct {
+	outcome *twicestore.JobOutcome
+	done    Done
+}
+
+// Completer batches outcomes. Add blocks when MaxBatch outcomes are already
+// waiting: back-pressure instead of an unbounded buffer.
+type Completer struct {
+	exec     twicestore.Executor
+	logger   *slog.Logger
+	maxBatch int
+	in   chan item
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// New returns a completer writing through exec.
+func New(exec twicestore.Executor, logger *slog.Logger, maxBatch int) *Completer {
+	if maxBatch <= 0 {
+		maxBatch = MaxBatchDefault
+	}
+	return &Completer{
+		exec:     exec,
+		logger:   logger.With(logattr.Component, "completer"),
+		maxBatch: maxBatch,
+		in:       make(chan item, maxBatch),
+	}
+}
+
+// Start runs the write loop until Stop.
+func (c *Completer) Start() {
+	c.wg.Add(1)
+	go c.loop()
+}
+
+// Add queues an outcome; done is called from the write loop once it is
+// written. It blocks while the buffer is full.
+func (c *Completer) Add(o *twicestore.JobOutcome, done Done) {
+	c.in <- item{outcome: o, done: done}
+}
+
+// Stop writes what is queued and ends the loop. Add must not be called
+// after Stop.
+func (c *Completer) Stop() {
+	c.once.Do(func() { close(c.in) })
+	c.wg.Wait()
+}
+
+func (c *Completer) loop() {
+	defer c.wg.Done()
+	batch := make([]item, 0, c.maxBatch)
+	for first := range c.in {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < c.maxBatch {
+			select {
+			case it, ok := <-c.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, it)
+			default:
+				break drain
+			}
+		}
+		c.write(batch)
+	}
+}
+
+// write records one batch, retrying a failed write a few times: an outcome
+// that is never written is not lost (the lease expires and the job runs
+// again), but it costs a duplicate delivery, so it is worth a retry.
+func (c *Completer) write(batch []item) {
+	outcomes := make([]*twicestore.JobOutcome, len(batch))
+	for i, it := range batch {
+		outcomes[i] = it.outcome
+	}
+	var (
+		res *twicestore.JobFinishResult
+		err error
+	)
+	for try := range 4 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		res, err = c.exec.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: outcomes})
+		cancel()
+		if err == nil {
+			break
+		}
+		c.logger.Warn("writing job outcomes failed; retrying", logattr.Err, err, "jobs", len(batch))
+	}
+	for i, it := range batch {
+		if err != nil {
+			it.done(false, err)
+			continue
+		}
+		it.done(res.Applied[i], nil)
+	}
+}

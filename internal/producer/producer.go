@@ -1,0 +1,193 @@
+// Package producer is the fetch loop of a worker: it leases available jobs
+// from the store, queue by queue in priority order, whenever slots are free,
+// and hands each job to a run function on its own goroutine. It wakes on a
+// local notification, when a slot frees after a full fetch, and on a
+// jittered fallback timer; the database, not the notification, is the truth.
+package producer
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/internal/periodic"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// Queue is one named queue and the most of its jobs run at once.
+type Queue struct {
+	Name        string
+	Concurrency int
+}
+
+// Config configures a Producer.
+type Config struct {
+	Exec         twicestore.Executor
+	Queues       []Queue // in priority order
+	RoundRobin   bool    // rotate the first queue each round instead of strict order
+	MaxWorkers   int     // across all queues
+	Kinds        []string
+	Node         string
+	Lease        time.Duration
+	PollInterval time.Duration
+	FetchLimit   int // most jobs one fetch takes
+	Logger       *slog.Logger
+	// Run works one leased job; it runs on its own goroutine and the slot
+	// is freed when it returns.
+	Run func(row *twicetype.JobRow)
+}
+
+// Producer fetches and dispatches jobs.
+type Producer struct {
+	cfg    Config
+	wake   chan struct{}
+	freed  chan struct{}
+	mu     sync.Mutex
+	active map[string]int // queue -> running count
+	total  int
+	wg     sync.WaitGroup // running jobs
+	rotate int
+}
+
+// New returns a producer; Run starts it.
+func New(cfg Config) *Producer {
+	return &Producer{
+		cfg:    cfg,
+		wake:   make(chan struct{}, 1),
+		freed:  make(chan struct{}, 1),
+		active: make(map[string]int),
+	}
+}
+
+// Notify asks for a fetch soon (a job was just enqueued, say).
+func (p *Producer) Notify() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run fetches until ctx is done. It returns without waiting for running
+// jobs; Wait does that.
+func (p *Producer) Run(ctx context.Context) {
+	logger := p.cfg.Logger.With(logattr.Component, "producer")
+	backoff := p.cfg.PollInterval
+	for {
+		full, err := p.fetchRound(ctx)
+		if err != nil && ctx.Err() == nil {
+			logger.ErrorContext(ctx, "fetching jobs failed; retrying", logattr.Err, err)
+		}
+		wait := periodic.Jitter(backoff)
+		timer := time.NewTimer(wait)
+		freed := p.freed
+		if !full {
+			freed = nil // a freed slot only matters when work is likely waiting
+		}
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-p.wake:
+		case <-freed:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// Wait blocks until every dispatched job's run function has returned.
+func (p *Producer) Wait() { p.wg.Wait() }
+
+// Running reports how many jobs are running.
+func (p *Producer) Running() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total
+}
+
+// fetchRound fetches for each queue with free slots. full reports whether
+// some fetch came back with as many jobs as it asked for, so more are
+// probably waiting.
+func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
+	if len(p.cfg.Kinds) == 0 {
+		return false, nil
+	}
+	n := len(p.cfg.Queues)
+	start := 0
+	if p.cfg.RoundRobin && n > 0 {
+		start = p.rotate % n
+		p.rotate++
+	}
+	for i := range n {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		q := p.cfg.Queues[(start+i)%n]
+		limit := p.free(q)
+		if limit <= 0 {
+			if p.globalFree() <= 0 {
+				return true, nil
+			}
+			continue
+		}
+		limit = min(limit, p.cfg.FetchLimit)
+		now := time.Now()
+		res, ferr := p.cfg.Exec.JobFetch(ctx, &twicestore.JobFetchParams{
+			Queue:      q.Name,
+			Kinds:      p.cfg.Kinds,
+			Limit:      limit,
+			Node:       p.cfg.Node,
+			Now:        now,
+			LeaseUntil: now.Add(p.cfg.Lease),
+		})
+		if ferr != nil {
+			return false, ferr
+		}
+		if len(res.Jobs) == limit {
+			full = true
+		}
+		for _, row := range res.Jobs {
+			p.dispatch(row)
+		}
+	}
+	return full, nil
+}
+
+func (p *Producer) free(q Queue) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return min(q.Concurrency-p.active[q.Name], p.cfg.MaxWorkers-p.total)
+}
+
+func (p *Producer) globalFree() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.MaxWorkers - p.total
+}
+
+func (p *Producer) dispatch(row *twicetype.JobRow) {
+	p.mu.Lock()
+	p.active[row.Queue]++
+	p.total++
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer p.release(row.Queue)
+		p.cfg.Run(row)
+	}()
+}
+
+func (p *Producer) release(queue string) {
+	p.mu.Lock()
+	p.active[queue]--
+	p.total--
+	p.mu.Unlock()
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,129 @@
+package twice
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/internal/periodic"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// How often a node reports itself, and how stale a report may be before
+// the node counts as gone (for orphan detection).
+const (
+	nodeHeartbeatInterval = 10 * time.Second
+	nodeAliveWindow       = 3 * nodeHeartbeatInterval
+	orphanReportInterval  = time.Minute
+	pruneInterval         = time.Hour
+	maintenanceBatch      = 1000
+)
+
+// rescueLoop makes jobs whose lease expired fetchable again. Any node may
+// run it: the rescue is one guarded update, so two nodes rescuing at once
+// do the work once.
+func (c *Client) rescueLoop(ctx context.Context) {
+	logger := c.logger.With(logattr.Component, "rescuer")
+	periodic.Run(ctx, c.cfg.RescueInterval, func(ctx context.Context) {
+		res, err := c.store.JobRescue(ctx, &twicestore.JobRescueParams{Now: time.Now(), Limit: maintenanceBatch})
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "rescuing expired leases failed", logattr.Err, err)
+			}
+			return
+		}
+		if len(res.Requeued) > 0 {
+			logger.WarnContext(ctx, "rescued jobs whose lease expired; they will run again", "jobs", res.Requeued)
+			c.producer.Notify()
+		}
+		for _, id := range res.Dead {
+			row, err := c.store.JobGet(ctx, &twicestore.JobGetParams{ID: id})
+			if err != nil {
+				continue
+			}
+			c.jobLogger(row).ErrorContext(ctx, "job dead-lettered: its lease expired on the final attempt", logattr.Component, "rescuer")
+			if c.cfg.OnDead != nil {
+				c.cfg.OnDead(ctx, DeadJob{Job: row, Err: errLeaseExpired})
+			}
+		}
+	})
+}
+
+var errLeaseExpired = errors.New("lease expired on the final attempt")
+
+// pruneLoop deletes markers older than the retention, in bounded batches.
+func (c *Client) pruneLoop(ctx context.Context) {
+	logger := c.logger.With(logattr.Component, "pruner")
+	periodic.Run(ctx, pruneInterval, func(ctx context.Context) {
+		before := time.Now().Add(-c.cfg.MarkerRetention)
+		for ctx.Err() == nil {
+			res, err := c.store.MarkerPrune(ctx, &twicestore.MarkerPruneParams{Before: before, Limit: maintenanceBatch})
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.WarnContext(ctx, "pruning markers failed", logattr.Err, err)
+				}
+				return
+			}
+			if res.Deleted < maintenanceBatch {
+				return
+			}
+		}
+	})
+}
+
+// nodeLoop reports this node alive with the kinds it handles, and reports
+// kinds with waiting jobs that no live node handles.
+func (c *Client) nodeLoop(ctx context.Context) {
+	logger := c.logger.With(logattr.Component, "nodes")
+	started := time.Now()
+	node := &twicetype.Node{
+		ID: c.cfg.NodeID, Host: hostname(), PID: os.Getpid(),
+		Kinds: c.registry.Kinds(), Queues: c.queueNames(), StartedAt: started,
+	}
+	var lastOrphanReport time.Time
+	periodic.Run(ctx, nodeHeartbeatInterval, func(ctx context.Context) {
+		node.HeartbeatAt = time.Now()
+		if err := c.store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: node}); err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "node heartbeat failed", logattr.Err, err)
+			}
+			return
+		}
+		if time.Since(lastOrphanReport) < orphanReportInterval {
+			return
+		}
+		lastOrphanReport = time.Now()
+		orphans, err := c.Orphans(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "looking for orphaned jobs failed", logattr.Err, err)
+			}
+			return
+		}
+		for _, o := range orphans {
+			logger.WarnContext(ctx, "jobs are waiting for a kind no live worker handles; they are kept, not failed — deploy a worker that registers it",
+				logattr.Kind, o.Kind, logattr.Queue, o.Queue, "count", o.Count, "oldest", o.Oldest)
+		}
+	})
+}
+
+// Orphans lists kinds with waiting jobs that no live worker handles. Such
+// jobs are never failed or dropped; they wait for a worker that knows them.
+func (c *Client) Orphans(ctx context.Context) ([]twicetype.OrphanKind, error) {
+	res, err := c.store.JobOrphans(ctx, &twicestore.JobOrphansParams{AliveSince: time.Now().Add(-nodeAliveWindow)})
+	if err != nil {
+		return nil, err
+	}
+	return res.Kinds, nil
+}
+
+func (c *Client) queueNames() []string {
+	names := make([]string, len(c.cfg.Queues))
+	for i, q := range c.cfg.Queues {
+		names[i] = q.Name
+	}
+	return names
+}

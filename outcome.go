@@ -1,0 +1,77 @@
+package twice
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// PermanentError marks a failure that retrying cannot fix: the job goes to
+// the dead-letter queue now. Build it with Permanent.
+type PermanentError struct{ Err error }
+
+// Permanent wraps err so the job is dead-lettered without further attempts.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+func (e *PermanentError) Error() string { return "permanent: " + errString(e.Err) }
+
+// Unwrap returns the wrapped error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// SnoozeError asks for the job to run again after Duration without spending
+// an attempt. Build it with Snooze.
+type SnoozeError struct{ Duration time.Duration }
+
+// Snooze reschedules the job d from now without spending an attempt.
+func Snooze(d time.Duration) error { return &SnoozeError{Duration: d} }
+
+func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.Duration) }
+
+// NoOpError records that the job had nothing to do (the user was deleted,
+// the row already swept): it completes successfully, with the reason kept.
+// Build it with NoOp.
+type NoOpError struct{ Reason string }
+
+// NoOp completes the job successfully as a skip, recording reason. An
+// "already done" job is a success, not a failure: it must not page anyone.
+func NoOp(reason string) error { return &NoOpError{Reason: reason} }
+
+func (e *NoOpError) Error() string { return "no-op: " + e.Reason }
+
+// NotAppliedError tells a ClaimBefore kind that the effect certainly did not
+// happen (the provider refused the request, say), so the runtime releases
+// the claim and retries instead of dead-lettering. Build it with NotApplied.
+type NotAppliedError struct{ Err error }
+
+// NotApplied wraps err to say the effect was not applied.
+func NotApplied(err error) error { return &NotAppliedError{Err: err} }
+
+func (e *NotAppliedError) Error() string { return "not applied: " + errString(e.Err) }
+
+// Unwrap returns the wrapped error.
+func (e *NotAppliedError) Unwrap() error { return e.Err }
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// PanicError is the error a recovered handler panic becomes; its stack is
+// kept in the job's error history.
+type PanicError struct {
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// ErrShutdown is the cause a job's context is cancelled with when the
+// worker stops and the grace period has run out. Such a job is put back
+// without spending an attempt.
+var ErrShutdown = errors.New("twice: worker shutting down")
+
+// ErrLeaseLost is the cause a job's context is cancelled with when its lease
+// could not be extended: another worker may hold the job now.
+var ErrLeaseLost = errors.New("twice: job lease lost")

@@ -1,0 +1,191 @@
+package twice
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// Handler works jobs of one Args type. It must converge when the same
+// message is delivered twice, possibly at once on two nodes; the kind's
+// Strategy does the bookkeeping that makes that structural.
+type Handler[T Args] interface {
+	Run(ctx context.Context, job *Job[T]) error
+}
+
+// HandlerFunc adapts a function to a Handler.
+type HandlerFunc[T Args] func(ctx context.Context, job *Job[T]) error
+
+// Run calls f.
+func (f HandlerFunc[T]) Run(ctx context.Context, job *Job[T]) error { return f(ctx, job) }
+
+// KindOpts configure a registered kind. The zero value is valid.
+type KindOpts struct {
+	// Strategy is how a redelivered message converges. Defaults to
+	// ClaimAfter.
+	Strategy Strategy
+	// HandlerName scopes the kind's markers, so one message can feed two
+	// handlers. Defaults to the kind.
+	HandlerName string
+	// Queue is where the kind's jobs go unless the enqueue says otherwise.
+	// Defaults to the client's default queue.
+	Queue string
+	// Priority orders jobs within a queue, lower first. Defaults to 0.
+	Priority int
+	// MaxAttempts is the attempt after which a failure dead-letters the job.
+	// Defaults to Config.MaxAttempts.
+	MaxAttempts int
+	// Timeout bounds one attempt. Defaults to no limit beyond the lease,
+	// which the heartbeat extends.
+	Timeout time.Duration
+}
+
+// kindEntry is a registered kind: its options and a type-erased runner that
+// decodes the args and calls the user's handler.
+type kindEntry struct {
+	kind     string
+	opts     KindOpts
+	argsType reflect.Type
+	run      func(ctx context.Context, row *twicetype.JobRow, tx twicestore.Tx) error
+	decode   func(raw []byte) error // validates raw args against the type
+}
+
+// Registry holds the kinds a client knows and their handlers.
+type Registry struct {
+	mu    sync.RWMutex
+	kinds map[string]*kindEntry
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{kinds: make(map[string]*kindEntry)}
+}
+
+// Register adds a handler for T's kind. It checks the kind's name and the
+// payload policy of T, and refuses a kind registered twice.
+func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
+	var zero T
+	t := reflect.TypeOf(zero)
+	if t == nil {
+		return fmt.Errorf("register: args type is an interface; register a concrete struct type")
+	}
+	if t.Kind() == reflect.Pointer {
+		return fmt.Errorf("register %s: args must be a struct value, not a pointer; implement Kind on %s", t, t.Elem())
+	}
+	kind := zero.Kind()
+	if err := ValidateKind(kind); err != nil {
+		return fmt.Errorf("register %s: %w", t, err)
+	}
+	if err := checkPayloadType(t); err != nil {
+		return fmt.Errorf("register %q: %w", kind, err)
+	}
+	if h == nil {
+		return fmt.Errorf("register %q: handler is nil", kind)
+	}
+	o := KindOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Strategy < ClaimAfter || o.Strategy > None {
+		return fmt.Errorf("register %q: unknown strategy %d", kind, o.Strategy)
+	}
+	if o.HandlerName == "" {
+		o.HandlerName = kind
+	}
+	if o.MaxAttempts < 0 {
+		return fmt.Errorf("register %q: MaxAttempts is %d; use 0 for the default or a positive number", kind, o.MaxAttempts)
+	}
+	entry := &kindEntry{
+		kind:     kind,
+		opts:     o,
+		argsType: t,
+		run: func(ctx context.Context, row *twicetype.JobRow, tx twicestore.Tx) error {
+			job := &Job[T]{
+				ID: row.ID, Kind: row.Kind, Queue: row.Queue,
+				MessageID: row.MessageID, Key: row.Key, CorrelationID: row.CorrelationID,
+				Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Epoch: row.Epoch,
+				CreatedAt: row.CreatedAt, tx: tx,
+			}
+			if err := json.Unmarshal(row.Args, &job.Args); err != nil {
+				return Permanent(fmt.Errorf("decode args of kind %q: %w", row.Kind, err))
+			}
+			return h.Run(ctx, job)
+		},
+		decode: func(raw []byte) error {
+			var v T
+			return strictUnmarshal(raw, &v)
+		},
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.kinds[kind]; dup {
+		return fmt.Errorf("register %q: kind is already registered; each kind has one handler (use a new version for a new shape)", kind)
+	}
+	r.kinds[kind] = entry
+	return nil
+}
+
+// MustRegister is Register that panics on error, for wiring at start-up.
+func MustRegister[T Args](r *Registry, h Handler[T], opts *KindOpts) {
+	if err := Register(r, h, opts); err != nil {
+		panic(err)
+	}
+}
+
+// Kinds lists the registered kinds, sorted.
+func (r *Registry) Kinds() []string {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	kinds := make([]string, 0, len(r.kinds))
+	for k := range r.kinds {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return kinds
+}
+
+func (r *Registry) lookup(kind string) *kindEntry {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.kinds[kind]
+}
+
+// ValidateArgs checks raw JSON args against the registered type of kind:
+// it must decode with no unknown fields. It returns an error for a kind
+// that is not registered.
+func (r *Registry) ValidateArgs(kind string, raw []byte) error {
+	e := r.lookup(kind)
+	if e == nil {
+		return fmt.Errorf("kind %q is not registered", kind)
+	}
+	if err := e.decode(raw); err != nil {
+		return fmt.Errorf("args for kind %q do not match %s: %w", kind, e.argsType, err)
+	}
+	return nil
+}
+
+func strictUnmarshal(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("unexpected data after the JSON object")
+	}
+	return nil
+}
