@@ -36,9 +36,9 @@ type Completer struct {
 	exec     twicestore.Executor
 	logger   *slog.Logger
 	maxBatch int
-	in   chan item
-	wg   sync.WaitGroup
-	once sync.Once
+	in       chan item
+	wg       sync.WaitGroup
+	once     sync.Once
 }
 
 // New returns a completer writing through exec.
