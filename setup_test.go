@@ -1,0 +1,173 @@
+package twice_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicesqlite"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newStore opens a fresh SQLite store in the test's temp dir.
+func newStore(t testing.TB) *twicesqlite.Store {
+	t.Helper()
+	return openStore(t, filepath.Join(t.TempDir(), "twice.db"))
+}
+
+func openStore(t testing.TB, path string) *twicesqlite.Store {
+	t.Helper()
+	s, err := twicesqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// testConfig is a config tuned for fast tests: quick polls and retries.
+func testConfig(reg *twice.Registry) twice.Config {
+	return twice.Config{
+		Registry:     reg,
+		PollInterval: 20 * time.Millisecond,
+		Backoff:      func(int) time.Duration { return time.Millisecond },
+		Logger:       discardLogger(),
+	}
+}
+
+// startClient starts a client and stops it when the test ends.
+func startClient(t testing.TB, store twicestore.Store, cfg twice.Config) *twice.Client {
+	t.Helper()
+	c, err := twice.NewClient(store, cfg)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("start client: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	return c
+}
+
+// waitJob polls the store until the job satisfies cond, failing the test
+// after a timeout.
+func waitJob(t testing.TB, store twicestore.Store, id int64, what string, cond func(*twicetype.JobRow) bool) *twicetype.JobRow {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		row, err := store.JobGet(context.Background(), &twicestore.JobGetParams{ID: id})
+		if err != nil {
+			t.Fatalf("get job %d: %v", id, err)
+		}
+		if cond(row) {
+			return row
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d never became %s; last: state=%s attempt=%d note=%q errors=%v",
+				id, what, row.State, row.Attempt, row.Note, row.Errors)
+		}
+		<-tick.C
+	}
+}
+
+func isState(s twicetype.JobState) func(*twicetype.JobRow) bool {
+	return func(r *twicetype.JobRow) bool { return r.State == s }
+}
+
+// callLog records the order of effects and marker operations.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *callLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, s)
+}
+
+func (l *callLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.calls...)
+}
+
+func (l *callLog) count(s string) int {
+	n := 0
+	for _, c := range l.get() {
+		if c == s {
+			n++
+		}
+	}
+	return n
+}
+
+// recordingStore wraps the real store and records marker calls in a log,
+// so tests can check what the runtime did around the handler and in which
+// order.
+type recordingStore struct {
+	twicestore.Store
+	log *callLog
+}
+
+func (s *recordingStore) MarkerPeek(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
+	s.log.add("peek")
+	return s.Store.MarkerPeek(ctx, p)
+}
+
+func (s *recordingStore) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
+	s.log.add("claim")
+	return s.Store.MarkerClaim(ctx, p)
+}
+
+func (s *recordingStore) MarkerRelease(ctx context.Context, p *twicestore.MarkerParams) error {
+	s.log.add("release")
+	return s.Store.MarkerRelease(ctx, p)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func markerProcessed(t testing.TB, store twicestore.Store, handler, key string) bool {
+	t.Helper()
+	res, err := store.MarkerPeek(context.Background(), &twicestore.MarkerParams{Handler: handler, Key: key})
+	if err != nil {
+		t.Fatalf("peek marker: %v", err)
+	}
+	return res.Processed
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
