@@ -1,0 +1,622 @@
+package twicesqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// jobColumns is the column list every job query returns, in scanJob's order.
+const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
+	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
+	errors, note, created_at, finished_at`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanJob(r rowScanner) (*twicetype.JobRow, error) {
+	var (
+		j                     twicetype.JobRow
+		state, errs           string
+		runAt, createdAt      int64
+		leaseUntil, finishedA sql.NullInt64
+	)
+	err := r.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
+		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &runAt, &leaseUntil, &j.AttemptedBy,
+		&errs, &j.Note, &createdAt, &finishedA)
+	if err != nil {
+		return nil, err
+	}
+	j.State = twicetype.JobState(state)
+	j.RunAt = time.UnixMicro(runAt).UTC()
+	j.CreatedAt = time.UnixMicro(createdAt).UTC()
+	j.LeaseUntil = fromMicros(leaseUntil)
+	j.FinishedAt = fromMicros(finishedA)
+	if j.Args == nil {
+		j.Args = []byte{}
+	}
+	if errs != "" && errs != "[]" {
+		if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
+			return nil, fmt.Errorf("job %d: decode error history: %w", j.ID, err)
+		}
+	}
+	return &j, nil
+}
+
+// queryJobs runs a query returning jobColumns and scans every row.
+func queryJobs(ctx context.Context, q dbtx, query string, args ...any) ([]*twicetype.JobRow, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var jobs []*twicetype.JobRow
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
+
+// jsonArg encodes v for a json_each(?) parameter. Lists travel as one JSON
+// text parameter so no statement depends on their length, which keeps
+// statements cacheable and clear of SQLite's bound-variable limit.
+func jsonArg(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only slices of strings and integers are passed
+	}
+	return string(b)
+}
+
+// insertColumnCount is the number of values bound per inserted row.
+const insertColumnCount = 11
+
+// insertChunk is how many rows one INSERT carries: 500 rows × 11 values stays
+// far below SQLite's bound-variable limit (32766 since 3.32).
+const insertChunk = 500
+
+// JobInsertMany inserts the jobs with one multi-row INSERT per chunk of
+// insertChunk, inside one transaction. A job whose unique key conflicts with
+// an unfinished job of its kind (already stored, or earlier in the same
+// batch) is skipped by ON CONFLICT DO NOTHING and reported with that job.
+//
+// A zero CreatedAt is the current time and a zero RunAt is CreatedAt; a nil
+// Args is stored as an empty payload.
+func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertManyParams) (*twicestore.JobInsertManyResult, error) {
+	res := &twicestore.JobInsertManyResult{Jobs: make([]*twicestore.JobInsertResult, len(p.Jobs))}
+	if len(p.Jobs) == 0 {
+		return res, nil
+	}
+	err := e.inTx(ctx, func(q dbtx) error {
+		for start := 0; start < len(p.Jobs); start += insertChunk {
+			end := min(start+insertChunk, len(p.Jobs))
+			if err := insertChunkOf(ctx, q, p.Jobs[start:end], res.Jobs[start:end]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	return res, nil
+}
+
+type uniqueRef struct{ kind, key string }
+
+// insertChunkOf inserts jobs and fills out, which is parallel to jobs.
+func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, out []*twicestore.JobInsertResult) error {
+	var sb strings.Builder
+	sb.WriteString(`INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key,
+	correlation_id, unique_key, max_attempts, run_at, created_at) VALUES `)
+	args := make([]any, 0, len(jobs)*insertColumnCount)
+	now := time.Now()
+	for i, j := range jobs {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		createdAt := j.CreatedAt
+		if createdAt.IsZero() {
+			createdAt = now
+		}
+		runAt := j.RunAt
+		if runAt.IsZero() {
+			runAt = createdAt
+		}
+		payload := j.Args
+		if payload == nil {
+			payload = []byte{}
+		}
+		args = append(args, j.Kind, j.Queue, j.Priority, payload, j.MessageID, j.Key,
+			j.CorrelationID, j.UniqueKey, j.MaxAttempts, micros(runAt), micros(createdAt))
+	}
+	sb.WriteString(" ON CONFLICT DO NOTHING RETURNING ")
+	sb.WriteString(jobColumns)
+
+	inserted, err := queryJobs(ctx, q, sb.String(), args...)
+	if err != nil {
+		return err
+	}
+	// RETURNING order is unspecified, but ids are: AUTOINCREMENT hands them
+	// out in VALUES order within the statement. So the inserted rows sorted
+	// by id line up with the inputs that were not skipped, in input order.
+	slices.SortFunc(inserted, func(a, b *twicetype.JobRow) int { return cmpInt64(a.ID, b.ID) })
+
+	// An input was skipped exactly when its unique key is taken: by an
+	// earlier input of this batch that was inserted, or by a stored job.
+	taken := map[uniqueRef]*twicetype.JobRow{}
+	for _, row := range inserted {
+		if row.UniqueKey != "" {
+			taken[uniqueRef{row.Kind, row.UniqueKey}] = row
+		}
+	}
+	claimed := map[uniqueRef]bool{}
+	var stored []uniqueRef
+	next := 0
+	for i, j := range jobs {
+		if j.UniqueKey != "" {
+			ref := uniqueRef{j.Kind, j.UniqueKey}
+			row, ok := taken[ref]
+			switch {
+			case !ok:
+				stored = append(stored, ref) // filled in below
+				continue
+			case claimed[ref]:
+				out[i] = &twicestore.JobInsertResult{Job: row, Duplicate: true}
+				continue
+			}
+			claimed[ref] = true
+		}
+		if next >= len(inserted) || (j.UniqueKey != "" && inserted[next] != taken[uniqueRef{j.Kind, j.UniqueKey}]) {
+			return fmt.Errorf("insert returned rows out of input order")
+		}
+		out[i] = &twicestore.JobInsertResult{Job: inserted[next]}
+		next++
+	}
+	if next != len(inserted) {
+		return fmt.Errorf("insert returned %d rows, expected %d", len(inserted), next)
+	}
+	if len(stored) == 0 {
+		return nil
+	}
+
+	pairs := make([][2]string, len(stored))
+	for i, ref := range stored {
+		pairs[i] = [2]string{ref.kind, ref.key}
+	}
+	existing, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs INDEXED BY twice_jobs_unique
+		WHERE (kind, unique_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+		AND unique_key <> '' AND state IN ('available', 'running')`, jsonArg(pairs))
+	if err != nil {
+		return fmt.Errorf("look up duplicates: %w", err)
+	}
+	for _, row := range existing {
+		taken[uniqueRef{row.Kind, row.UniqueKey}] = row
+	}
+	for i, j := range jobs {
+		if out[i] != nil {
+			continue
+		}
+		row, ok := taken[uniqueRef{j.Kind, j.UniqueKey}]
+		if !ok {
+			return fmt.Errorf("job of kind %q with unique key %q was neither inserted nor found", j.Kind, j.UniqueKey)
+		}
+		out[i] = &twicestore.JobInsertResult{Job: row, Duplicate: true}
+	}
+	return nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// fetchSQL leases the first due jobs in fetch order. SQLite runs one writer
+// at a time, so the UPDATE's subquery and its writes see no competing fetch:
+// a job can only be leased once per epoch.
+//
+// INDEXED BY pins the partial fetch index, which yields rows already in
+// fetch order: without statistics the planner may prefer the (state, id)
+// listing index, and then sort every available job to take the first few.
+const fetchSQL = `UPDATE twice_jobs
+SET state = 'running', attempt = attempt + 1, epoch = epoch + 1, lease_until = ?, attempted_by = ?
+WHERE id IN (
+	SELECT id FROM twice_jobs INDEXED BY twice_jobs_fetch
+	WHERE state = 'available' AND queue = ? AND run_at <= ?
+	  AND kind IN (SELECT value FROM json_each(?))
+	ORDER BY priority, run_at, id
+	LIMIT ?
+) AND state = 'available'
+RETURNING ` + jobColumns
+
+// JobFetch leases up to Limit due jobs of the queue and kinds in one
+// statement. A Limit of zero or less, or no kinds, fetches nothing.
+func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
+	if p.Limit <= 0 || len(p.Kinds) == 0 {
+		return &twicestore.JobFetchResult{}, nil
+	}
+	jobs, err := queryJobs(ctx, e.db, fetchSQL,
+		micros(p.LeaseUntil), p.Node, p.Queue, micros(p.Now), jsonArg(p.Kinds), p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+	}
+	slices.SortFunc(jobs, func(a, b *twicetype.JobRow) int {
+		if a.Priority != b.Priority {
+			return a.Priority - b.Priority
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return cmpInt64(a.ID, b.ID)
+	})
+	return &twicestore.JobFetchResult{Jobs: jobs}, nil
+}
+
+// JobExtendLease moves the lease of every job still running under the
+// given epoch, in one statement.
+func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLeaseParams) (*twicestore.JobExtendLeaseResult, error) {
+	res := &twicestore.JobExtendLeaseResult{}
+	if len(p.Leases) == 0 {
+		return res, nil
+	}
+	leases := make([][2]int64, len(p.Leases))
+	for i, l := range p.Leases {
+		leases[i] = [2]int64{l.ID, l.Epoch}
+	}
+	// The unary + keeps the planner from driving the join from the
+	// (state, id) index: each lease is a primary-key lookup.
+	rows, err := e.db.QueryContext(ctx, `UPDATE twice_jobs SET lease_until = ?
+		FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS epoch FROM json_each(?)) AS l
+		WHERE twice_jobs.id = l.id AND twice_jobs.epoch = l.epoch AND +twice_jobs.state = 'running'
+		RETURNING twice_jobs.id`, micros(p.LeaseUntil), jsonArg(leases))
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	res.Extended, err = scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	slices.Sort(res.Extended)
+	return res, nil
+}
+
+func scanIDs(rows *sql.Rows) ([]int64, error) {
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// finishSQL writes one outcome, guarded by state and epoch: a worker whose
+// lease was lost (rescued, perhaps fetched again under a newer epoch) writes
+// nothing.
+const finishSQL = `UPDATE twice_jobs SET
+	state = ?1,
+	run_at = CASE WHEN ?1 = 'available' THEN ?2 ELSE run_at END,
+	attempt = MAX(attempt - ?3, 0),
+	lease_until = NULL,
+	errors = CASE WHEN ?4 IS NULL THEN errors ELSE json_insert(errors, '$[#]', json(?4)) END,
+	note = ?5,
+	finished_at = ?6
+WHERE id = ?7 AND state = 'running' AND epoch = ?8`
+
+// JobFinish writes a batch of outcomes in one transaction with one prepared
+// UPDATE. Markers are claimed first, whatever the guard says: the effect
+// they record has happened even when the lease was lost.
+func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	res := &twicestore.JobFinishResult{Applied: make([]bool, len(p.Outcomes))}
+	if len(p.Outcomes) == 0 {
+		return res, nil
+	}
+	type prepared struct {
+		runAt, finishedAt any
+		refund            int
+		errJSON           any
+	}
+	prep := make([]prepared, len(p.Outcomes))
+	now := time.Now()
+	for i, o := range p.Outcomes {
+		var pr prepared
+		switch o.State {
+		case twicetype.JobStateAvailable:
+			runAt := o.RunAt
+			if runAt.IsZero() {
+				runAt = now
+			}
+			pr.runAt = micros(runAt)
+		case twicetype.JobStateCompleted, twicetype.JobStateDead:
+			finished := o.FinishedAt
+			if finished.IsZero() {
+				finished = now
+			}
+			pr.finishedAt = micros(finished)
+		default:
+			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available or dead", o.ID, o.State)
+		}
+		if o.RefundAttempt {
+			pr.refund = 1
+		}
+		if o.Error != nil {
+			b, err := json.Marshal(o.Error)
+			if err != nil {
+				return nil, fmt.Errorf("finish job %d: encode error: %w", o.ID, err)
+			}
+			pr.errJSON = string(b)
+		}
+		prep[i] = pr
+	}
+	err := e.inTx(ctx, func(q dbtx) error {
+		update, err := q.PrepareContext(ctx, finishSQL)
+		if err != nil {
+			return err
+		}
+		defer update.Close()
+		var claim *sql.Stmt
+		for i, o := range p.Outcomes {
+			if o.Marker != nil {
+				if claim == nil {
+					if claim, err = q.PrepareContext(ctx, claimSQL); err != nil {
+						return err
+					}
+					defer claim.Close()
+				}
+				m := *o.Marker
+				if m.Now.IsZero() {
+					m.Now = nowOr(o.FinishedAt)
+				}
+				if _, err := claimMarker(ctx, func(args ...any) (sql.Result, error) {
+					return claim.ExecContext(ctx, args...)
+				}, &m); err != nil {
+					return fmt.Errorf("job %d: %w", o.ID, err)
+				}
+			}
+			pr := prep[i]
+			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch)
+			if err != nil {
+				return fmt.Errorf("job %d: %w", o.ID, err)
+			}
+			n, err := r.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("job %d: %w", o.ID, err)
+			}
+			res.Applied[i] = n == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return res, nil
+}
+
+// rescueSQL releases expired leases: back to available while attempts
+// remain, dead otherwise, recording the lost attempt either way. SET
+// expressions read the row as it was, so every CASE sees the old attempt.
+// INDEXED BY pins the partial rescue index, for the reason fetchSQL does.
+const rescueSQL = `UPDATE twice_jobs SET
+	state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END,
+	finished_at = CASE WHEN attempt >= max_attempts THEN ?1 ELSE NULL END,
+	lease_until = NULL,
+	errors = json_insert(errors, '$[#]', json_object(
+		'attempt', attempt,
+		'at', ?2,
+		'error', 'lease expired at ' || strftime('%Y-%m-%dT%H:%M:%fZ', lease_until / 1000000.0, 'unixepoch') ||
+			' before node "' || attempted_by || '" finished the attempt'))
+WHERE id IN (
+	SELECT id FROM twice_jobs INDEXED BY twice_jobs_rescue
+	WHERE state = 'running' AND lease_until < ?1
+	ORDER BY lease_until, id
+	LIMIT ?3
+) AND state = 'running'
+RETURNING id, state`
+
+// JobRescue releases up to Limit expired leases (all of them when Limit is
+// zero or less) in one statement.
+func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams) (*twicestore.JobRescueResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	now := nowOr(p.Now)
+	rows, err := e.db.QueryContext(ctx, rescueSQL, micros(now), now.UTC().Format(time.RFC3339Nano), limit)
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	defer rows.Close()
+	res := &twicestore.JobRescueResult{}
+	for rows.Next() {
+		var (
+			id    int64
+			state string
+		)
+		if err := rows.Scan(&id, &state); err != nil {
+			return nil, fmt.Errorf("rescue jobs: %w", err)
+		}
+		if twicetype.JobState(state) == twicetype.JobStateDead {
+			res.Dead = append(res.Dead, id)
+		} else {
+			res.Requeued = append(res.Requeued, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	slices.Sort(res.Requeued)
+	slices.Sort(res.Dead)
+	return res, nil
+}
+
+// JobGet returns one job, or an error wrapping twicestore.ErrNotFound.
+func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twicetype.JobRow, error) {
+	j, err := scanJob(e.db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM twice_jobs WHERE id = ?`, p.ID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get job %d: %w", p.ID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", p.ID, err)
+	}
+	return j, nil
+}
+
+// filterSQL renders f as conditions joined by AND (always at least one),
+// with their arguments.
+func filterSQL(f twicestore.JobFilter) (string, []any) {
+	conds := []string{"1 = 1"}
+	var args []any
+	if len(f.IDs) > 0 {
+		conds = append(conds, "id IN (SELECT value FROM json_each(?))")
+		args = append(args, jsonArg(f.IDs))
+	}
+	if f.State != "" {
+		conds = append(conds, "state = ?")
+		args = append(args, string(f.State))
+	}
+	if f.Kind != "" {
+		conds = append(conds, "kind = ?")
+		args = append(args, f.Kind)
+	}
+	if f.Queue != "" {
+		conds = append(conds, "queue = ?")
+		args = append(args, f.Queue)
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// JobList lists matching jobs newest first (by id, descending). BeforeID
+// continues from a previous page; a Limit of zero or less lists them all.
+func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*twicestore.JobListResult, error) {
+	where, args := filterSQL(p.Filter)
+	if p.BeforeID > 0 {
+		where += " AND id < ?"
+		args = append(args, p.BeforeID)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	args = append(args, limit)
+	jobs, err := queryJobs(ctx, e.db, `SELECT `+jobColumns+` FROM twice_jobs WHERE `+where+` ORDER BY id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return &twicestore.JobListResult{Jobs: jobs}, nil
+}
+
+// JobCount counts matching jobs grouped by state, queue and kind, in that
+// order.
+func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (*twicestore.JobCountResult, error) {
+	where, args := filterSQL(p.Filter)
+	rows, err := e.db.QueryContext(ctx, `SELECT state, queue, kind, COUNT(*) FROM twice_jobs WHERE `+where+`
+		GROUP BY state, queue, kind ORDER BY state, queue, kind`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rows.Close()
+	res := &twicestore.JobCountResult{}
+	for rows.Next() {
+		var (
+			c     twicestore.JobCount
+			state string
+		)
+		if err := rows.Scan(&state, &c.Queue, &c.Kind, &c.Count); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		c.State = twicetype.JobState(state)
+		res.Counts = append(res.Counts, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return res, nil
+}
+
+// JobRetry moves matching dead or discarded jobs back to available, due at
+// Now, with their attempts reset and their error history kept. The lease
+// epoch is never reset: it must only grow for fencing to hold.
+func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	where, args := filterSQL(p.Filter)
+	args = append([]any{micros(nowOr(p.Now))}, args...)
+	return e.bulk(ctx, "retry jobs", `UPDATE twice_jobs SET
+		state = 'available', attempt = 0, run_at = ?, lease_until = NULL, finished_at = NULL
+		WHERE state IN ('dead', 'discarded') AND `+where+` RETURNING id`, args)
+}
+
+// JobDiscard moves matching dead jobs to discarded, finished at Now.
+func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	where, args := filterSQL(p.Filter)
+	args = append([]any{micros(nowOr(p.Now))}, args...)
+	return e.bulk(ctx, "discard jobs", `UPDATE twice_jobs SET state = 'discarded', finished_at = ?
+		WHERE state = 'dead' AND `+where+` RETURNING id`, args)
+}
+
+func (e *executor) bulk(ctx context.Context, what, query string, args []any) (*twicestore.JobBulkResult, error) {
+	rows, err := e.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	ids, err := scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	slices.Sort(ids)
+	return &twicestore.JobBulkResult{IDs: ids}, nil
+}
+
+// JobOrphans lists, per kind and queue, the available jobs whose kind no
+// node alive since AliveSince lists among the kinds it handles.
+func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParams) (*twicestore.JobOrphansResult, error) {
+	// Group first, then look for a handler once per group rather than once
+	// per job.
+	rows, err := e.db.QueryContext(ctx, `SELECT g.kind, g.queue, g.n, g.oldest FROM (
+			SELECT kind, queue, COUNT(*) AS n, MIN(created_at) AS oldest FROM twice_jobs
+			WHERE state = 'available' GROUP BY kind, queue
+		) AS g
+		WHERE NOT EXISTS (
+			SELECT 1 FROM twice_nodes AS n, json_each(n.kinds) AS k
+			WHERE n.heartbeat_at >= ? AND k.value = g.kind
+		)
+		ORDER BY g.kind, g.queue`, micros(p.AliveSince))
+	if err != nil {
+		return nil, fmt.Errorf("find orphaned kinds: %w", err)
+	}
+	defer rows.Close()
+	res := &twicestore.JobOrphansResult{}
+	for rows.Next() {
+		var (
+			o      twicetype.OrphanKind
+			oldest int64
+		)
+		if err := rows.Scan(&o.Kind, &o.Queue, &o.Count, &oldest); err != nil {
+			return nil, fmt.Errorf("find orphaned kinds: %w", err)
+		}
+		o.Oldest = time.UnixMicro(oldest).UTC()
+		res.Kinds = append(res.Kinds, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find orphaned kinds: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,97 @@
+package twicesqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// MarkerPeek reports whether handler has processed key.
+func (e *executor) MarkerPeek(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
+	var processed bool
+	err := e.db.QueryRowContext(ctx,
+		`SELECT EXISTS (SELECT 1 FROM twice_markers WHERE handler = ? AND key = ?)`, p.Handler, p.Key,
+	).Scan(&processed)
+	if err != nil {
+		return nil, fmt.Errorf("peek marker %q/%q: %w", p.Handler, p.Key, err)
+	}
+	return &twicestore.MarkerPeekResult{Processed: processed}, nil
+}
+
+// claimSQL is a plain INSERT on purpose: INSERT OR IGNORE would also swallow
+// NOT NULL and CHECK failures, while a classified uniqueness error says
+// exactly "already processed" and nothing else.
+const claimSQL = `INSERT INTO twice_markers (handler, key, processed_at) VALUES (?, ?, ?)`
+
+// MarkerClaim records that handler processed key at Now (the current time
+// when zero). A pair already claimed reports AlreadyProcessed.
+func (e *executor) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
+	return claimMarker(ctx, func(args ...any) (sql.Result, error) {
+		return e.db.ExecContext(ctx, claimSQL, args...)
+	}, p)
+}
+
+// claimMarker is the one claim both MarkerClaim and JobFinish use; exec runs
+// claimSQL, directly or as a statement prepared for a batch.
+func claimMarker(ctx context.Context, exec func(args ...any) (sql.Result, error), p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
+	_, err := exec(p.Handler, p.Key, micros(nowOr(p.Now)))
+	switch {
+	case err == nil:
+		return &twicestore.MarkerClaimResult{}, nil
+	case isUniqueViolation(err):
+		return &twicestore.MarkerClaimResult{AlreadyProcessed: true}, nil
+	}
+	return nil, fmt.Errorf("claim marker %q/%q: %w", p.Handler, p.Key, err)
+}
+
+// isUniqueViolation reports whether err is SQLite refusing a duplicate. Both
+// extended codes mean it: a PRIMARY KEY conflict is reported as
+// SQLITE_CONSTRAINT_PRIMARYKEY (1555) and a UNIQUE constraint or index
+// conflict as SQLITE_CONSTRAINT_UNIQUE (2067). Checking only one of them is
+// the bug of catching SQL Server's 2627 but not its 2601.
+func isUniqueViolation(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+		return true
+	}
+	return false
+}
+
+// MarkerRelease deletes handler's claim on key; releasing an unclaimed pair
+// is not an error.
+func (e *executor) MarkerRelease(ctx context.Context, p *twicestore.MarkerParams) error {
+	if _, err := e.db.ExecContext(ctx, `DELETE FROM twice_markers WHERE handler = ? AND key = ?`, p.Handler, p.Key); err != nil {
+		return fmt.Errorf("release marker %q/%q: %w", p.Handler, p.Key, err)
+	}
+	return nil
+}
+
+// MarkerPrune deletes up to Limit markers processed before Before, oldest
+// first; a Limit of zero or less deletes them all.
+func (e *executor) MarkerPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	r, err := e.db.ExecContext(ctx, `DELETE FROM twice_markers WHERE rowid IN (
+		SELECT rowid FROM twice_markers WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`,
+		micros(p.Before), limit)
+	if err != nil {
+		return nil, fmt.Errorf("prune markers: %w", err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("prune markers: %w", err)
+	}
+	return &twicestore.MarkerPruneResult{Deleted: int(n)}, nil
+}

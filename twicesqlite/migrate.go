@@ -1,0 +1,156 @@
+package twicesqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one embedded migration file, migrations/NNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations lists the embedded migrations in version order. It panics when
+// a file is misnamed or a version is missing, which only a broken build can
+// cause and the package's tests catch.
+var migrations = loadMigrations()
+
+func loadMigrations() []migration {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	var ms []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil || !strings.HasSuffix(name, ".sql") {
+			panic(fmt.Sprintf("twicesqlite: migration %q is not named NNN_name.sql", name))
+		}
+		body, err := migrationFS.ReadFile("migrations/" + name)
+		if err != nil {
+			panic(err)
+		}
+		ms = append(ms, migration{version: version, name: strings.TrimSuffix(name, ".sql"), sql: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			panic(fmt.Sprintf("twicesqlite: migration %q should have version %d", m.name, i+1))
+		}
+	}
+	return ms
+}
+
+func latestVersion() int { return len(migrations) }
+
+const createMigrationsTable = `
+CREATE TABLE IF NOT EXISTS twice_migrations (
+    version    INTEGER NOT NULL PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+)`
+
+// Migrate applies the embedded migrations that are not applied yet, all in
+// one transaction. Concurrent calls, from this process or another, queue on
+// SQLite's write lock and the later ones find nothing left to do. It returns
+// an error wrapping twicestore.ErrSchemaTooNew, and changes nothing, when the
+// database was migrated by a newer twice.
+func (s *Store) Migrate(ctx context.Context) error {
+	// A dedicated connection with an explicit BEGIN IMMEDIATE takes the write
+	// lock before reading the version, whatever _txlock the caller of New
+	// chose, so two migrators cannot both decide to apply the same step.
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := migrateLocked(ctx, conn); err != nil {
+		// A rollback failure says nothing the first error does not.
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+func migrateLocked(ctx context.Context, conn *sql.Conn) error {
+	applied, err := appliedVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	latest := latestVersion()
+	if applied > latest {
+		return schemaTooNew(applied, latest)
+	}
+	if applied == latest {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, createMigrationsTable); err != nil {
+		return fmt.Errorf("migrate: create twice_migrations: %w", err)
+	}
+	for _, m := range migrations[applied:] {
+		if _, err := conn.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+		}
+		if _, err := conn.ExecContext(ctx,
+			`INSERT INTO twice_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.version, m.name, time.Now().UnixMicro()); err != nil {
+			return fmt.Errorf("migrate: record %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion reports the highest migration applied to the database (0
+// when it has none) and the highest this binary embeds.
+func (s *Store) SchemaVersion(ctx context.Context) (applied, latest int, err error) {
+	applied, err = appliedVersion(ctx, s.db)
+	return applied, latestVersion(), err
+}
+
+func appliedVersion(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}) (int, error) {
+	var exists bool
+	err := q.QueryRowContext(ctx,
+		`SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'twice_migrations')`,
+	).Scan(&exists)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", openError(err))
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	if err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM twice_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+func schemaTooNew(applied, latest int) error {
+	return fmt.Errorf("%w: database is at schema version %d, this binary knows up to %d: upgrade twice",
+		twicestore.ErrSchemaTooNew, applied, latest)
+}

@@ -1,0 +1,123 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+var markerTests = []test{
+	{"PeekClaimClaimAgain", testMarkerClaim},
+	{"ScopedByHandler", testMarkerScoped},
+	{"ReleaseThenClaim", testMarkerRelease},
+	{"PruneOldUpToLimit", testMarkerPrune},
+	{"ConcurrentClaimsOneWinner", testMarkerConcurrent},
+}
+
+func testMarkerClaim(t *testing.T, e *env) {
+	if e.peek("h.email", "msg-1") {
+		t.Fatal("peek before any claim: processed")
+	}
+	if e.claim("h.email", "msg-1", e.base) {
+		t.Fatal("first claim: AlreadyProcessed")
+	}
+	if !e.claim("h.email", "msg-1", e.at(time.Second)) {
+		t.Fatal("second claim: not AlreadyProcessed")
+	}
+	if !e.peek("h.email", "msg-1") {
+		t.Fatal("peek after claim: not processed")
+	}
+}
+
+func testMarkerScoped(t *testing.T, e *env) {
+	e.claim("h.email", "msg-1", e.base)
+	if e.peek("h.audit", "msg-1") {
+		t.Fatal("another handler's claim is visible")
+	}
+	if e.claim("h.audit", "msg-1", e.base) {
+		t.Fatal("claim by another handler: AlreadyProcessed")
+	}
+	if e.peek("h.email", "msg-2") {
+		t.Fatal("another key's claim is visible")
+	}
+}
+
+func testMarkerRelease(t *testing.T, e *env) {
+	e.claim("h.charge", "msg-1", e.base)
+	e.claim("h.other", "msg-1", e.base)
+	release := func(handler, key string) {
+		t.Helper()
+		if err := e.s.MarkerRelease(e.ctx, &twicestore.MarkerParams{Handler: handler, Key: key}); err != nil {
+			t.Fatalf("MarkerRelease(%q, %q): %v", handler, key, err)
+		}
+	}
+	release("h.charge", "msg-1")
+	if e.peek("h.charge", "msg-1") {
+		t.Fatal("released marker still processed")
+	}
+	if !e.peek("h.other", "msg-1") {
+		t.Fatal("release removed another handler's claim")
+	}
+	if e.claim("h.charge", "msg-1", e.at(time.Second)) {
+		t.Fatal("claim after release: AlreadyProcessed")
+	}
+	release("h.never", "claimed") // releasing an unclaimed pair is not an error
+}
+
+func testMarkerPrune(t *testing.T, e *env) {
+	ages := []time.Duration{-3 * time.Hour, -2 * time.Hour, -time.Hour, 0}
+	for i, age := range ages {
+		e.claim("h.prune", fmt.Sprint(i), e.at(age))
+	}
+	prune := func(limit int) int {
+		t.Helper()
+		res, err := e.s.MarkerPrune(e.ctx, &twicestore.MarkerPruneParams{Before: e.at(-30 * time.Minute), Limit: limit})
+		if err != nil {
+			t.Fatalf("MarkerPrune: %v", err)
+		}
+		return res.Deleted
+	}
+	if n := prune(2); n != 2 {
+		t.Fatalf("prune with Limit 2 deleted %d", n)
+	}
+	if e.peek("h.prune", "0") || e.peek("h.prune", "1") || !e.peek("h.prune", "2") {
+		t.Fatal("prune did not delete the oldest markers first")
+	}
+	if n := prune(10); n != 1 {
+		t.Fatalf("second prune deleted %d, want 1", n)
+	}
+	if n := prune(10); n != 0 {
+		t.Fatalf("third prune deleted %d, want 0", n)
+	}
+	if !e.peek("h.prune", "3") {
+		t.Fatal("prune deleted a marker newer than Before")
+	}
+}
+
+func testMarkerConcurrent(t *testing.T, e *env) {
+	const claimers = 16
+	var (
+		wins atomic.Int32
+		wg   sync.WaitGroup
+	)
+	for range claimers {
+		wg.Go(func() {
+			res, err := e.s.MarkerClaim(e.ctx, &twicestore.MarkerParams{Handler: "h.race", Key: "k", Now: e.base})
+			if err != nil {
+				t.Errorf("MarkerClaim: %v", err)
+				return
+			}
+			if !res.AlreadyProcessed {
+				wins.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := wins.Load(); n != 1 {
+		t.Fatalf("%d of %d concurrent claims won, want exactly 1", n, claimers)
+	}
+}
