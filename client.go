@@ -36,9 +36,11 @@ type Client struct {
 	workCancel  context.CancelCauseFunc
 	loops       sync.WaitGroup
 
-	// running holds the leases of jobs being worked, for the heartbeat.
+	// running holds the leases of jobs being worked, for the heartbeat. It
+	// is keyed by lease, not job id: after a lost lease the same job can be
+	// running here twice, under two epochs.
 	runningMu sync.Mutex
-	running   map[int64]*runningJob
+	running   map[twicestore.JobLease]*runningJob
 }
 
 type runningJob struct {
@@ -61,7 +63,7 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 		cfg:      cfg,
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
-		running:  make(map[int64]*runningJob),
+		running:  make(map[twicestore.JobLease]*runningJob),
 	}, nil
 }
 
@@ -206,13 +208,13 @@ func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger {
 
 func (c *Client) track(row *twicetype.JobRow, cancel context.CancelCauseFunc) {
 	c.runningMu.Lock()
-	c.running[row.ID] = &runningJob{row: row, cancel: cancel}
+	c.running[leaseOf(row)] = &runningJob{row: row, cancel: cancel}
 	c.runningMu.Unlock()
 }
 
-func (c *Client) untrack(id int64) {
+func (c *Client) untrack(row *twicetype.JobRow) {
 	c.runningMu.Lock()
-	delete(c.running, id)
+	delete(c.running, leaseOf(row))
 	c.runningMu.Unlock()
 }
 
@@ -243,8 +245,8 @@ func (c *Client) heartbeatLeases(ctx context.Context) {
 func (c *Client) extendLeases() {
 	c.runningMu.Lock()
 	leases := make([]twicestore.JobLease, 0, len(c.running))
-	for _, r := range c.running {
-		leases = append(leases, twicestore.JobLease{ID: r.row.ID, Epoch: r.row.Epoch})
+	for l := range c.running {
+		leases = append(leases, l)
 	}
 	c.runningMu.Unlock()
 	if len(leases) == 0 {
@@ -263,11 +265,17 @@ func (c *Client) extendLeases() {
 	for _, id := range res.Extended {
 		extended[id] = true
 	}
+	// A job refetched here after its lease was lost runs under two epochs;
+	// only the newest can be the one the store extended.
+	newest := make(map[int64]int64, len(leases))
+	for _, l := range leases {
+		newest[l.ID] = max(newest[l.ID], l.Epoch)
+	}
 	c.runningMu.Lock()
 	defer c.runningMu.Unlock()
 	for _, l := range leases {
-		r, ok := c.running[l.ID]
-		if !ok || extended[l.ID] {
+		r, ok := c.running[l]
+		if !ok || (extended[l.ID] && l.Epoch == newest[l.ID]) {
 			continue
 		}
 		c.jobLogger(r.row).Warn("job lease lost; cancelling its handler", logattr.Component, "heartbeat")
@@ -278,4 +286,8 @@ func (c *Client) extendLeases() {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+func leaseOf(row *twicetype.JobRow) twicestore.JobLease {
+	return twicestore.JobLease{ID: row.ID, Epoch: row.Epoch}
 }

@@ -57,7 +57,7 @@ func (c *Client) work(row *twicetype.JobRow) {
 		d = c.redeliver(ctx, entry, row, logger, d)
 	}
 	if d.committed {
-		c.untrack(row.ID)
+		c.untrack(row)
 		logger.DebugContext(ctx, "job completed", logattr.Component, "executor")
 		return
 	}
@@ -264,7 +264,7 @@ func (c *Client) classify(ctx context.Context, entry *kindEntry, row *twicetype.
 // lease extended) until the outcome is written.
 func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestore.JobOutcome) {
 	c.complete.Add(o, func(applied bool, err error) {
-		c.untrack(row.ID)
+		c.untrack(row)
 		switch {
 		case err != nil:
 			logger.Error("recording job outcome failed; the job will run again when its lease expires",

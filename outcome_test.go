@@ -1,0 +1,235 @@
+package twice_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+type pingArgs struct{ N int }
+
+func (pingArgs) Kind() string { return "test.ping.v1" }
+
+// setupPing starts a client with one None-strategy kind run by handler.
+func setupPing(t *testing.T, cfg func(*twice.Config), handler func(ctx context.Context, job *twice.Job[pingArgs]) error) (twicestore.Store, *twice.Client) {
+	t.Helper()
+	store := newStore(t)
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](handler), &twice.KindOpts{Strategy: twice.None})
+	c := testConfig(reg)
+	if cfg != nil {
+		cfg(&c)
+	}
+	return store, startClient(t, store, c)
+}
+
+func enqueuePing(t *testing.T, c *twice.Client, opts *twice.EnqueueOpts) *twicetype.JobRow {
+	t.Helper()
+	res, err := c.Enqueue(context.Background(), pingArgs{N: 1}, opts)
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	return res.Job
+}
+
+func TestOutcomes(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NoOp completes with its reason", func(t *testing.T) {
+		t.Parallel()
+		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+			return twice.NoOp("user deleted")
+		})
+		row := waitJob(t, store, enqueuePing(t, c, nil).ID, "completed", isState(twicetype.JobStateCompleted))
+		if row.Note != "user deleted" || len(row.Errors) != 0 {
+			t.Errorf("note=%q errors=%v; want the reason and no error", row.Note, row.Errors)
+		}
+	})
+
+	t.Run("Snooze reschedules without spending an attempt", func(t *testing.T) {
+		t.Parallel()
+		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+			return twice.Snooze(time.Hour)
+		})
+		before := time.Now()
+		job := enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 1})
+		row := waitJob(t, store, job.ID, "snoozed", func(r *twicetype.JobRow) bool {
+			return r.State == twicetype.JobStateAvailable && r.RunAt.After(before.Add(30*time.Minute))
+		})
+		if row.Attempt != 0 || len(row.Errors) != 0 {
+			t.Errorf("attempt=%d errors=%v; want the attempt refunded and no error", row.Attempt, row.Errors)
+		}
+	})
+
+	t.Run("retries with backoff, then dead-letters with the history and calls OnDead", func(t *testing.T) {
+		t.Parallel()
+		dead := make(chan twice.DeadJob, 1)
+		store, c := setupPing(t, func(c *twice.Config) {
+			c.OnDead = func(ctx context.Context, d twice.DeadJob) { dead <- d }
+		}, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+			return errors.New("upstream 503")
+		})
+		job := enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 3})
+		row := waitJob(t, store, job.ID, "dead", isState(twicetype.JobStateDead))
+		if row.Attempt != 3 || len(row.Errors) != 3 {
+			t.Fatalf("attempt=%d errors=%d, want 3 and 3", row.Attempt, len(row.Errors))
+		}
+		for i, e := range row.Errors {
+			if e.Attempt != i+1 || e.Error != "upstream 503" {
+				t.Errorf("error %d = %+v", i, e)
+			}
+		}
+		select {
+		case d := <-dead:
+			if d.Job.ID != job.ID || !strings.Contains(d.Err.Error(), "upstream 503") {
+				t.Errorf("OnDead got job %d err %v", d.Job.ID, d.Err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("OnDead not called")
+		}
+	})
+
+	t.Run("Permanent dead-letters at once", func(t *testing.T) {
+		t.Parallel()
+		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+			return twice.Permanent(errors.New("invalid image"))
+		})
+		row := waitJob(t, store, enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 10}).ID, "dead", isState(twicetype.JobStateDead))
+		if row.Attempt != 1 {
+			t.Errorf("attempt = %d, want 1", row.Attempt)
+		}
+	})
+
+	t.Run("a panic is an error with its stack kept", func(t *testing.T) {
+		t.Parallel()
+		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+			var m map[string]int
+			m["boom"]++ // nil map write
+			return nil
+		})
+		row := waitJob(t, store, enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 1}).ID, "dead", isState(twicetype.JobStateDead))
+		e := row.Errors[0]
+		if !strings.Contains(e.Error, "panic") || !strings.Contains(e.Stack, "outcome_test.go") {
+			t.Errorf("error=%q stack has no test frame:\n%s", e.Error, e.Stack)
+		}
+	})
+
+	t.Run("shutdown requeues a running job without spending an attempt", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		reg := twice.NewRegistry()
+		started := make(chan struct{}, 1)
+		twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}), &twice.KindOpts{Strategy: twice.None})
+		c, err := twice.NewClient(store, testConfig(reg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		job := enqueuePing(t, c, nil)
+		<-started
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		row, err := store.JobGet(context.Background(), &twicestore.JobGetParams{ID: job.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.State != twicetype.JobStateAvailable || row.Attempt != 0 || len(row.Errors) != 0 || row.Note != "requeued on shutdown" {
+			t.Errorf("after stop: state=%s attempt=%d errors=%v note=%q; want available, attempt refunded, no error",
+				row.State, row.Attempt, row.Errors, row.Note)
+		}
+	})
+
+	t.Run("a job finishing within the grace period completes", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		reg := twice.NewRegistry()
+		started := make(chan struct{}, 1)
+		release := make(chan struct{})
+		twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+			started <- struct{}{}
+			<-release
+			return nil
+		}), &twice.KindOpts{Strategy: twice.None})
+		c, err := twice.NewClient(store, testConfig(reg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		job := enqueuePing(t, c, nil)
+		<-started
+		stopped := make(chan error)
+		go func() { stopped <- c.Stop(context.Background()) }()
+		close(release)
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		row, _ := store.JobGet(context.Background(), &twicestore.JobGetParams{ID: job.ID})
+		if row.State != twicetype.JobStateCompleted {
+			t.Errorf("state = %s, want completed: the drain must let it finish", row.State)
+		}
+	})
+
+	t.Run("a lost lease cancels the handler with ErrLeaseLost", func(t *testing.T) {
+		t.Parallel()
+		causes := make(chan error, 4)
+		store, c := setupPing(t, func(c *twice.Config) { c.LeaseDuration = time.Second },
+			func(ctx context.Context, job *twice.Job[pingArgs]) error {
+				if job.Attempt > 1 {
+					return nil
+				}
+				<-ctx.Done()
+				causes <- context.Cause(ctx)
+				return ctx.Err()
+			})
+		job := enqueuePing(t, c, nil)
+		waitJob(t, store, job.ID, "running", isState(twicetype.JobStateRunning))
+		// Another node's rescuer decides the lease is gone.
+		if _, err := store.JobRescue(context.Background(), &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case cause := <-causes:
+			if !errors.Is(cause, twice.ErrLeaseLost) {
+				t.Errorf("cause = %v, want ErrLeaseLost", cause)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("handler not cancelled after its lease was lost")
+		}
+		row := waitJob(t, store, job.ID, "completed", isState(twicetype.JobStateCompleted))
+		if row.Attempt != 2 {
+			t.Errorf("attempt = %d, want 2 (the rescued attempt, then the rerun)", row.Attempt)
+		}
+	})
+}
+
+func TestConfigRefusesShortMarkerRetention(t *testing.T) {
+	t.Parallel()
+	_, err := twice.NewClient(newStore(t), twice.Config{MarkerRetention: time.Hour})
+	if err == nil || !strings.Contains(err.Error(), "MarkerRetention 1h0m0s is shorter than the longest retry horizon") {
+		t.Fatalf("err = %v, want the retention refused", err)
+	}
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(context.Context, *twice.Job[pingArgs]) error { return nil }),
+		&twice.KindOpts{MaxAttempts: 200})
+	_, err = twice.NewClient(newStore(t), twice.Config{Registry: reg})
+	if err == nil || !strings.Contains(err.Error(), `kind "test.ping.v1"`) {
+		t.Fatalf("err = %v, want the long-retrying kind named", err)
+	}
+}
