@@ -1,0 +1,168 @@
+// Package demo is the seed's signup flow, end to end, on one SQLite file:
+// a signup commits its user row and its verification-email job together
+// (the transactional outbox), and three kinds of job — an email sent
+// claim-after, an image watermark written content-addressed and a balance
+// credit applied transactionally — run on the real twice runtime while
+// faults the seed worries about are injected: redelivery of a message, a
+// crash between the send and the claim, and transient send failures.
+//
+// RunOnce runs a scripted scenario and checks that every effect converged
+// as its kind's strategy promises; Run keeps producing signups until its
+// context ends, for watching the runtime with the CLI.
+package demo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicesqlite"
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// ObjectsDirName is the directory, next to the database, where the demo
+// writes watermarked images unless told otherwise.
+const ObjectsDirName = "twice-demo-objects"
+
+// App is the demo application: its tables live in the same SQLite database
+// as twice's jobs, so its writes and its enqueues share transactions.
+type App struct {
+	db      *sql.DB
+	store   *twicesqlite.Store
+	objects string
+	faults  *Faults
+
+	// deliveries counts handler calls per kind.
+	deliveries map[string]*atomic.Int64
+
+	// nonIdempotentWatermark makes the watermark handler stamp each run
+	// into the image, so a redelivery writes a second object: a broken
+	// handler, for showing that the checker catches divergence.
+	nonIdempotentWatermark bool
+}
+
+// Open opens (creating it if needed) the SQLite database at path, applies
+// twice's migrations and creates the demo's tables. Watermarked images go
+// to objectsDir, or to ObjectsDirName next to the database when it is
+// empty. Close releases the database.
+func Open(ctx context.Context, path, objectsDir string) (*App, error) {
+	// Open validates the path (a directory that does not exist, a file that
+	// is not a database, a schema newer than this binary) with twice's own
+	// messages and migrates; the app then opens its own pool on the same
+	// file, which the store wraps, so app writes and jobs share transactions.
+	check, err := twicesqlite.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := check.Close(); err != nil {
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", twicesqlite.DSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	db.SetMaxIdleConns(16)
+	store, err := twicesqlite.New(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	if err := createSchema(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if objectsDir == "" {
+		objectsDir = filepath.Join(filepath.Dir(path), ObjectsDirName)
+	}
+	if err := os.MkdirAll(objectsDir, 0o755); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create objects directory: %w", err)
+	}
+	a := &App{
+		db:         db,
+		store:      store,
+		objects:    objectsDir,
+		faults:     newFaults(),
+		deliveries: map[string]*atomic.Int64{},
+	}
+	for _, k := range Kinds() {
+		a.deliveries[k.Kind()] = new(atomic.Int64)
+	}
+	return a, nil
+}
+
+// Close closes the database.
+func (a *App) Close() error {
+	return errors.Join(a.store.Close(), a.db.Close())
+}
+
+// DB returns the application's database, which also holds the jobs.
+func (a *App) DB() *sql.DB { return a.db }
+
+// ObjectsDir returns where watermarked images are written.
+func (a *App) ObjectsDir() string { return a.objects }
+
+// Store returns the store to build a client on. Faults injected with the
+// App's Faults (crashes between send and claim) act through it.
+func (a *App) Store() twicestore.Store { return &faultStore{Store: a.store, f: a.faults} }
+
+// Faults returns the App's fault injector.
+func (a *App) Faults() *Faults { return a.faults }
+
+// Deliveries returns how many times the handler of kind has been called.
+func (a *App) Deliveries(kind string) int64 {
+	if c := a.deliveries[kind]; c != nil {
+		return c.Load()
+	}
+	return 0
+}
+
+func (a *App) delivered(kind string) {
+	if c := a.deliveries[kind]; c != nil {
+		c.Add(1)
+	}
+}
+
+// Kinds returns a zero value of each of the demo's args types.
+func Kinds() []twice.Args {
+	return []twice.Args{VerificationEmail{}, WatermarkImage{}, CreditBalance{}}
+}
+
+// NewRegistry returns a registry of the demo's kinds, each with the
+// strategy its effect needs and a's handler. With a nil App the registry
+// only validates enqueues (the CLI's use): its handlers dead-letter any job
+// they are given, so never start a worker on it.
+func NewRegistry(a *App) (*twice.Registry, error) {
+	reg := twice.NewRegistry()
+	err := errors.Join(
+		twice.Register(reg, handler(a, (*App).sendVerification),
+			&twice.KindOpts{Strategy: twice.ClaimAfter, Queue: twice.QueueCritical}),
+		twice.Register(reg, handler(a, (*App).watermark),
+			&twice.KindOpts{Strategy: twice.None, Queue: twice.QueueBulk}),
+		twice.Register(reg, handler(a, (*App).credit),
+			&twice.KindOpts{Strategy: twice.Transactional}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// errNoApp is what a handler of a validation-only registry fails with.
+var errNoApp = errors.New("this worker has no demo database: start it with `twice serve` or `twice demo`")
+
+// handler adapts an App method to a twice handler that counts deliveries.
+func handler[T twice.Args](a *App, run func(*App, context.Context, *twice.Job[T]) error) twice.HandlerFunc[T] {
+	return func(ctx context.Context, job *twice.Job[T]) error {
+		if a == nil {
+			return twice.Permanent(errNoApp)
+		}
+		a.delivered(job.Kind)
+		return run(a, ctx, job)
+	}
+}
