@@ -151,6 +151,6 @@ func appliedVersion(ctx context.Context, q interface {
 }
 
 func schemaTooNew(applied, latest int) error {
-	return fmt.Errorf("%w: database is at schema version %d, this binary knows up to %d: upgrade twice",
+	return fmt.Errorf("%w (database at version %d, this binary at %d): upgrade twice",
 		twicestore.ErrSchemaTooNew, applied, latest)
 }

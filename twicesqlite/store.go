@@ -46,8 +46,13 @@ const sqliteHeader = "SQLite format 3\x00"
 // DSN, or at least with busy_timeout and _txlock=immediate.
 func DSN(path string) string {
 	// A file: URI keeps a '?' or '#' in the path from being read as the
-	// start of the query or fragment.
-	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	// start of the query or fragment. URIs use forward slashes, and a
+	// Windows drive letter needs a leading one ("file:/C:/data/twice.db").
+	p := filepath.ToSlash(path)
+	if filepath.VolumeName(path) != "" && !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
 	return "file:" + escaped +
 		fmt.Sprintf("?_pragma=busy_timeout(%d)", BusyTimeoutDefault.Milliseconds()) +
 		"&_pragma=foreign_keys(1)" +
@@ -295,17 +300,14 @@ func (e *executor) inTx(ctx context.Context, fn func(q dbtx) error) error {
 	return tx.Commit()
 }
 
+// direct runs fn on the executor's database or transaction as it is.
+func (e *executor) direct(_ context.Context, fn func(q dbtx) error) error {
+	return fn(e.db)
+}
+
 // micros is how a time is stored: unix microseconds, the precision both
 // drivers keep.
 func micros(t time.Time) int64 { return t.UnixMicro() }
-
-// nullMicros stores a zero time as NULL.
-func nullMicros(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixMicro()
-}
 
 // fromMicros reads a stored time back in UTC; NULL is the zero time.
 func fromMicros(v sql.NullInt64) time.Time {

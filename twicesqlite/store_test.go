@@ -38,12 +38,14 @@ func openTemp(t *testing.T) *Store {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) twicestore.Store { return openTemp(t) })
 }
 
 // TestConformanceNew runs the suite on a store made by New over a database
 // the application opened itself.
 func TestConformanceNew(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) twicestore.Store {
 		db, err := sql.Open("sqlite", DSN(filepath.Join(t.TempDir(), "app.db")))
 		if err != nil {
@@ -301,6 +303,21 @@ func TestDSNEscapesPath(t *testing.T) {
 	defer s.Close()
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the database is not at the path given: %v", err)
+	}
+}
+
+// TestOpenRelativePath opens a path relative to the working directory, the
+// CLI's default ./twice.db.
+func TestOpenRelativePath(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	s, err := Open(t.Context(), "twice.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := os.Stat(filepath.Join(dir, "twice.db")); err != nil {
+		t.Fatalf("the database is not in the working directory: %v", err)
 	}
 }
 

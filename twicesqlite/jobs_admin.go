@@ -1,0 +1,169 @@
+package twicesqlite
+
+// What operators and the dashboard do with jobs: look them up, list and
+// count them, retry or discard dead ones, and find orphaned kinds.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// JobGet returns one job, or an error wrapping twicestore.ErrNotFound.
+func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twicetype.JobRow, error) {
+	j, err := scanJob(e.db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM twice_jobs WHERE id = ?`, p.ID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get job %d: %w", p.ID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", p.ID, err)
+	}
+	return j, nil
+}
+
+// filterSQL renders f as conditions joined by AND (always at least one),
+// with their arguments.
+func filterSQL(f twicestore.JobFilter) (string, []any) {
+	conds := []string{"1 = 1"}
+	var args []any
+	if len(f.IDs) > 0 {
+		conds = append(conds, "id IN (SELECT value FROM json_each(?))")
+		args = append(args, jsonArg(f.IDs))
+	}
+	if f.State != "" {
+		conds = append(conds, "state = ?")
+		args = append(args, string(f.State))
+	}
+	if f.Kind != "" {
+		conds = append(conds, "kind = ?")
+		args = append(args, f.Kind)
+	}
+	if f.Queue != "" {
+		conds = append(conds, "queue = ?")
+		args = append(args, f.Queue)
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// JobList lists matching jobs newest first (by id, descending). BeforeID
+// continues from a previous page; a Limit of zero or less lists them all.
+func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*twicestore.JobListResult, error) {
+	where, args := filterSQL(p.Filter)
+	if p.BeforeID > 0 {
+		where += " AND id < ?"
+		args = append(args, p.BeforeID)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	args = append(args, limit)
+	jobs, err := queryJobs(ctx, e.db, `SELECT `+jobColumns+` FROM twice_jobs WHERE `+where+` ORDER BY id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return &twicestore.JobListResult{Jobs: jobs}, nil
+}
+
+// JobCount counts matching jobs grouped by state, queue and kind, in that
+// order.
+func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (*twicestore.JobCountResult, error) {
+	where, args := filterSQL(p.Filter)
+	rows, err := e.db.QueryContext(ctx, `SELECT state, queue, kind, COUNT(*) FROM twice_jobs WHERE `+where+`
+		GROUP BY state, queue, kind ORDER BY state, queue, kind`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rows.Close()
+	res := &twicestore.JobCountResult{}
+	for rows.Next() {
+		var (
+			c     twicestore.JobCount
+			state string
+		)
+		if err := rows.Scan(&state, &c.Queue, &c.Kind, &c.Count); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		c.State = twicetype.JobState(state)
+		res.Counts = append(res.Counts, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return res, nil
+}
+
+// JobRetry moves matching dead or discarded jobs back to available, due at
+// Now, with their attempts reset and their error history kept. The lease
+// epoch is never reset: it must only grow for fencing to hold.
+func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	where, args := filterSQL(p.Filter)
+	args = append([]any{micros(nowOr(p.Now))}, args...)
+	return e.bulk(ctx, "retry jobs", `UPDATE twice_jobs SET
+		state = 'available', attempt = 0, run_at = ?, lease_until = NULL, finished_at = NULL
+		WHERE state IN ('dead', 'discarded') AND `+where+` RETURNING id`, args)
+}
+
+// JobDiscard moves matching dead jobs to discarded, finished at Now.
+func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	where, args := filterSQL(p.Filter)
+	args = append([]any{micros(nowOr(p.Now))}, args...)
+	return e.bulk(ctx, "discard jobs", `UPDATE twice_jobs SET state = 'discarded', finished_at = ?
+		WHERE state = 'dead' AND `+where+` RETURNING id`, args)
+}
+
+func (e *executor) bulk(ctx context.Context, what, query string, args []any) (*twicestore.JobBulkResult, error) {
+	rows, err := e.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	ids, err := scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	slices.Sort(ids)
+	return &twicestore.JobBulkResult{IDs: ids}, nil
+}
+
+// JobOrphans lists, per kind and queue, the available jobs whose kind no
+// node alive since AliveSince lists among the kinds it handles.
+func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParams) (*twicestore.JobOrphansResult, error) {
+	// Group first, then look for a handler once per group rather than once
+	// per job.
+	rows, err := e.db.QueryContext(ctx, `SELECT g.kind, g.queue, g.n, g.oldest FROM (
+			SELECT kind, queue, COUNT(*) AS n, MIN(created_at) AS oldest FROM twice_jobs
+			WHERE state = 'available' GROUP BY kind, queue
+		) AS g
+		WHERE NOT EXISTS (
+			SELECT 1 FROM twice_nodes AS n, json_each(n.kinds) AS k
+			WHERE n.heartbeat_at >= ? AND k.value = g.kind
+		)
+		ORDER BY g.kind, g.queue`, micros(p.AliveSince))
+	if err != nil {
+		return nil, fmt.Errorf("find orphaned kinds: %w", err)
+	}
+	defer rows.Close()
+	res := &twicestore.JobOrphansResult{}
+	for rows.Next() {
+		var (
+			o      twicetype.OrphanKind
+			oldest int64
+		)
+		if err := rows.Scan(&o.Kind, &o.Queue, &o.Count, &oldest); err != nil {
+			return nil, fmt.Errorf("find orphaned kinds: %w", err)
+		}
+		o.Oldest = time.UnixMicro(oldest).UTC()
+		res.Kinds = append(res.Kinds, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find orphaned kinds: %w", err)
+	}
+	return res, nil
+}
