@@ -44,11 +44,13 @@ CREATE INDEX twice_jobs_rescue ON twice_jobs (lease_until)
 CREATE UNIQUE INDEX twice_jobs_unique ON twice_jobs (kind, unique_key)
     WHERE unique_key <> '' AND state IN ('available', 'running');
 
--- Listing newest first by state or kind, counting by state, queue and kind,
--- and finding orphaned kinds among the available jobs.
+-- Listing newest first by state (dead letters, the backlog) or by kind;
+-- (state, id) also serves counting a state and finding orphaned kinds among
+-- the available jobs. Every index on state costs two b-tree writes per state
+-- change, so there is deliberately no (state, queue, kind) index: it made a
+-- 100k-job burn-down a quarter slower to speed up only dashboard counts.
 CREATE INDEX twice_jobs_state_id ON twice_jobs (state, id);
 CREATE INDEX twice_jobs_kind_id ON twice_jobs (kind, id);
-CREATE INDEX twice_jobs_state_queue_kind ON twice_jobs (state, queue, kind);
 
 CREATE TABLE twice_markers (
     handler      TEXT    NOT NULL,
