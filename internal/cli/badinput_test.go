@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const emailKind = "email.partner-verification.v1"
+
+// withJob returns a setup holding one job, and the snapshot of its jobs.
+func withJob(t *testing.T) (*setup, []string) {
+	t.Helper()
+	s := newSetup(t)
+	s.ok("enqueue", emailKind, `{"user_id": 1}`)
+	before := jobsSnapshot(t, s.db)
+	if len(before) != 1 {
+		t.Fatalf("setup stored %d jobs, want 1", len(before))
+	}
+	return s, before
+}
+
+func TestEnqueueUnknownKind(t *testing.T) {
+	t.Parallel()
+	s, before := withJob(t)
+	r := s.run("enqueue", "email.partner-verfication.v1", `{"user_id": 1}`)
+	wantError(t, r, ExitUsage, `"email.partner-verfication.v1"`, "unknown job kind", emailKind)
+	sameJobs(t, s.db, before)
+}
+
+func TestEnqueueMalformedJSON(t *testing.T) {
+	t.Parallel()
+	s, before := withJob(t)
+	for _, tc := range []struct{ args, want string }{
+		{`{"user_id": 1`, "not valid JSON"},
+		{`{user_id: 1}`, "not valid JSON"},
+		{``, "not valid JSON"},
+		{`[1, 2]`, "a JSON array, not an object"},
+		{`"user"`, "a JSON string, not an object"},
+		{`null`, "a JSON null, not an object"},
+		{`{"user_id": 1} {"user_id": 2}`, "not valid JSON"},
+	} {
+		r := s.run("enqueue", emailKind, tc.args)
+		wantError(t, r, ExitUsage, tc.want)
+	}
+	sameJobs(t, s.db, before)
+}
+
+func TestEnqueueArgsPolicy(t *testing.T) {
+	t.Parallel()
+	s, before := withJob(t)
+	for _, tc := range []struct{ kind, args, want string }{
+		{emailKind, `{"user_id": 1, "email": "a@example.com"}`, `unknown field "email"`},
+		{emailKind, `{"user_id": "42"}`, "cannot unmarshal string"},
+		{emailKind, `{"user_id": 1.5}`, "cannot unmarshal number 1.5"},
+		{"balance.credit.v1", `{"credit_id": 1, "user_id": 1, "amount_cents": [5]}`, "cannot unmarshal array"},
+		{"email.partner-verification", `{"user_id": 1}`, "not versioned: end it with .v1"},
+		{"Email.Welcome.v1", `{}`, "upper-case"},
+		{emailKind, `{"user_id": 1, "pad": "` + strings.Repeat("x", 3000) + `"}`, "over the 2048-byte limit"},
+	} {
+		r := s.run("enqueue", tc.kind, tc.args)
+		wantError(t, r, ExitUsage, tc.want)
+	}
+	sameJobs(t, s.db, before)
+}
+
+// TestDBCannotBeOpened points --db into a directory that does not exist:
+// every command fails with exit 1 and creates nothing.
+func TestDBCannotBeOpened(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "missing", "twice.db")
+	for _, args := range [][]string{
+		{"migrate"},
+		{"jobs"},
+		{"jobs", "show", "1"},
+		{"enqueue", emailKind, `{"user_id": 1}`},
+		{"dlq", "ls"},
+		{"dlq", "retry", "--all"},
+		{"orphans"},
+		{"serve"},
+		{"demo", "--once"},
+	} {
+		r := runCLI(t, t.Context(), append(args, "--db", path)...)
+		wantError(t, r, ExitFailure, path)
+		if strings.Contains(r.stderr, "see 'twice") {
+			t.Errorf("%v: a database that cannot be opened is not a usage error: %q", args, r.stderr)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Errorf("the failed commands created %d entries in %s", len(entries), dir)
+	}
+}
+
+// TestDBNotADatabase points --db at a text file: every command fails with
+// exit 1 and the file is left exactly as it was.
+func TestDBNotADatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "notes.txt")
+	const text = "these are my notes, not a database\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"migrate"},
+		{"jobs"},
+		{"enqueue", emailKind, `{"user_id": 1}`},
+		{"dlq", "discard", "--all"},
+		{"orphans"},
+		{"serve"},
+		{"demo", "--once"},
+	} {
+		r := runCLI(t, t.Context(), append(args, "--db", path)...)
+		wantError(t, r, ExitFailure, path, "not a SQLite database")
+	}
+	if got := readFile(t, path); got != text {
+		t.Errorf("the text file changed: %q", got)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("the failed commands left %d entries in %s, want only the text file", len(entries), dir)
+	}
+}
+
+// TestDBSchemaTooNew runs every command on a database migrated by a newer
+// twice: each fails with exit 1, says to upgrade, and changes no job.
+func TestDBSchemaTooNew(t *testing.T) {
+	t.Parallel()
+	s, _ := withJob(t)
+	// The way twicesqlite's own test makes a database from the future.
+	db := openRW(t, s.db)
+	if _, err := db.ExecContext(t.Context(), `INSERT INTO twice_migrations (version, name, applied_at)
+		SELECT MAX(version) + 5, 'from_the_future', 0 FROM twice_migrations`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := jobsSnapshot(t, s.db)
+	for _, args := range [][]string{
+		{"migrate"},
+		{"jobs"},
+		{"jobs", "show", "1"},
+		{"enqueue", emailKind, `{"user_id": 2}`},
+		{"dlq", "retry", "1"},
+		{"dlq", "discard", "--all"},
+		{"orphans"},
+		{"serve"},
+		{"demo", "--once"},
+	} {
+		r := s.run(args...)
+		wantError(t, r, ExitFailure, "newer", "upgrade twice")
+	}
+	sameJobs(t, s.db, before)
+}
+
+// TestUsageErrors checks that asking wrongly exits 2 with one line.
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	s, before := withJob(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "missing command"},
+		{[]string{"job"}, `did you mean "jobs"`},
+		{[]string{"jobs", "--colour"}, "unknown flag: --colour"},
+		{[]string{"jobs", "--limit", "many"}, `invalid argument "many" for "--limit"`},
+		{[]string{"jobs", "--limit", "0"}, "--limit 0"},
+		{[]string{"jobs", "--state", "finished"}, `--state "finished"`},
+		{[]string{"jobs", "show"}, "takes 1 arguments"},
+		{[]string{"jobs", "show", "1", "2"}, "takes 1 arguments"},
+		{[]string{"jobs", "show", "one"}, `"one" is not a job id`},
+		{[]string{"jobs", "list"}, `unknown command "list"`},
+		{[]string{"enqueue", emailKind}, "takes 2 arguments"},
+		{[]string{"enqueue", emailKind, `{"user_id": 1}`, "--delay", "-1s"}, "--delay -1s is negative"},
+		{[]string{"enqueue", emailKind, `{"user_id": 1}`, "--delay", "soon"}, `invalid argument "soon"`},
+		{[]string{"enqueue", emailKind, `{"user_id": 1}`, "--max-attempts", "-1"}, "--max-attempts -1"},
+		{[]string{"dlq"}, "missing subcommand"},
+		{[]string{"dlq", "retry"}, "give the IDs"},
+		{[]string{"dlq", "retry", "1", "--all"}, "not both"},
+		{[]string{"dlq", "discard", "x"}, `"x" is not a job id`},
+		{[]string{"serve", "--grace", "-1s"}, "--grace -1s is negative"},
+		{[]string{"serve", "--log-level", "loud"}, `--log-level "loud"`},
+		{[]string{"demo", "now"}, `unknown command "now"`},
+	} {
+		r := s.run(tc.args...)
+		wantError(t, r, ExitUsage, tc.want, "--help")
+	}
+	sameJobs(t, s.db, before)
+}
+
+// TestHelp exits 0 and prints the commands.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, t.Context(), "--help")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, cmd := range []string{"demo", "serve", "migrate", "enqueue", "jobs", "dlq", "orphans", "--db"} {
+		if !strings.Contains(r.stdout, cmd) {
+			t.Errorf("help does not mention %s:\n%s", cmd, r.stdout)
+		}
+	}
+}

@@ -1,0 +1,195 @@
+// Package cli is the twice command line: it parses the arguments of the
+// twice binary and runs its commands (demo, serve, migrate, enqueue, jobs,
+// dlq, orphans) against a SQLite database, reporting failures as one line
+// and an exit code.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0 // the command did what it was asked
+	ExitFailure = 1 // it could not: the database, a job, the runtime
+	ExitUsage   = 2 // it was asked wrongly: a flag, an argument, the input
+)
+
+// DBDefault is the database --db names when neither the flag nor the
+// TWICE_DB environment variable is set.
+const DBDefault = "./twice.db"
+
+// Main runs the twice command line with args (without the program name),
+// writing output to stdout and errors, as one line "twice: <message>", to
+// stderr. It returns the exit code. ctx ends long-running commands (serve,
+// demo), which then shut down cleanly.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr}
+	root := c.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitUsage // errors cobra raises itself (flags, arguments) are usage errors
+	var f *failure
+	if errors.As(err, &f) {
+		code = ExitFailure
+	}
+	var u *usageError
+	if errors.As(err, &u) {
+		code = ExitUsage
+	}
+	// The library's errors carry their own "twice: " prefix.
+	msg := strings.TrimPrefix(oneLine(err.Error()), "twice: ")
+	if code == ExitUsage && cmd != nil {
+		msg += fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())
+	}
+	fmt.Fprintf(stderr, "twice: %s\n", msg)
+	return code
+}
+
+// cli holds what every command shares: the output streams and the
+// persistent flags.
+type cli struct {
+	stdout, stderr io.Writer
+	db             string
+	logLevel       string
+}
+
+func (c *cli) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "twice",
+		Short: "Operate twice, the background-job system where every handler runs at least twice",
+		Long: `twice runs background jobs that converge when delivered twice.
+
+The database is a SQLite file: --db, else $TWICE_DB, else ` + DBDefault + `.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          unknownSubcommand,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("missing command: one of %s", strings.Join(subcommandNames(cmd), ", "))
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	db := DBDefault
+	if env := os.Getenv("TWICE_DB"); env != "" {
+		db = env
+	}
+	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file (env TWICE_DB)")
+	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level of serve and demo: debug, info, warn or error (default info; warn for demo --once)")
+	root.AddCommand(
+		c.demoCommand(),
+		c.serveCommand(),
+		c.migrateCommand(),
+		c.enqueueCommand(),
+		c.jobsCommand(),
+		c.dlqCommand(),
+		c.orphansCommand(),
+	)
+	return root
+}
+
+// group makes cmd a command that only holds subcommands: run bare or with
+// an unknown subcommand, it is a usage error rather than help and success.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = unknownSubcommand
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return usagef("missing subcommand: one of %s", strings.Join(subcommandNames(cmd), ", "))
+	}
+	return cmd
+}
+
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(": did you mean %q?", s[0])
+	}
+	return usagef("%s", msg)
+}
+
+func subcommandNames(cmd *cobra.Command) []string {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return names
+}
+
+// run adapts a command's function: an error it returns is a runtime
+// failure (exit 1) unless it is a usage error.
+func run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := fn(cmd, args)
+		var u *usageError
+		if err == nil || errors.As(err, &u) {
+			return err
+		}
+		return &failure{err: err}
+	}
+}
+
+// exactArgs is cobra.ExactArgs with a message naming the arguments.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s takes %d arguments (%s), got %d", cmd.CommandPath(), n, names, len(args))
+		}
+		return nil
+	}
+}
+
+// usageError is bad input: exit code 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// failure is an error a command returned: exit code 1.
+type failure struct{ err error }
+
+func (e *failure) Error() string { return e.err.Error() }
+func (e *failure) Unwrap() error { return e.err }
+
+// oneLine folds a multi-line error (errors.Join, cobra's hints) into one.
+func oneLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// logger returns the logger serve and demo write to stderr, at the level
+// of --log-level, or fallback when the flag was not given.
+func (c *cli) logger(cmd *cobra.Command, fallback slog.Level) (*slog.Logger, error) {
+	level := fallback
+	if cmd.Flags().Changed("log-level") {
+		if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+			return nil, usagef("--log-level %q: use debug, info, warn or error", c.logLevel)
+		}
+	}
+	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level})), nil
+}

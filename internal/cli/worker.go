@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/demo"
+)
+
+func (c *cli) serveCommand() *cobra.Command {
+	var (
+		grace   time.Duration
+		objects string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Work the jobs of the kinds this binary knows until SIGINT or SIGTERM",
+		Long: `Work the jobs of the kinds this binary knows (the demo's: ` + kindList() + `)
+until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
+--grace, and put back, without spending an attempt, those that did not.`,
+		Args: unknownSubcommand,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if grace < 0 {
+				return usagef("--grace %s is negative", grace)
+			}
+			logger, err := c.logger(cmd, slog.LevelInfo)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			app, err := demo.Open(ctx, c.db, objects)
+			if err != nil {
+				return err
+			}
+			defer app.Close()
+			reg, err := demo.NewRegistry(app)
+			if err != nil {
+				return err
+			}
+			client, err := twice.NewClient(app.Store(), twice.Config{Registry: reg, Logger: logger})
+			if err != nil {
+				return err
+			}
+			if err := client.Start(ctx); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			logger.Info("shutting down: running jobs have the grace period to finish", "grace", grace)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+			defer cancel()
+			return client.Stop(sctx)
+		}),
+	}
+	cmd.Flags().DurationVar(&grace, "grace", twice.ShutdownGraceDefault, "how long running jobs may take to finish on shutdown")
+	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to --db)")
+	return cmd
+}
+
+func kindList() string {
+	s := ""
+	for i, k := range demo.Kinds() {
+		if i > 0 {
+			s += ", "
+		}
+		s += k.Kind()
+	}
+	return s
+}
+
+func (c *cli) demoCommand() *cobra.Command {
+	var (
+		once     bool
+		objects  string
+		interval time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the signup flow with injected faults; --once runs a scripted scenario and checks it converged",
+		Long: `Run the seed's signup flow on SQLite: each signup commits its user row with
+its verification-email and balance-credit jobs (the transactional outbox),
+ad images get watermarked, and faults are injected through the real
+runtime: redelivered messages, crashes between an email's send and its
+claim, transient and permanent send failures, users deleted or confirmed
+before their email goes out.
+
+Without --once it keeps going on --db until Ctrl-C, and says what to look
+at meanwhile.
+
+With --once it runs a scripted scenario to its end, prints per kind the
+messages, deliveries (handler calls) and effects, and exits 0 only if every
+effect converged as its strategy promises. Unless --db (or TWICE_DB) is
+given, it uses a fresh database in a temporary directory, removed at exit,
+so earlier runs cannot blur the check.`,
+		Args: unknownSubcommand,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if once {
+				return c.demoOnce(cmd, objects)
+			}
+			logger, err := c.logger(cmd, slog.LevelInfo)
+			if err != nil {
+				return err
+			}
+			if interval <= 0 {
+				return usagef("--interval %s: use a positive duration", interval)
+			}
+			return demo.Run(cmd.Context(), demo.Options{DB: c.db, ObjectsDir: objects, Out: c.stdout, Logger: logger, Interval: interval})
+		}),
+	}
+	cmd.Flags().BoolVar(&once, "once", false, "run the scripted scenario, check convergence and exit")
+	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to the database)")
+	cmd.Flags().DurationVar(&interval, "interval", 700*time.Millisecond, "time between two signups (without --once)")
+	return cmd
+}
+
+func (c *cli) demoOnce(cmd *cobra.Command, objects string) error {
+	logger, err := c.logger(cmd, slog.LevelWarn)
+	if err != nil {
+		return err
+	}
+	path := c.db
+	if !cmd.Flags().Changed("db") && os.Getenv("TWICE_DB") == "" {
+		dir, err := os.MkdirTemp("", "twice-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path = filepath.Join(dir, "demo.db")
+		fmt.Fprintln(c.stdout, "using a fresh database, removed at exit (pass --db to keep one)")
+	}
+	r, err := demo.RunOnce(cmd.Context(), demo.Options{DB: path, ObjectsDir: objects, Out: c.stdout, Logger: logger})
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New("demo interrupted")
+		}
+		return err
+	}
+	r.Print(c.stdout)
+	if !r.Converged() {
+		return fmt.Errorf("the demo diverged: %d effects are not what their strategy promises (listed above)", len(r.Divergences))
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice/twicesqlite"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// waitFinished polls the store until the job reaches a terminal state.
+func waitFinished(t *testing.T, path string, id int64) *twicetype.JobRow {
+	t.Helper()
+	store, err := twicesqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		j, err := store.JobGet(t.Context(), &twicestore.JobGetParams{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State.Finished() {
+			return j
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("job %d still %s after 30s", id, j.State)
+		case <-tick.C:
+		}
+	}
+}
+
+func TestServe(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, []string{"serve", "--db", s.db, "--grace", "5s"}, &stdout, &stderr) }()
+
+	// Neither the user nor the image exists: both jobs complete as no-ops.
+	email := s.enqueue(emailKind, `{"user_id": 404}`)
+	image := s.enqueue("ads.image-watermark.v1", `{"image_id": 404}`)
+	for id, note := range map[int64]string{email: "user deleted", image: "image deleted"} {
+		j := waitFinished(t, s.db, id)
+		if j.State != twicetype.JobStateCompleted || j.Note != note {
+			t.Errorf("job %d: %s %q, want completed %q", id, j.State, j.Note, note)
+		}
+	}
+
+	cancel() // what SIGINT does through cmd/twice's signal.NotifyContext
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Errorf("serve exited %d after cancellation, want 0\n%s", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop after its context was cancelled")
+	}
+	if !strings.Contains(stderr.String(), "twice worker stopped") {
+		t.Errorf("serve did not log its stop:\n%s", stderr.String())
+	}
+}
+
+func TestDemoOnce(t *testing.T) {
+	t.Parallel()
+	s := &setup{t: t, db: filepath.Join(t.TempDir(), "demo.db")}
+	r := s.ok("demo", "--once")
+	for _, want := range []string{"converged: every effect is what its strategy promises",
+		"email.partner-verification.v1", "balance.credit.v1", "ads.image-watermark.v1", "DELIVERIES"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo --once output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// With --db, the database is kept for inspection.
+	var jobs []jobJSON
+	if err := json.Unmarshal([]byte(s.ok("jobs", "--json", "--limit", "100").stdout), &jobs); err != nil || len(jobs) < 30 {
+		t.Errorf("jobs after demo --once: %d jobs (%v)", len(jobs), err)
+	}
+	for _, j := range jobs {
+		if j.State != twicetype.JobStateCompleted {
+			t.Errorf("job %d is %s after a converged demo", j.ID, j.State)
+		}
+	}
+}
+
+func TestDemoLive(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "demo.db")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stdout := &syncBuffer{wait: "signup user004", seen: make(chan struct{})}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"demo", "--db", db, "--interval", "20ms", "--log-level", "error"}, stdout, io.Discard)
+	}()
+	select {
+	case <-stdout.seen:
+	case code := <-done:
+		t.Fatalf("demo exited %d before producing signups:\n%s", code, stdout.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no fourth signup after 30s:\n%s", stdout.String())
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Errorf("demo exited %d after Ctrl-C, want 0:\n%s", code, stdout.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("demo did not stop after its context was cancelled")
+	}
+	for _, want := range []string{"twice jobs --db " + db, "twice dlq ls", "demo_outbox", "effects so far"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+// syncBuffer is a buffer written by a running command and read by the
+// test; seen is closed once the output contains wait.
+type syncBuffer struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	wait  string
+	seen  chan struct{}
+	fired bool
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	if b.seen != nil && !b.fired && strings.Contains(b.buf.String(), b.wait) {
+		close(b.seen)
+		b.fired = true
+	}
+	return n, err
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
