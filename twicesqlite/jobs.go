@@ -1,6 +1,7 @@
 package twicesqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -86,7 +87,8 @@ const insertColumnCount = 11
 const insertChunk = 500
 
 // JobInsertMany inserts the jobs with one multi-row INSERT per chunk of
-// insertChunk, inside one transaction. A job whose unique key conflicts with
+// insertChunk, inside one transaction (unless it is inside one already, or
+// the batch is one statement with no unique keys to look up). A job whose unique key conflicts with
 // an unfinished job of its kind (already stored, or earlier in the same
 // batch) is skipped by ON CONFLICT DO NOTHING and reported with that job.
 //
@@ -158,7 +160,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 	// RETURNING order is unspecified, but ids are: AUTOINCREMENT hands them
 	// out in VALUES order within the statement. So the inserted rows sorted
 	// by id line up with the inputs that were not skipped, in input order.
-	slices.SortFunc(inserted, func(a, b *twicetype.JobRow) int { return cmpInt64(a.ID, b.ID) })
+	slices.SortFunc(inserted, func(a, b *twicetype.JobRow) int { return cmp.Compare(a.ID, b.ID) })
 
 	// An input was skipped exactly when its unique key is taken: by an
 	// earlier input of this batch that was inserted, or by a stored job.
@@ -224,16 +226,6 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 	return nil
 }
 
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // fetchSQL leases the first due jobs in fetch order. SQLite runs one writer
 // at a time, so the UPDATE's subquery and its writes see no competing fetch:
 // a job can only be leased once per epoch.
@@ -270,7 +262,7 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 		if c := a.RunAt.Compare(b.RunAt); c != 0 {
 			return c
 		}
-		return cmpInt64(a.ID, b.ID)
+		return cmp.Compare(a.ID, b.ID)
 	})
 	return &twicestore.JobFetchResult{Jobs: jobs}, nil
 }
