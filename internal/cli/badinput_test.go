@@ -212,3 +212,24 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestDBFromEnvironment: without --db, TWICE_DB names the database.
+func TestDBFromEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "from-env.db")
+	t.Setenv("TWICE_DB", path)
+	r := runCLI(t, t.Context(), "migrate")
+	if r.code != ExitOK || !strings.HasPrefix(r.stdout, path+": schema version") {
+		t.Fatalf("migrate with TWICE_DB: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, t.Context(), "enqueue", emailKind, `{"user_id": 1}`); r.code != ExitOK {
+		t.Fatalf("enqueue with TWICE_DB: exit %d, %q", r.code, r.stderr)
+	}
+	if n := len(jobsSnapshot(t, path)); n != 1 {
+		t.Errorf("%d jobs in the TWICE_DB database, want 1", n)
+	}
+	// The flag wins over the environment.
+	other := filepath.Join(t.TempDir(), "flag.db")
+	if r := runCLI(t, t.Context(), "migrate", "--db", other); r.code != ExitOK || !strings.HasPrefix(r.stdout, other) {
+		t.Errorf("--db with TWICE_DB set: exit %d, %q", r.code, r.stdout)
+	}
+}

@@ -275,3 +275,34 @@ func compact(t *testing.T, raw []byte) string {
 	}
 	return b.String()
 }
+
+// TestEnqueueKindOfLiveWorker: a kind this binary does not register is
+// accepted when a live worker handles it, and shown unredacted with a
+// warning, since its sensitive fields cannot be known here.
+func TestEnqueueKindOfLiveWorker(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	const kind = "pdf.cv.v1"
+	wantError(t, s.run("enqueue", kind, `{"cv_id": 3}`), ExitUsage, "unknown job kind")
+
+	store, err := twicesqlite.Open(t.Context(), s.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	err = store.NodeHeartbeat(t.Context(), &twicestore.NodeHeartbeatParams{Node: &twicetype.Node{
+		ID: "pdf-worker", Kinds: []string{kind}, Queues: []string{"default"}, StartedAt: now, HeartbeatAt: now,
+	}})
+	store.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.enqueue(kind, `{"cv_id": 3}`)
+	show := s.ok("jobs", "show", strconv.FormatInt(id, 10)).stdout
+	if !strings.Contains(show, "does not register pdf.cv.v1") || !strings.Contains(show, `"cv_id": 3`) {
+		t.Errorf("jobs show of a kind this binary does not know:\n%s", show)
+	}
+	if r := s.ok("orphans"); !strings.HasPrefix(r.stdout, "no orphaned kinds") {
+		t.Errorf("a kind with a live worker is reported orphaned:\n%s", r.stdout)
+	}
+}

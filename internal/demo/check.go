@@ -266,13 +266,3 @@ func objectImage(path string) (int64, error) {
 	}
 	return strconv.ParseInt(rest, 10, 64)
 }
-
-func (f fate) String() string {
-	switch f {
-	case deleted:
-		return "deleted"
-	case confirmed:
-		return "confirmed"
-	}
-	return "live"
-}

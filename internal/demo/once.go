@@ -24,6 +24,16 @@ const (
 	confirmed      // the address is confirmed another way: a no-op
 )
 
+func (f fate) String() string {
+	switch f {
+	case deleted:
+		return "deleted"
+	case confirmed:
+		return "confirmed"
+	}
+	return "live"
+}
+
 // fault is what is injected into a user's email.
 type fault int
 
