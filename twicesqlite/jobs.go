@@ -250,8 +250,12 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 	if p.Limit <= 0 || len(p.Kinds) == 0 {
 		return &twicestore.JobFetchResult{}, nil
 	}
-	jobs, err := queryJobs(ctx, e.db, fetchSQL,
-		micros(p.LeaseUntil), p.Node, p.Queue, micros(p.Now), jsonArg(p.Kinds), p.Limit)
+	var jobs []*twicetype.JobRow
+	err := e.write(ctx, func() (err error) {
+		jobs, err = queryJobs(ctx, e.db, fetchSQL,
+			micros(p.LeaseUntil), p.Node, p.Queue, micros(p.Now), jsonArg(p.Kinds), p.Limit)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 	}
@@ -280,14 +284,17 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 	}
 	// The unary + keeps the planner from driving the join from the
 	// (state, id) index: each lease is a primary-key lookup.
-	rows, err := e.db.QueryContext(ctx, `UPDATE twice_jobs SET lease_until = ?
-		FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS epoch FROM json_each(?)) AS l
-		WHERE twice_jobs.id = l.id AND twice_jobs.epoch = l.epoch AND +twice_jobs.state = 'running'
-		RETURNING twice_jobs.id`, micros(p.LeaseUntil), jsonArg(leases))
-	if err != nil {
-		return nil, fmt.Errorf("extend leases: %w", err)
-	}
-	res.Extended, err = scanIDs(rows)
+	err := e.write(ctx, func() error {
+		rows, err := e.db.QueryContext(ctx, `UPDATE twice_jobs SET lease_until = ?
+			FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS epoch FROM json_each(?)) AS l
+			WHERE twice_jobs.id = l.id AND twice_jobs.epoch = l.epoch AND +twice_jobs.state = 'running'
+			RETURNING twice_jobs.id`, micros(p.LeaseUntil), jsonArg(leases))
+		if err != nil {
+			return err
+		}
+		res.Extended, err = scanIDs(rows)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}
@@ -439,27 +446,30 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 		limit = -1 // SQLite: no limit
 	}
 	now := nowOr(p.Now)
-	rows, err := e.db.QueryContext(ctx, rescueSQL, micros(now), now.UTC().Format(time.RFC3339Nano), limit)
-	if err != nil {
-		return nil, fmt.Errorf("rescue jobs: %w", err)
-	}
-	defer rows.Close()
 	res := &twicestore.JobRescueResult{}
-	for rows.Next() {
-		var (
-			id    int64
-			state string
-		)
-		if err := rows.Scan(&id, &state); err != nil {
-			return nil, fmt.Errorf("rescue jobs: %w", err)
+	err := e.write(ctx, func() error {
+		rows, err := e.db.QueryContext(ctx, rescueSQL, micros(now), now.UTC().Format(time.RFC3339Nano), limit)
+		if err != nil {
+			return err
 		}
-		if twicetype.JobState(state) == twicetype.JobStateDead {
-			res.Dead = append(res.Dead, id)
-		} else {
-			res.Requeued = append(res.Requeued, id)
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				id    int64
+				state string
+			)
+			if err := rows.Scan(&id, &state); err != nil {
+				return err
+			}
+			if twicetype.JobState(state) == twicetype.JobStateDead {
+				res.Dead = append(res.Dead, id)
+			} else {
+				res.Requeued = append(res.Requeued, id)
+			}
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
 	slices.Sort(res.Requeued)

@@ -120,11 +120,15 @@ func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) 
 }
 
 func (e *executor) bulk(ctx context.Context, what, query string, args []any) (*twicestore.JobBulkResult, error) {
-	rows, err := e.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	ids, err := scanIDs(rows)
+	var ids []int64
+	err := e.write(ctx, func() error {
+		rows, err := e.db.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		ids, err = scanIDs(rows)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

@@ -32,9 +32,14 @@ const claimSQL = `INSERT INTO twice_markers (handler, key, processed_at) VALUES 
 // MarkerClaim records that handler processed key at Now (the current time
 // when zero). A pair already claimed reports AlreadyProcessed.
 func (e *executor) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
-	return claimMarker(ctx, func(args ...any) (sql.Result, error) {
-		return e.db.ExecContext(ctx, claimSQL, args...)
-	}, p)
+	var res *twicestore.MarkerClaimResult
+	err := e.write(ctx, func() (err error) {
+		res, err = claimMarker(ctx, func(args ...any) (sql.Result, error) {
+			return e.db.ExecContext(ctx, claimSQL, args...)
+		}, p)
+		return err
+	})
+	return res, err
 }
 
 // claimMarker is the one claim both MarkerClaim and JobFinish use; exec runs
@@ -70,7 +75,11 @@ func isUniqueViolation(err error) bool {
 // MarkerRelease deletes handler's claim on key; releasing an unclaimed pair
 // is not an error.
 func (e *executor) MarkerRelease(ctx context.Context, p *twicestore.MarkerParams) error {
-	if _, err := e.db.ExecContext(ctx, `DELETE FROM twice_markers WHERE handler = ? AND key = ?`, p.Handler, p.Key); err != nil {
+	err := e.write(ctx, func() error {
+		_, err := e.db.ExecContext(ctx, `DELETE FROM twice_markers WHERE handler = ? AND key = ?`, p.Handler, p.Key)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("release marker %q/%q: %w", p.Handler, p.Key, err)
 	}
 	return nil
@@ -83,9 +92,13 @@ func (e *executor) MarkerPrune(ctx context.Context, p *twicestore.MarkerPrunePar
 	if limit <= 0 {
 		limit = -1
 	}
-	r, err := e.db.ExecContext(ctx, `DELETE FROM twice_markers WHERE rowid IN (
-		SELECT rowid FROM twice_markers WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`,
-		micros(p.Before), limit)
+	var r sql.Result
+	err := e.write(ctx, func() (err error) {
+		r, err = e.db.ExecContext(ctx, `DELETE FROM twice_markers WHERE rowid IN (
+			SELECT rowid FROM twice_markers WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`,
+			micros(p.Before), limit)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("prune markers: %w", err)
 	}

@@ -20,11 +20,14 @@ func (e *executor) NodeHeartbeat(ctx context.Context, p *twicestore.NodeHeartbea
 	if queues == nil {
 		queues = []string{}
 	}
-	_, err := e.db.ExecContext(ctx, `INSERT INTO twice_nodes (id, host, pid, kinds, queues, started_at, heartbeat_at)
+	err := e.write(ctx, func() error {
+		_, err := e.db.ExecContext(ctx, `INSERT INTO twice_nodes (id, host, pid, kinds, queues, started_at, heartbeat_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, kinds = excluded.kinds,
 			queues = excluded.queues, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`,
-		n.ID, n.Host, n.PID, jsonArg(kinds), jsonArg(queues), micros(n.StartedAt), micros(nowOr(n.HeartbeatAt)))
+			n.ID, n.Host, n.PID, jsonArg(kinds), jsonArg(queues), micros(n.StartedAt), micros(nowOr(n.HeartbeatAt)))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("heartbeat node %q: %w", n.ID, err)
 	}
@@ -67,7 +70,11 @@ func (e *executor) NodeList(ctx context.Context, p *twicestore.NodeListParams) (
 
 // NodeRemove deletes the node; removing an unknown node is not an error.
 func (e *executor) NodeRemove(ctx context.Context, p *twicestore.NodeRemoveParams) error {
-	if _, err := e.db.ExecContext(ctx, `DELETE FROM twice_nodes WHERE id = ?`, p.ID); err != nil {
+	err := e.write(ctx, func() error {
+		_, err := e.db.ExecContext(ctx, `DELETE FROM twice_nodes WHERE id = ?`, p.ID)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("remove node %q: %w", p.ID, err)
 	}
 	return nil

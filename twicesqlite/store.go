@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -118,7 +119,7 @@ func New(ctx context.Context, db *sql.DB) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sql.DB) (*Store, error) {
-	s := &Store{executor: &executor{db: db, pool: db}, db: db}
+	s := &Store{executor: &executor{db: db, pool: db, gate: make(writeGate, 1)}, db: db}
 	// Check before migrating, so a database of a newer twice is refused
 	// without taking its write lock.
 	applied, latest, err := s.SchemaVersion(ctx)
@@ -213,11 +214,16 @@ const (
 // Begin starts a transaction. Its Unwrap returns the *sql.Tx, so a handler
 // can write its own effect in it.
 func (s *Store) Begin(ctx context.Context) (twicestore.Tx, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	unlock, err := s.gate.lock(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	return &sqliteTx{executor: &executor{db: tx}, tx: tx}, nil
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	return &sqliteTx{executor: &executor{db: tx}, tx: tx, unlock: unlock}, nil
 }
 
 // ExecutorFromTx returns an Executor that runs inside tx, a *sql.Tx the
@@ -256,14 +262,21 @@ func (s *Store) Close() error {
 // sqliteTx is a transaction twice began.
 type sqliteTx struct {
 	*executor
-	tx *sql.Tx
+	tx     *sql.Tx
+	unlock func() // releases the Store's write gate; safe to call twice
 }
 
 func (t *sqliteTx) Unwrap() any { return t.tx }
 
-func (t *sqliteTx) Commit(context.Context) error { return t.tx.Commit() }
+func (t *sqliteTx) Commit(context.Context) error {
+	defer t.unlock()
+	return t.tx.Commit()
+}
 
-func (t *sqliteTx) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t *sqliteTx) Rollback(context.Context) error {
+	defer t.unlock()
+	return t.tx.Rollback()
+}
 
 // dbtx is what queries need from a *sql.DB or a *sql.Tx.
 type dbtx interface {
@@ -279,6 +292,43 @@ type dbtx interface {
 type executor struct {
 	db   dbtx
 	pool *sql.DB
+	gate writeGate // set on the pool's executor only
+}
+
+// writeGate serialises this process's writers before they reach SQLite.
+// SQLite allows one writer per file; writers that find it locked sleep in
+// SQLite's busy handler for milliseconds at a time, so in-process writers
+// queue here instead and are woken the moment the writer before them is
+// done. Writers in other processes still meet at SQLite's lock.
+type writeGate chan struct{}
+
+// lock waits for the gate, for at most the busy timeout, like SQLite would.
+// A nil gate (inside a transaction, which holds the lock already) is free.
+func (g writeGate) lock(ctx context.Context) (unlock func(), err error) {
+	if g == nil {
+		return func() {}, nil
+	}
+	t := time.NewTimer(BusyTimeoutDefault)
+	defer t.Stop()
+	select {
+	case g <- struct{}{}:
+		var once sync.Once
+		return func() { once.Do(func() { <-g }) }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, fmt.Errorf("database is locked: another write transaction of this process has held it for %s", BusyTimeoutDefault)
+	}
+}
+
+// write runs fn holding the write gate.
+func (e *executor) write(ctx context.Context, fn func() error) error {
+	unlock, err := e.gate.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn()
 }
 
 var _ twicestore.Executor = (*executor)(nil)
@@ -289,20 +339,23 @@ func (e *executor) inTx(ctx context.Context, fn func(q dbtx) error) error {
 	if e.pool == nil {
 		return fn(e.db)
 	}
-	tx, err := e.pool.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return e.write(ctx, func() error {
+		tx, err := e.pool.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
 }
 
-// direct runs fn on the executor's database or transaction as it is.
-func (e *executor) direct(_ context.Context, fn func(q dbtx) error) error {
-	return fn(e.db)
+// direct runs a writing fn on the executor's database or transaction as it
+// is, holding the write gate when on the pool.
+func (e *executor) direct(ctx context.Context, fn func(q dbtx) error) error {
+	return e.write(ctx, func() error { return fn(e.db) })
 }
 
 // micros is how a time is stored: unix microseconds, the precision both
