@@ -97,32 +97,43 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx any, jobs []EnqueueParams
 // client registers nor any live worker handles.
 var ErrUnknownKind = errors.New("unknown job kind")
 
+// ErrInvalidArgs is wrapped by the enqueue errors that are the caller's
+// input at fault: a malformed kind, args that are not a JSON object or do
+// not fit the kind's type, args over the size limit or against the payload
+// policy. Tools use it to tell a usage error from a failure.
+var ErrInvalidArgs = errors.New("invalid job args")
+
 // EnqueueJSON stores one job from raw JSON args, for tools that do not have
 // the Go type (the CLI). A kind registered with this client must decode
 // into its args type with no unknown fields; a kind only a live worker
 // handles must be a JSON object; any other kind is refused with
-// ErrUnknownKind, so a typo never queues a job nobody will run.
+// ErrUnknownKind, so a typo never queues a job nobody will run. A registered
+// kind is decoded into its type and enqueued as Enqueue would, so its
+// IdempotencyKey applies.
 func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ValidateKind(kind); err != nil {
-		return nil, fmt.Errorf("twice: enqueue: %w", err)
+		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, raw); err != nil || !bytes.HasPrefix(compact.Bytes(), []byte("{")) {
-		return nil, fmt.Errorf("twice: enqueue %q: args are not a JSON object: pass one like '{\"user_id\": 42}'", kind)
+		return nil, fmt.Errorf("twice: enqueue %q: %w: args are not a JSON object: pass one like '{\"user_id\": 42}'", kind, ErrInvalidArgs)
 	}
-	if c.registry.lookup(kind) != nil {
-		if err := c.registry.ValidateArgs(kind, compact.Bytes()); err != nil {
-			return nil, fmt.Errorf("twice: enqueue: %w", err)
+	if e := c.registry.lookup(kind); e != nil {
+		args, err := e.decode(compact.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("twice: enqueue: %w: args for kind %q do not match %s: %w", ErrInvalidArgs, kind, e.argsType, err)
 		}
-	} else if known, err := c.liveKinds(ctx); err != nil {
+		return c.Enqueue(ctx, args, opts)
+	}
+	if known, err := c.liveKinds(ctx); err != nil {
 		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
 	} else if !known[kind] {
 		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler or live worker knows it (known kinds: %s)",
 			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
 	}
 	if compact.Len() > c.cfg.MaxArgsBytes {
-		return nil, fmt.Errorf("twice: enqueue %q: args are %d bytes, over the %d-byte limit: pass IDs, not data",
-			kind, compact.Len(), c.cfg.MaxArgsBytes)
+		return nil, fmt.Errorf("twice: enqueue %q: %w: args are %d bytes, over the %d-byte limit: pass IDs, not data",
+			kind, ErrInvalidArgs, compact.Len(), c.cfg.MaxArgsBytes)
 	}
 	p, err := c.insertParams(ctx, kind, compact.Bytes(), "", opts)
 	if err != nil {
@@ -194,9 +205,9 @@ func (c *Client) enqueue(ctx context.Context, exec twicestore.Executor, jobs []E
 	}
 	if len(errs) > 0 {
 		if len(jobs) == 1 {
-			return nil, fmt.Errorf("twice: enqueue: %w", errors.Unwrap(errs[0]))
+			return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, errors.Unwrap(errs[0]))
 		}
-		return nil, fmt.Errorf("twice: enqueue: nothing stored: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("twice: enqueue: %w: nothing stored: %w", ErrInvalidArgs, errors.Join(errs...))
 	}
 	return c.insert(ctx, exec, params, notify)
 }

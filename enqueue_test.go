@@ -166,12 +166,29 @@ func TestEnqueue(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
 			}
+			if !errors.Is(err, twice.ErrInvalidArgs) && !errors.Is(err, twice.ErrUnknownKind) {
+				t.Errorf("%s: err = %v wraps neither ErrInvalidArgs nor ErrUnknownKind", tc.name, err)
+			}
 		}
 		if n := countJobs(t, store); n != 0 {
 			t.Errorf("jobs stored = %d, want 0", n)
 		}
 		if _, err := c.EnqueueJSON(ctx, "test.ping.v1", []byte(` { "N" : 3 } `), nil); err != nil {
 			t.Errorf("valid JSON refused: %v", err)
+		}
+	})
+
+	t.Run("EnqueueJSON of a registered kind applies its IdempotencyKey", func(t *testing.T) {
+		t.Parallel()
+		reg := twice.NewRegistry()
+		twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(context.Context, *twice.Job[emailArgs]) error { return nil }), nil)
+		c, _ := twice.NewClient(newStore(t), testConfig(reg))
+		res, err := c.EnqueueJSON(ctx, "email.partner-verification.v1", []byte(`{"UserID": 3, "Key": "user-3"}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Job.Key != "user-3" {
+			t.Errorf("key = %q, want the args' idempotency key", res.Job.Key)
 		}
 	})
 }

@@ -55,7 +55,7 @@ type kindEntry struct {
 	opts     KindOpts
 	argsType reflect.Type
 	run      func(ctx context.Context, row *twicetype.JobRow, tx twicestore.Tx) error
-	decode   func(raw []byte) error // validates raw args against the type
+	decode   func(raw []byte) (Args, error) // strict: no unknown fields
 }
 
 // Registry holds the kinds a client knows and their handlers.
@@ -119,9 +119,10 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 			}
 			return h.Run(ctx, job)
 		},
-		decode: func(raw []byte) error {
+		decode: func(raw []byte) (Args, error) {
 			var v T
-			return strictUnmarshal(raw, &v)
+			err := strictUnmarshal(raw, &v)
+			return v, err
 		},
 	}
 	r.mu.Lock()
@@ -172,7 +173,7 @@ func (r *Registry) ValidateArgs(kind string, raw []byte) error {
 	if e == nil {
 		return fmt.Errorf("kind %q is not registered", kind)
 	}
-	if err := e.decode(raw); err != nil {
+	if _, err := e.decode(raw); err != nil {
 		return fmt.Errorf("args for kind %q do not match %s: %w", kind, e.argsType, err)
 	}
 	return nil
