@@ -32,6 +32,8 @@ type Client struct {
 	// cancels the handlers' contexts with ErrShutdown when the grace period
 	// of Stop runs out.
 	fetchCancel context.CancelFunc
+	// leaseCancel stops the lease heartbeat, once running jobs are done.
+	leaseCancel context.CancelFunc
 	workCtx     context.Context
 	workCancel  context.CancelCauseFunc
 	loops       sync.WaitGroup
@@ -125,7 +127,9 @@ func (c *Client) Start(ctx context.Context) error {
 		Run:          c.work,
 	})
 	c.goLoop(func() { c.producer.Run(bg) })
-	c.goLoop(func() { c.heartbeatLeases(bg) })
+	leaseCtx, leaseCancel := context.WithCancel(context.Background())
+	c.leaseCancel = leaseCancel
+	c.goLoop(func() { c.heartbeatLeases(leaseCtx) })
 	c.goLoop(func() { c.rescueLoop(bg) })
 	c.goLoop(func() { c.pruneLoop(bg) })
 	c.goLoop(func() { c.nodeLoop(bg) })
@@ -174,6 +178,7 @@ func (c *Client) Stop(ctx context.Context) error {
 			stopErr = fmt.Errorf("twice: stop: %d jobs did not return after cancellation; their leases will expire", c.producer.Running())
 		}
 	}
+	c.leaseCancel()
 	c.loops.Wait()
 	c.complete.Stop()
 	c.workCancel(ErrShutdown)
@@ -219,23 +224,15 @@ func (c *Client) untrack(row *twicetype.JobRow) {
 }
 
 // heartbeatLeases extends the leases of running jobs in one call every
-// third of the lease, and cancels the handlers whose lease was lost.
+// third of the lease, and cancels the handlers whose lease was lost. It runs
+// until Stop has drained the running jobs, not just until fetching stops.
 func (c *Client) heartbeatLeases(ctx context.Context) {
-	interval := c.cfg.LeaseDuration / 3
-	t := time.NewTicker(interval)
+	t := time.NewTicker(c.cfg.LeaseDuration / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			// Keep extending while handlers drain after fetching stopped.
-			if c.producer.Running() == 0 {
-				return
-			}
-			select {
-			case <-t.C:
-			case <-c.workCtx.Done():
-				return
-			}
+			return
 		case <-t.C:
 		}
 		c.extendLeases()

@@ -109,9 +109,7 @@ func TestOutcomes(t *testing.T) {
 	t.Run("a panic is an error with its stack kept", func(t *testing.T) {
 		t.Parallel()
 		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
-			var m map[string]int
-			m["boom"]++ // nil map write
-			return nil
+			panic("image decoder blew up")
 		})
 		row := waitJob(t, store, enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 1}).ID, "dead", isState(twicetype.JobStateDead))
 		e := row.Errors[0]

@@ -17,6 +17,9 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
+// fetchTimeout bounds one fetch statement.
+const fetchTimeout = 30 * time.Second
+
 // Queue is one named queue and the most of its jobs run at once.
 type Queue struct {
 	Name        string
@@ -49,6 +52,7 @@ type Producer struct {
 	active map[string]int // queue -> running count
 	total  int
 	wg     sync.WaitGroup // running jobs
+	done   chan struct{}  // closed when Run returns: no more dispatches
 	rotate int
 }
 
@@ -59,6 +63,7 @@ func New(cfg Config) *Producer {
 		wake:   make(chan struct{}, 1),
 		freed:  make(chan struct{}, 1),
 		active: make(map[string]int),
+		done:   make(chan struct{}),
 	}
 }
 
@@ -73,6 +78,7 @@ func (p *Producer) Notify() {
 // Run fetches until ctx is done. It returns without waiting for running
 // jobs; Wait does that.
 func (p *Producer) Run(ctx context.Context) {
+	defer close(p.done)
 	logger := p.cfg.Logger.With(logattr.Component, "producer")
 	backoff := p.cfg.PollInterval
 	for {
@@ -98,8 +104,12 @@ func (p *Producer) Run(ctx context.Context) {
 	}
 }
 
-// Wait blocks until every dispatched job's run function has returned.
-func (p *Producer) Wait() { p.wg.Wait() }
+// Wait blocks until Run has returned and every dispatched job's run
+// function has returned.
+func (p *Producer) Wait() {
+	<-p.done
+	p.wg.Wait()
+}
 
 // Running reports how many jobs are running.
 func (p *Producer) Running() int {
@@ -135,7 +145,10 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 		}
 		limit = min(limit, p.cfg.FetchLimit)
 		now := time.Now()
-		res, ferr := p.cfg.Exec.JobFetch(ctx, &twicestore.JobFetchParams{
+		// A fetch that committed must be dispatched, so the statement runs
+		// to its end even when shutdown begins meanwhile.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+		res, ferr := p.cfg.Exec.JobFetch(fctx, &twicestore.JobFetchParams{
 			Queue:      q.Name,
 			Kinds:      p.cfg.Kinds,
 			Limit:      limit,
@@ -143,6 +156,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 			Now:        now,
 			LeaseUntil: now.Add(p.cfg.Lease),
 		})
+		cancel()
 		if ferr != nil {
 			return false, ferr
 		}
