@@ -128,13 +128,7 @@ func TestOutcomes(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}), &twice.KindOpts{Strategy: twice.None})
-		c, err := twice.NewClient(store, testConfig(reg))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		c := startUnstopped(t, store, reg)
 		job := enqueuePing(t, c, nil)
 		<-started
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -163,13 +157,7 @@ func TestOutcomes(t *testing.T) {
 			<-release
 			return nil
 		}), &twice.KindOpts{Strategy: twice.None})
-		c, err := twice.NewClient(store, testConfig(reg))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		c := startUnstopped(t, store, reg)
 		job := enqueuePing(t, c, nil)
 		<-started
 		stopped := make(chan error)
@@ -230,4 +218,17 @@ func TestConfigRefusesShortMarkerRetention(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `kind "test.ping.v1"`) {
 		t.Fatalf("err = %v, want the long-retrying kind named", err)
 	}
+}
+
+// startUnstopped starts a client the test stops itself.
+func startUnstopped(t *testing.T, store twicestore.Store, reg *twice.Registry) *twice.Client {
+	t.Helper()
+	c, err := twice.NewClient(store, testConfig(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,8 +54,8 @@ handles. Anything else is refused, so a typo never queues a job nobody runs.`,
 			if err != nil {
 				return err
 			}
-			res, err := enqueue(cmd.Context(), client, kind, raw, &opts)
-			if errors.Is(err, twice.ErrUnknownKind) {
+			res, err := client.EnqueueJSON(cmd.Context(), kind, raw, &opts)
+			if errors.Is(err, twice.ErrUnknownKind) || errors.Is(err, twice.ErrInvalidArgs) {
 				return &usageError{err: err}
 			}
 			if err != nil {
@@ -80,23 +78,6 @@ handles. Anything else is refused, so a typo never queues a job nobody runs.`,
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job is dead-lettered (default: the kind's, else 20)")
 	f.StringVar(&opts.UniqueKey, "unique-key", "", "enqueue nothing while an unfinished job of the kind has this key")
 	return cmd
-}
-
-// enqueue stores the job. A kind this binary knows is decoded into its Go
-// type and enqueued typed, because EnqueueJSON does not apply the type's
-// IdempotencyKey: a credit enqueued from JSON would be keyed by its
-// message id and could be applied twice. Other kinds (those only a live
-// worker knows) go through EnqueueJSON.
-func enqueue(ctx context.Context, client *twice.Client, kind string, raw []byte, opts *twice.EnqueueOpts) (*twice.EnqueueResult, error) {
-	t, known := argsTypes[kind]
-	if !known {
-		return client.EnqueueJSON(ctx, kind, raw, opts)
-	}
-	v := reflect.New(t)
-	if err := json.Unmarshal(raw, v.Interface()); err != nil {
-		return nil, &usageError{err: fmt.Errorf("args for kind %q: %w", kind, err)}
-	}
-	return client.Enqueue(ctx, v.Elem().Interface().(twice.Args), opts)
 }
 
 // checkEnqueueInput rejects, as usage errors, input the runtime would
