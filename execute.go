@@ -26,6 +26,9 @@ type delivery struct {
 	// committed is set when the outcome was already written in the
 	// strategy's own transaction (Transactional).
 	committed bool
+	// marker is claimed together with the job's completion (ClaimAfter's
+	// claim, after a successful effect).
+	marker *twicestore.MarkerParams
 }
 
 // work runs one leased job: it applies the kind's strategy around the
@@ -37,7 +40,7 @@ func (c *Client) work(row *twicetype.JobRow) {
 		logger.Error("fetched a job of an unregistered kind; putting it back", logattr.Component, "executor")
 		c.finish(row, logger, &twicestore.JobOutcome{
 			ID: row.ID, Epoch: row.Epoch, State: twicetype.JobStateAvailable, RunAt: time.Now(), RefundAttempt: true,
-		})
+		}, nil)
 		return
 	}
 
@@ -52,41 +55,61 @@ func (c *Client) work(row *twicetype.JobRow) {
 	ctx = withLogger(WithCorrelationID(ctx, row.CorrelationID), logger)
 	c.track(row, cancel)
 
-	d := c.deliver(ctx, entry, row, logger)
-	if c.cfg.Redeliver && d.err == nil {
-		d = c.redeliver(ctx, entry, row, logger, d)
+	if c.cfg.Redeliver {
+		c.redeliver(ctx, entry, row, logger)
+		return
 	}
+	c.record(ctx, entry, row, logger, c.deliver(ctx, entry, row, logger), nil)
+}
+
+// record writes a delivery's outcome (unless its transaction already did)
+// and calls written, if set, once it is written.
+func (c *Client) record(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger, d delivery, written func()) {
 	if d.committed {
 		c.untrack(row)
 		logger.DebugContext(ctx, "job completed", logattr.Component, "executor")
+		if written != nil {
+			written()
+		}
 		return
 	}
-	c.finish(row, logger, c.classify(ctx, entry, row, logger, d))
+	c.finish(row, logger, c.classify(ctx, entry, row, logger, d), written)
 }
 
-// redeliver runs the job's delivery a second time, half the time at once
-// with a copy of the first, so a handler that does not converge shows it.
-func (c *Client) redeliver(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger, first delivery) delivery {
-	logger = logger.With("redelivery", true)
-	second := func() delivery { return c.deliver(ctx, entry, row, logger) }
-	if first.committed {
-		// The job is complete; the second delivery must converge to a no-op.
-		if d := second(); d.err != nil {
-			logger.ErrorContext(ctx, "redelivery of a completed job failed: the handler does not converge",
-				logattr.Component, "executor", logattr.Err, d.err)
-		}
-		return first
-	}
-	var d1, d2 delivery
+// redeliver delivers the job twice on purpose, so a handler that does not
+// converge shows it in development: half the time both deliveries run at
+// once, as on two nodes; otherwise the second comes after the first's
+// outcome is written, as a redelivery after a lost acknowledgement would,
+// and it must converge to a no-op.
+func (c *Client) redeliver(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger) {
+	again := logger.With("redelivery", true)
 	if rand.IntN(2) == 0 {
-		d2 = second()
-		d1 = first
-	} else {
+		var d1, d2 delivery
 		var wg sync.WaitGroup
-		wg.Go(func() { d2 = second() })
+		wg.Go(func() { d2 = c.deliver(ctx, entry, row, again) })
 		d1 = c.deliver(ctx, entry, row, logger)
 		wg.Wait()
+		c.record(ctx, entry, row, logger, mergeDeliveries(d1, d2), nil)
+		return
 	}
+	d := c.deliver(ctx, entry, row, logger)
+	if d.err != nil {
+		c.record(ctx, entry, row, logger, d, nil) // a failure is retried, not redelivered
+		return
+	}
+	written := make(chan struct{})
+	c.record(ctx, entry, row, logger, d, func() { close(written) })
+	<-written
+	if d2 := c.deliver(ctx, entry, row, again); d2.err != nil {
+		again.ErrorContext(ctx, "the second delivery of a completed job failed: the handler does not converge",
+			logattr.Component, "executor", logattr.Err, d2.err)
+	}
+}
+
+// mergeDeliveries is the outcome of two deliveries of one job that ran at
+// once: a committed one has already decided it; otherwise a failure wins,
+// so the job is retried.
+func mergeDeliveries(d1, d2 delivery) delivery {
 	switch {
 	case d1.committed:
 		return d1
@@ -95,6 +118,8 @@ func (c *Client) redeliver(ctx context.Context, entry *kindEntry, row *twicetype
 	case d1.err != nil:
 		return d1
 	case d2.err != nil:
+		return d2
+	case d1.marker == nil:
 		return d2
 	}
 	return d1
@@ -112,21 +137,14 @@ func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.J
 		if peek.Processed {
 			return delivery{noop: "already processed"}
 		}
-		if err := runHandler(ctx, entry, row, nil); err != nil {
-			return delivery{err: err}
+		err = runHandler(ctx, entry, row, nil)
+		if err != nil {
+			return delivery{err: err} // never claim after an error: the retry must really re-run
 		}
-		// The effect happened: claim on a context the handler's cancellation
-		// cannot reach, so a shutdown cannot skip the marker.
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeWriteTimeout)
-		defer cancel()
-		marker.Now = time.Now()
-		if _, err := c.store.MarkerClaim(wctx, marker); err != nil {
-			// Not claiming costs at worst a duplicate effect on redelivery,
-			// which is this strategy's promise; the job still succeeded.
-			logger.WarnContext(ctx, "claiming marker after the effect failed; a redelivery may repeat it",
-				logattr.Component, "executor", logattr.Err, err)
-		}
-		return delivery{}
+		// The effect happened. The claim is written with the job's
+		// completion, in one transaction on a context the handler's
+		// cancellation cannot reach, so a shutdown cannot skip it.
+		return delivery{marker: marker}
 
 	case ClaimBefore:
 		marker.Now = time.Now()
@@ -225,7 +243,10 @@ func (c *Client) classify(ctx context.Context, entry *kindEntry, row *twicetype.
 	switch {
 	case err == nil || errors.As(err, &noop):
 		o.State, o.FinishedAt = twicetype.JobStateCompleted, now
-		o.Note = d.noop
+		o.Note, o.Marker = d.noop, d.marker
+		if o.Marker != nil {
+			o.Marker.Now = now
+		}
 		if noop != nil {
 			o.Note = noop.Reason
 		}
@@ -261,10 +282,14 @@ func (c *Client) classify(ctx context.Context, entry *kindEntry, row *twicetype.
 }
 
 // finish hands an outcome to the completer; the job stays tracked (and its
-// lease extended) until the outcome is written.
-func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestore.JobOutcome) {
+// lease extended) until the outcome is written. written, if set, is called
+// after that.
+func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestore.JobOutcome, written func()) {
 	c.complete.Add(o, func(applied bool, err error) {
 		c.untrack(row)
+		if written != nil {
+			defer written()
+		}
 		switch {
 		case err != nil:
 			logger.Error("recording job outcome failed; the job will run again when its lease expires",

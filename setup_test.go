@@ -138,6 +138,16 @@ func (s *recordingStore) MarkerClaim(ctx context.Context, p *twicestore.MarkerPa
 	return s.Store.MarkerClaim(ctx, p)
 }
 
+// JobFinish records the claims that ride with completions.
+func (s *recordingStore) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	for _, o := range p.Outcomes {
+		if o.Marker != nil {
+			s.log.add("claim")
+		}
+	}
+	return s.Store.JobFinish(ctx, p)
+}
+
 func (s *recordingStore) MarkerRelease(ctx context.Context, p *twicestore.MarkerParams) error {
 	s.log.add("release")
 	return s.Store.MarkerRelease(ctx, p)

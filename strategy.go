@@ -10,8 +10,9 @@ const (
 	// ClaimAfter — duplicates over loss (emails, notifications). The runtime
 	// peeks the marker; if processed, the job completes as a no-op without
 	// calling the handler. Otherwise it runs the handler and, on success
-	// only, claims the marker on a context that cannot be cancelled. A crash
-	// between the effect and the claim costs one duplicate effect.
+	// only, claims the marker in the same transaction as the job's
+	// completion, on a context the handler's cancellation cannot reach. A
+	// crash between the effect and that write costs one duplicate effect.
 	ClaimAfter Strategy = iota
 	// ClaimBefore — loss over duplicates (a charge without a provider key).
 	// The runtime claims first; a duplicate claim is a no-op. A failure

@@ -16,7 +16,7 @@ import (
 // failures of the email sink. It is safe for concurrent use.
 type Faults struct {
 	mu sync.Mutex
-	// crashes are armed by idempotency key (what MarkerClaim sees) and
+	// crashes are armed by idempotency key (what a claim sees) and
 	// fired by job id (what JobFinish sees).
 	crashes map[string]*crash
 	byJob   map[int64]*crash
@@ -151,13 +151,18 @@ func (s *faultStore) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams
 	return s.Store.MarkerClaim(ctx, p)
 }
 
-// JobFinish writes every outcome but a crashed job's, which it reports as
-// not applied, the way a lost lease is: the worker forgets the job and its
-// lease runs out.
+// JobFinish writes every outcome but a crashed job's (its claim included),
+// which it reports as not applied, the way a lost lease is: the worker
+// forgets the job and its lease runs out.
 func (s *faultStore) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
 	keep := make([]*twicestore.JobOutcome, 0, len(p.Outcomes))
 	kept := make([]int, 0, len(p.Outcomes))
 	for i, o := range p.Outcomes {
+		// ClaimAfter's claim rides with the completion: an armed crash
+		// strikes there, and both are lost with the process.
+		if o.Marker != nil && s.f.failClaim(o.Marker.Key) {
+			s.f.logger.WarnContext(ctx, "demo: injected crash at the claim", "job_id", o.ID)
+		}
 		if s.f.dropFinish(o.ID) {
 			s.f.logger.WarnContext(ctx, "demo: injected crash: the email went out but the process died before its claim and completion; "+
 				"the lease will expire and the job run again", "job_id", o.ID)
