@@ -48,6 +48,9 @@ type Client struct {
 type runningJob struct {
 	row    *twicetype.JobRow
 	cancel context.CancelCauseFunc
+	// lost is set when the lease was lost and the handler cancelled; a
+	// handler still running a heartbeat later ignores its context.
+	lost, stuckLogged bool
 }
 
 // NewClient validates cfg and returns a client on store. It does not touch
@@ -272,11 +275,17 @@ func (c *Client) extendLeases() {
 	defer c.runningMu.Unlock()
 	for _, l := range leases {
 		r, ok := c.running[l]
-		if !ok || (extended[l.ID] && l.Epoch == newest[l.ID]) {
-			continue
+		switch {
+		case !ok || (extended[l.ID] && l.Epoch == newest[l.ID]):
+		case !r.lost:
+			r.lost = true
+			c.jobLogger(r.row).Warn("job lease lost; cancelling its handler", logattr.Component, "heartbeat")
+			r.cancel(ErrLeaseLost)
+		case !r.stuckLogged:
+			r.stuckLogged = true
+			c.jobLogger(r.row).Error("job handler is stuck: it ignores its cancelled context after losing its lease, "+
+				"and another worker may be running the job", logattr.Component, "heartbeat")
 		}
-		c.jobLogger(r.row).Warn("job lease lost; cancelling its handler", logattr.Component, "heartbeat")
-		r.cancel(ErrLeaseLost)
 	}
 }
 

@@ -3,6 +3,8 @@ package twice_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +205,39 @@ func TestOutcomes(t *testing.T) {
 			t.Errorf("attempt = %d, want 2 (the rescued attempt, then the rerun)", row.Attempt)
 		}
 	})
+}
+
+func TestStuckHandlerIsLogged(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	release := make(chan struct{})
+	store, c := setupPing(t, func(c *twice.Config) {
+		c.LeaseDuration = time.Second
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	}, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		if job.Attempt == 1 {
+			<-release // ignores its context
+		}
+		return nil
+	})
+	defer close(release)
+	job := enqueuePing(t, c, nil)
+	waitJob(t, store, job.ID, "running", isState(twicetype.JobStateRunning))
+	if _, err := store.JobRescue(context.Background(), &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(logs.String(), "job handler is stuck") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stuck-handler line; logs:\n%s", logs.String())
+		}
+		<-tick.C
+	}
+	if !strings.Contains(logs.String(), fmt.Sprintf("job_id=%d", job.ID)) {
+		t.Errorf("stuck line does not name the job")
+	}
 }
 
 func TestConfigRefusesShortMarkerRetention(t *testing.T) {
