@@ -285,7 +285,7 @@ func (c *Client) classify(ctx context.Context, entry *kindEntry, row *twicetype.
 // lease extended) until the outcome is written. written, if set, is called
 // after that.
 func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestore.JobOutcome, written func()) {
-	c.complete.Add(o, func(applied bool, err error) {
+	added := c.complete.Add(o, func(applied bool, err error) {
 		c.untrack(row)
 		if written != nil {
 			defer written()
@@ -305,4 +305,12 @@ func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestor
 			c.cfg.OnDead(context.Background(), DeadJob{Job: &dead, Err: jobErr})
 		}
 	})
+	if !added {
+		c.untrack(row)
+		logger.Warn("job finished after the worker stopped; its outcome is not recorded and the job will run again when its lease expires",
+			logattr.Component, "executor")
+		if written != nil {
+			written()
+		}
+	}
 }

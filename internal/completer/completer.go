@@ -38,7 +38,10 @@ type Completer struct {
 	maxBatch int
 	in       chan item
 	wg       sync.WaitGroup
-	once     sync.Once
+	// mu guards closed: Add holds it shared while sending, so Stop never
+	// closes the channel under a sender.
+	mu     sync.RWMutex
+	closed bool
 }
 
 // New returns a completer writing through exec.
@@ -61,15 +64,27 @@ func (c *Completer) Start() {
 }
 
 // Add queues an outcome; done is called from the write loop once it is
-// written. It blocks while the buffer is full.
-func (c *Completer) Add(o *twicestore.JobOutcome, done Done) {
+// written. It blocks while the buffer is full. After Stop it queues nothing
+// and returns false: a handler that outlived the shutdown leaves its job to
+// the lease.
+func (c *Completer) Add(o *twicestore.JobOutcome, done Done) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
 	c.in <- item{outcome: o, done: done}
+	return true
 }
 
-// Stop writes what is queued and ends the loop. Add must not be called
-// after Stop.
+// Stop writes what is queued and ends the loop.
 func (c *Completer) Stop() {
-	c.once.Do(func() { close(c.in) })
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.in)
+	}
+	c.mu.Unlock()
 	c.wg.Wait()
 }
 
