@@ -26,7 +26,8 @@ func BenchmarkEnqueue(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
-// BenchmarkEnqueueMany measures batched enqueues of 1,000 jobs on SQLite.
+// BenchmarkEnqueueMany measures batched enqueues on SQLite: one op is one
+// job, sent in batches of 1,000.
 func BenchmarkEnqueueMany(b *testing.B) {
 	const batch = 1000
 	c, err := twice.NewClient(newStore(b), twice.Config{Logger: discardLogger()})
@@ -39,12 +40,12 @@ func BenchmarkEnqueueMany(b *testing.B) {
 	}
 	ctx := context.Background()
 	b.ResetTimer()
-	for b.Loop() {
-		if _, err := c.EnqueueMany(ctx, params); err != nil {
+	for left := b.N; left > 0; left -= batch {
+		if _, err := c.EnqueueMany(ctx, params[:min(batch, left)]); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
 // BenchmarkWork measures working no-op jobs on SQLite: b.N jobs are
