@@ -5,6 +5,11 @@
 //
 // Optional capabilities (such as wake-up notifications on PostgreSQL) are
 // separate interfaces that callers find by type assertion.
+//
+// The conformance suite in storetest is the full contract: its package doc
+// lists the conventions these method docs leave open (zero times and
+// limits, ordering, what a rescue records), and every driver must pass it
+// unchanged.
 package twicestore
 
 import (
