@@ -35,8 +35,13 @@ func (c *Client) rescueLoop(ctx context.Context) {
 			}
 			return
 		}
+		for _, id := range res.Requeued {
+			if row, err := c.store.JobGet(ctx, &twicestore.JobGetParams{ID: id}); err == nil {
+				c.jobLogger(row).WarnContext(ctx, "job's lease expired: its worker died or stalled; it will run again",
+					logattr.Component, "rescuer", "node", row.AttemptedBy)
+			}
+		}
 		if len(res.Requeued) > 0 {
-			logger.WarnContext(ctx, "rescued jobs whose lease expired; they will run again", "jobs", res.Requeued)
 			c.producer.Notify()
 		}
 		for _, id := range res.Dead {
