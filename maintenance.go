@@ -38,7 +38,7 @@ func (c *Client) rescueLoop(ctx context.Context) {
 		for _, id := range res.Requeued {
 			if row, err := c.store.JobGet(ctx, &twicestore.JobGetParams{ID: id}); err == nil {
 				c.jobLogger(row).WarnContext(ctx, "job's lease expired: its worker died or stalled; it will run again",
-					logattr.Component, "rescuer", "node", row.AttemptedBy)
+					logattr.Component, "rescuer", logattr.Node, row.AttemptedBy)
 			}
 		}
 		if len(res.Requeued) > 0 {
