@@ -28,6 +28,13 @@ const (
 	RescueIntervalDefault  = 30 * time.Second
 	ShutdownGraceDefault   = 30 * time.Second
 	FetchLimitDefault      = 100
+	// Finished jobs are deleted after these windows: completed ones soon,
+	// dead ones only after a human had time to look.
+	CompletedRetentionDefault = 24 * time.Hour
+	DeadRetentionDefault      = 30 * 24 * time.Hour
+	DiscardedRetentionDefault = 7 * 24 * time.Hour
+	// KeepForever, as a retention, keeps jobs of that state forever.
+	KeepForever time.Duration = -1
 )
 
 // QueueConfig is one queue a worker serves.
@@ -94,6 +101,15 @@ type Config struct {
 	// marker pruned and run the effect again; NewClient refuses a shorter
 	// one. Defaults to MarkerRetentionDefault.
 	MarkerRetention time.Duration
+	// CompletedRetention is how long completed jobs are kept. KeepForever
+	// keeps them. Defaults to CompletedRetentionDefault.
+	CompletedRetention time.Duration
+	// DeadRetention is how long dead jobs are kept. KeepForever keeps them.
+	// Defaults to DeadRetentionDefault.
+	DeadRetention time.Duration
+	// DiscardedRetention is how long discarded jobs are kept. KeepForever
+	// keeps them. Defaults to DiscardedRetentionDefault.
+	DiscardedRetention time.Duration
 	// PollInterval is the fallback fetch interval when no wake-up arrives.
 	// Defaults to PollIntervalDefault.
 	PollInterval time.Duration
@@ -156,6 +172,15 @@ func (c Config) withDefaults() Config {
 	if c.MarkerRetention == 0 {
 		c.MarkerRetention = MarkerRetentionDefault
 	}
+	if c.CompletedRetention == 0 {
+		c.CompletedRetention = CompletedRetentionDefault
+	}
+	if c.DeadRetention == 0 {
+		c.DeadRetention = DeadRetentionDefault
+	}
+	if c.DiscardedRetention == 0 {
+		c.DiscardedRetention = DiscardedRetentionDefault
+	}
 	if c.PollInterval == 0 {
 		c.PollInterval = PollIntervalDefault
 	}
@@ -199,6 +224,13 @@ func (c Config) validate() error {
 	}
 	if c.MaxArgsBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxArgsBytes %d: use a positive limit", c.MaxArgsBytes))
+	}
+	for name, d := range map[string]time.Duration{
+		"CompletedRetention": c.CompletedRetention, "DeadRetention": c.DeadRetention, "DiscardedRetention": c.DiscardedRetention,
+	} {
+		if d < 0 && d != KeepForever {
+			errs = append(errs, fmt.Errorf("%s %s is negative: use a positive window, or twice.KeepForever", name, d))
+		}
 	}
 	if c.QueueOrder != StrictPriority && c.QueueOrder != RoundRobin {
 		errs = append(errs, fmt.Errorf("unknown QueueOrder %d", c.QueueOrder))

@@ -18,7 +18,7 @@ const (
 	nodeHeartbeatInterval = 10 * time.Second
 	nodeAliveWindow       = 3 * nodeHeartbeatInterval
 	orphanReportInterval  = time.Minute
-	pruneInterval         = time.Hour
+	pruneInterval         = 10 * time.Minute
 	maintenanceBatch      = 1000
 )
 
@@ -59,11 +59,38 @@ func (c *Client) rescueLoop(ctx context.Context) {
 
 var errLeaseExpired = errors.New("lease expired on the final attempt")
 
-// pruneLoop deletes markers older than the retention, in bounded batches.
+// pruneLoop deletes finished jobs and markers older than their retention,
+// in bounded batches, so no statement holds locks for long. Any node may
+// run it; the batches of two nodes never delete a row twice.
 func (c *Client) pruneLoop(ctx context.Context) {
 	logger := c.logger.With(logattr.Component, "pruner")
 	periodic.Run(ctx, pruneInterval, func(ctx context.Context) {
-		before := time.Now().Add(-c.cfg.MarkerRetention)
+		now := time.Now()
+		cutoff := func(d time.Duration) time.Time {
+			if d == KeepForever {
+				return time.Time{}
+			}
+			return now.Add(-d)
+		}
+		jobs := &twicestore.JobDeleteFinishedParams{
+			CompletedBefore: cutoff(c.cfg.CompletedRetention),
+			DeadBefore:      cutoff(c.cfg.DeadRetention),
+			DiscardedBefore: cutoff(c.cfg.DiscardedRetention),
+			Limit:           maintenanceBatch,
+		}
+		for ctx.Err() == nil {
+			res, err := c.store.JobDeleteFinished(ctx, jobs)
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.WarnContext(ctx, "deleting finished jobs failed", logattr.Err, err)
+				}
+				break
+			}
+			if res.Deleted < maintenanceBatch {
+				break
+			}
+		}
+		before := now.Add(-c.cfg.MarkerRetention)
 		for ctx.Err() == nil {
 			res, err := c.store.MarkerPrune(ctx, &twicestore.MarkerPruneParams{Before: before, Limit: maintenanceBatch})
 			if err != nil {

@@ -171,3 +171,41 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 	}
 	return res, nil
 }
+
+// JobDeleteFinished deletes old finished jobs, state by state, each batch
+// one DELETE that walks the (state, id) index and stops at its LIMIT, so the
+// write lock is held briefly however many jobs have finished.
+func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
+	res := &twicestore.JobDeleteFinishedResult{}
+	cuts := []struct {
+		state  twicetype.JobState
+		before time.Time
+	}{
+		{twicetype.JobStateCompleted, p.CompletedBefore},
+		{twicetype.JobStateDead, p.DeadBefore},
+		{twicetype.JobStateDiscarded, p.DiscardedBefore},
+	}
+	for _, c := range cuts {
+		left := p.Limit - res.Deleted
+		if c.before.IsZero() || left <= 0 {
+			continue
+		}
+		var n int64
+		err := e.write(ctx, func() error {
+			r, err := e.db.ExecContext(ctx, `DELETE FROM twice_jobs WHERE id IN (
+				SELECT id FROM twice_jobs INDEXED BY twice_jobs_state_id
+				WHERE state = ? AND finished_at < ? ORDER BY id LIMIT ?)`,
+				string(c.state), micros(c.before), left)
+			if err != nil {
+				return err
+			}
+			n, err = r.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("delete finished %s jobs: %w", c.state, err)
+		}
+		res.Deleted += int(n)
+	}
+	return res, nil
+}

@@ -68,6 +68,11 @@ type Executor interface {
 	JobRetry(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
 	// JobDiscard moves dead jobs to discarded.
 	JobDiscard(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
+	// JobDeleteFinished deletes up to Limit finished jobs whose FinishedAt
+	// is before the cut-off of their state, lowest ids first, in short
+	// statements; a zero cut-off keeps that state's jobs and a zero Limit
+	// deletes nothing. Unfinished jobs are never deleted.
+	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (*JobDeleteFinishedResult, error)
 	// JobOrphans lists kinds with available jobs that no node whose
 	// heartbeat is at or after AliveSince handles.
 	JobOrphans(ctx context.Context, p *JobOrphansParams) (*JobOrphansResult, error)
@@ -283,6 +288,19 @@ type JobBulkParams struct {
 // JobBulkResult lists the jobs the action changed.
 type JobBulkResult struct {
 	IDs []int64
+}
+
+// JobDeleteFinishedParams are the retention cut-offs, per finished state.
+type JobDeleteFinishedParams struct {
+	CompletedBefore time.Time
+	DeadBefore      time.Time
+	DiscardedBefore time.Time
+	Limit           int
+}
+
+// JobDeleteFinishedResult counts the jobs deleted.
+type JobDeleteFinishedResult struct {
+	Deleted int
 }
 
 // JobOrphansParams define which nodes count as alive.

@@ -19,6 +19,7 @@ var adminTests = []test{
 	{"RetryDeadByIDs", testRetryByIDs},
 	{"RetryDeadByFilter", testRetryByFilter},
 	{"Discard", testDiscard},
+	{"DeleteFinished", testDeleteFinished},
 }
 
 func testGetNotFound(t *testing.T, e *env) {
@@ -280,5 +281,68 @@ func testDiscard(t *testing.T, e *env) {
 	}
 	if got := e.get(dead.ID); got.State != twicetype.JobStateAvailable || len(got.Errors) != 1 {
 		t.Fatalf("retried discarded job: state %s, %d errors; want available with its error kept", got.State, len(got.Errors))
+	}
+}
+
+func testDeleteFinished(t *testing.T, e *env) {
+	const kind = "storetest.retention.v1"
+	// Three completed jobs finished an hour apart, one dead, one discarded,
+	// one still available and one running: only old finished ones may go.
+	var completed []*twicetype.JobRow
+	for i := range 3 {
+		e.insertOne(e.job(kind))
+		j := e.fetchOne(e.at(0), kind)
+		e.complete(j, e.at(time.Duration(i-3)*time.Hour)) // -3h, -2h, -1h
+		completed = append(completed, j)
+	}
+	deadAt := func() *twicetype.JobRow {
+		e.insertOne(e.job(kind))
+		j := e.fetchOne(e.at(0), kind)
+		if applied := e.finish(&twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateDead,
+			FinishedAt: e.at(-3 * time.Hour), Error: &twicetype.AttemptError{Attempt: 1, At: e.at(0), Error: "boom"}}); !applied[0] {
+			t.Fatal("dead-lettering not applied")
+		}
+		return j
+	}
+	dead := deadAt()
+	discarded := deadAt()
+	if ids := e.discard(&twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{discarded.ID}}, Now: e.at(-3 * time.Hour)}); len(ids) != 1 {
+		t.Fatalf("discard = %v", ids)
+	}
+	e.insertOne(e.job(kind))
+	running := e.fetchOne(e.at(0), kind)
+	available := e.insertOne(e.job(kind))
+	del := func(p *twicestore.JobDeleteFinishedParams) int {
+		t.Helper()
+		res, err := e.s.JobDeleteFinished(e.ctx, p)
+		if err != nil {
+			t.Fatalf("JobDeleteFinished: %v", err)
+		}
+		return res.Deleted
+	}
+	cut := e.at(-90 * time.Minute)
+	if n := del(&twicestore.JobDeleteFinishedParams{CompletedBefore: cut, Limit: 1}); n != 1 {
+		t.Fatalf("Limit 1 deleted %d", n)
+	}
+	if _, err := e.s.JobGet(e.ctx, &twicestore.JobGetParams{ID: completed[0].ID}); !errors.Is(err, twicestore.ErrNotFound) {
+		t.Fatalf("oldest completed job not deleted first: %v", err)
+	}
+	if n := del(&twicestore.JobDeleteFinishedParams{CompletedBefore: cut, Limit: 10}); n != 1 {
+		t.Fatalf("second pass deleted %d, want the one other completed job older than the cut-off", n)
+	}
+	e.get(completed[2].ID) // finished after the cut-off: kept
+	e.get(dead.ID)         // no dead cut-off: kept
+	if n := del(&twicestore.JobDeleteFinishedParams{DeadBefore: cut, DiscardedBefore: cut}); n != 0 {
+		t.Fatalf("a zero Limit deleted %d", n)
+	}
+	if n := del(&twicestore.JobDeleteFinishedParams{DeadBefore: cut, DiscardedBefore: cut, Limit: 10}); n != 2 {
+		t.Fatalf("dead and discarded pass deleted %d, want 2", n)
+	}
+	if n := del(&twicestore.JobDeleteFinishedParams{
+		CompletedBefore: e.at(time.Hour), DeadBefore: e.at(time.Hour), DiscardedBefore: e.at(time.Hour), Limit: 10}); n != 1 {
+		t.Fatalf("final pass deleted %d, want only the last completed job", n)
+	}
+	if e.get(available.ID).State != twicetype.JobStateAvailable || e.get(running.ID).State != twicetype.JobStateRunning {
+		t.Fatal("an unfinished job was touched")
 	}
 }
