@@ -125,6 +125,18 @@ type Tx interface {
 	Rollback(ctx context.Context) error
 }
 
+// InsertListener is implemented by stores that can wake workers in every
+// process when jobs are inserted (PostgreSQL's LISTEN/NOTIFY). A wake-up is
+// a hint: the worker still fetches from the database, and polls on a timer
+// for what a lost notification would have told it.
+type InsertListener interface {
+	// ListenInserts calls notify with the queue name whenever jobs were
+	// inserted into that queue (by any process), until ctx is done. It
+	// reconnects by itself after a lost connection, and returns only when
+	// ctx is done, with ctx's error.
+	ListenInserts(ctx context.Context, notify func(queue string)) error
+}
+
 // JobInsertParams is one job to insert.
 type JobInsertParams struct {
 	Kind          string
