@@ -136,6 +136,9 @@ func (c *Client) Start(ctx context.Context) error {
 	c.goLoop(func() { c.rescueLoop(bg) })
 	c.goLoop(func() { c.pruneLoop(bg) })
 	c.goLoop(func() { c.nodeLoop(bg) })
+	if l, ok := c.store.(twicestore.InsertListener); ok && len(c.registry.Kinds()) > 0 {
+		c.goLoop(func() { c.listenInserts(bg, l) })
+	}
 	c.logger.InfoContext(ctx, "twice worker started",
 		logattr.Component, "client", logattr.Node, c.cfg.NodeID, "kinds", c.registry.Kinds())
 	return nil
@@ -296,4 +299,22 @@ func hostname() string {
 
 func leaseOf(row *twicetype.JobRow) twicestore.JobLease {
 	return twicestore.JobLease{ID: row.ID, Epoch: row.Epoch}
+}
+
+// listenInserts wakes the fetch loop when another process inserts jobs into
+// a queue this worker serves. The wake-up is only a hint; the poll timer
+// covers a lost one.
+func (c *Client) listenInserts(ctx context.Context, l twicestore.InsertListener) {
+	served := make(map[string]bool, len(c.cfg.Queues))
+	for _, q := range c.cfg.Queues {
+		served[q.Name] = true
+	}
+	err := l.ListenInserts(ctx, func(queue string) {
+		if served[queue] {
+			c.producer.Notify()
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		c.logger.Warn("listening for inserted jobs stopped; polling only", logattr.Component, "listener", logattr.Err, err)
+	}
 }
