@@ -1,0 +1,502 @@
+package twicepg
+
+// The life of a job: insert, fetch under a lease, extend the lease, finish,
+// and rescue when the lease expired.
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// jobColumnNames are the columns every job query returns, in scanJob's order.
+var jobColumnNames = []string{"id", "kind", "queue", "priority", "args", "message_id", "idempotency_key",
+	"correlation_id", "unique_key", "state", "attempt", "max_attempts", "epoch", "run_at", "lease_until",
+	"attempted_by", "errors", "note", "created_at", "finished_at"}
+
+// jobCols renders the job columns of the table or CTE named alias. The error
+// history is read as JSON text, which pgx and database/sql both scan into a
+// string.
+func jobCols(alias string) string {
+	cols := make([]string, len(jobColumnNames))
+	for i, c := range jobColumnNames {
+		cols[i] = alias + "." + c
+		if c == "errors" {
+			cols[i] += "::text AS errors"
+		}
+	}
+	return strings.Join(cols, ", ")
+}
+
+// jobColumns are the columns of twice_jobs AS j.
+var jobColumns = jobCols("j")
+
+// scanJob scans one row of jobColumns, after the extra destinations a query
+// puts before them.
+func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
+	var (
+		j                      twicetype.JobRow
+		state, errs            string
+		leaseUntil, finishedAt sql.NullTime
+	)
+	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
+		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
+		&errs, &j.Note, &j.CreatedAt, &finishedAt)
+	if err := r.Scan(dest...); err != nil {
+		return nil, err
+	}
+	j.State = twicetype.JobState(state)
+	j.RunAt = j.RunAt.UTC()
+	j.CreatedAt = j.CreatedAt.UTC()
+	j.LeaseUntil = fromNull(leaseUntil)
+	j.FinishedAt = fromNull(finishedAt)
+	if j.Args == nil {
+		j.Args = []byte{}
+	}
+	if errs != "" && errs != "[]" {
+		if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
+			return nil, fmt.Errorf("job %d: decode error history: %w", j.ID, err)
+		}
+	}
+	return &j, nil
+}
+
+// queryJobs runs a query returning jobColumns and scans every row.
+func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*twicetype.JobRow, error) {
+	rs, err := q.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var jobs []*twicetype.JobRow
+	for rs.Next() {
+		j, err := scanJob(rs)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rs.Err()
+}
+
+// insertSQL inserts a batch in one statement, from one array per column, and
+// returns a row per inserted job with its input's position (ord), plus the
+// stored unfinished jobs whose unique key an input repeats.
+//
+//   - input draws the ids first (nextval, in input order), so each inserted
+//     row is matched to its input by id, whatever order RETURNING uses.
+//   - inserted skips, by ON CONFLICT DO NOTHING on the partial unique index,
+//     an input whose kind and unique key an unfinished job holds: a stored
+//     one, or an earlier input of the batch, since rows go in input order.
+//   - the second SELECT sees the table as it was when the statement began,
+//     so it finds the stored holders and not the rows inserted here (those
+//     are resolved in Go).
+//   - notified sends one pg_notify per queue given; joining it to input makes
+//     it run. Notifications are sent when the transaction commits.
+var insertSQL = `WITH notified AS (
+	SELECT count(pg_notify($1, q)) AS n FROM unnest($2::text[]) AS q
+),
+input AS MATERIALIZED (
+	SELECT nextval('twice_jobs_id_seq') AS id, t.*
+	FROM unnest($3::text[], $4::text[], $5::integer[], $6::bytea[], $7::text[], $8::text[], $9::text[],
+		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[])
+		WITH ORDINALITY AS t(kind, queue, priority, args, message_id, idempotency_key, correlation_id,
+			unique_key, max_attempts, run_at, created_at, ord)
+	CROSS JOIN notified
+),
+inserted AS (
+	INSERT INTO twice_jobs AS j (id, kind, queue, priority, args, message_id, idempotency_key,
+		correlation_id, unique_key, max_attempts, run_at, created_at)
+	SELECT id, kind, queue, priority, args, message_id, idempotency_key,
+		correlation_id, unique_key, max_attempts, run_at, created_at
+	FROM input ORDER BY ord
+	ON CONFLICT DO NOTHING
+	RETURNING ` + jobColumns + `
+)
+SELECT input.ord, false, ` + jobCols("inserted") + `
+FROM inserted JOIN input ON input.id = inserted.id
+UNION ALL
+SELECT 0, true, ` + jobColumns + `
+FROM twice_jobs AS j
+WHERE j.unique_key <> '' AND j.state IN ('available', 'running')
+	AND (j.kind, j.unique_key) IN (SELECT kind, unique_key FROM input WHERE unique_key <> '')`
+
+// insertTries bounds how often an insert is repeated for inputs a concurrent
+// transaction made ambiguous (see JobInsertMany).
+const insertTries = 5
+
+type uniqueRef struct{ kind, key string }
+
+// JobInsertMany inserts the jobs with one statement, a single round trip
+// however many there are, which is atomic on its own. A job whose unique key
+// conflicts with an unfinished job of its kind (already stored, or earlier
+// in the same batch) is skipped and reported with that job.
+//
+// One case takes another round trip: another transaction inserted the
+// conflicting job and committed while the statement ran, too late for the
+// statement to see it. The statement is then repeated for those inputs only,
+// and finds it.
+//
+// A zero CreatedAt is the current time and a zero RunAt is CreatedAt; a nil
+// Args is stored as an empty payload. The insert notifies each queue's
+// listeners (see the package doc).
+func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertManyParams) (*twicestore.JobInsertManyResult, error) {
+	res := &twicestore.JobInsertManyResult{Jobs: make([]*twicestore.JobInsertResult, len(p.Jobs))}
+	pending := make([]int, len(p.Jobs)) // positions of the inputs not resolved yet
+	for i := range pending {
+		pending[i] = i
+	}
+	for try := 0; len(pending) > 0; try++ {
+		if try == insertTries {
+			return nil, fmt.Errorf("insert jobs: %d jobs kept conflicting with unique jobs inserted and finished concurrently", len(pending))
+		}
+		jobs := make([]*twicestore.JobInsertParams, len(pending))
+		for i, pos := range pending {
+			jobs[i] = p.Jobs[pos]
+		}
+		out, err := e.insertBatch(ctx, jobs)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		var next []int
+		for i, r := range out {
+			if r == nil {
+				next = append(next, pending[i])
+				continue
+			}
+			res.Jobs[pending[i]] = r
+		}
+		pending = next
+	}
+	return res, nil
+}
+
+// insertBatch runs insertSQL for jobs and returns a result per job, nil for
+// an input that was skipped for a unique key whose holder it cannot see.
+func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsertParams) ([]*twicestore.JobInsertResult, error) {
+	n := len(jobs)
+	var (
+		kinds, queues, messageIDs, keys, correlationIDs, uniqueKeys = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		priorities, maxAttempts = make([]int32, n), make([]int32, n)
+		payloads                = make([][]byte, n)
+		runAts, createdAts      = make([]time.Time, n), make([]time.Time, n)
+	)
+	now := time.Now()
+	for i, j := range jobs {
+		createdAt := j.CreatedAt
+		if createdAt.IsZero() {
+			createdAt = now
+		}
+		runAt := j.RunAt
+		if runAt.IsZero() {
+			runAt = createdAt
+		}
+		payload := j.Args
+		if payload == nil {
+			payload = []byte{} // a nil element would be NULL
+		}
+		kinds[i], queues[i], messageIDs[i], keys[i] = j.Kind, j.Queue, j.MessageID, j.Key
+		correlationIDs[i], uniqueKeys[i] = j.CorrelationID, j.UniqueKey
+		priorities[i], maxAttempts[i] = int32(j.Priority), int32(j.MaxAttempts)
+		payloads[i], runAts[i], createdAts[i] = payload, runAt, createdAt
+	}
+	out := make([]*twicestore.JobInsertResult, n)
+	if n == 0 {
+		return out, nil
+	}
+
+	rs, err := e.q.query(ctx, insertSQL, e.notify.channel, e.notify.due(queues, now),
+		kinds, queues, priorities, payloads, messageIDs, keys, correlationIDs,
+		uniqueKeys, maxAttempts, runAts, createdAts)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	inserted := map[uniqueRef]*twicetype.JobRow{} // the batch's own holders
+	stored := map[uniqueRef]*twicetype.JobRow{}   // holders stored before it
+	for rs.Next() {
+		var (
+			ord int64
+			dup bool
+		)
+		row, err := scanJob(rs, &ord, &dup)
+		if err != nil {
+			return nil, err
+		}
+		ref := uniqueRef{row.Kind, row.UniqueKey}
+		if dup {
+			stored[ref] = row
+			continue
+		}
+		if ord < 1 || ord > int64(n) || out[ord-1] != nil {
+			return nil, fmt.Errorf("insert returned position %d for %d jobs", ord, n)
+		}
+		out[ord-1] = &twicestore.JobInsertResult{Job: row}
+		if row.UniqueKey != "" {
+			inserted[ref] = row
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	for i, j := range jobs {
+		if out[i] != nil {
+			continue
+		}
+		ref := uniqueRef{j.Kind, j.UniqueKey}
+		// An input of this batch holds the key rather than a stored job
+		// only when that job finished while the statement ran.
+		if row, ok := inserted[ref]; ok {
+			out[i] = &twicestore.JobInsertResult{Job: row, Duplicate: true}
+		} else if row, ok := stored[ref]; ok {
+			out[i] = &twicestore.JobInsertResult{Job: row, Duplicate: true}
+		} else if j.UniqueKey == "" {
+			return nil, fmt.Errorf("job %d of kind %q has no unique key, yet it was not inserted", i, j.Kind)
+		}
+	}
+	return out, nil
+}
+
+// fetchSQL leases the first due jobs in fetch order. FOR UPDATE SKIP LOCKED
+// makes concurrent fetchers take disjoint jobs without waiting for each
+// other; a row another fetcher leased after this statement's snapshot is
+// re-checked when locked, found no longer available and dropped, so a job is
+// leased once per epoch. The partial fetch index yields rows already in fetch
+// order, so the LIMIT stops the scan early.
+var fetchSQL = `WITH picked AS (
+	SELECT id FROM twice_jobs
+	WHERE state = 'available' AND queue = $1 AND kind = ANY($2::text[]) AND run_at <= $3
+	ORDER BY priority, run_at, id
+	LIMIT $4
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE twice_jobs AS j
+SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $5, attempted_by = $6
+FROM picked
+WHERE j.id = picked.id
+RETURNING ` + jobColumns
+
+// JobFetch leases up to Limit due jobs of the queue and kinds in one
+// statement. A Limit of zero or less, or no kinds, fetches nothing.
+func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
+	if p.Limit <= 0 || len(p.Kinds) == 0 {
+		return &twicestore.JobFetchResult{}, nil
+	}
+	jobs, err := queryJobs(ctx, e.q, fetchSQL, p.Queue, p.Kinds, nowOr(p.Now), p.Limit, p.LeaseUntil, p.Node)
+	if err != nil {
+		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+	}
+	// RETURNING follows no order.
+	slices.SortFunc(jobs, func(a, b *twicetype.JobRow) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
+	})
+	return &twicestore.JobFetchResult{Jobs: jobs}, nil
+}
+
+const extendSQL = `UPDATE twice_jobs AS j SET lease_until = $1
+FROM unnest($2::bigint[], $3::bigint[]) AS l(id, epoch)
+WHERE j.id = l.id AND j.epoch = l.epoch AND j.state = 'running'
+RETURNING j.id`
+
+// JobExtendLease moves the lease of every job still running under the
+// given epoch, in one statement.
+func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLeaseParams) (*twicestore.JobExtendLeaseResult, error) {
+	res := &twicestore.JobExtendLeaseResult{}
+	if len(p.Leases) == 0 {
+		return res, nil
+	}
+	ids, epochs := make([]int64, len(p.Leases)), make([]int64, len(p.Leases))
+	for i, l := range p.Leases {
+		ids[i], epochs[i] = l.ID, l.Epoch
+	}
+	extended, err := queryIDs(ctx, e.q, extendSQL, p.LeaseUntil, ids, epochs)
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	res.Extended = extended
+	return res, nil
+}
+
+// queryIDs runs a query returning one bigint column and returns its values
+// sorted.
+func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]int64, error) {
+	rs, err := q.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var ids []int64
+	for rs.Next() {
+		var id int64
+		if err := rs.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// finishSQL writes a batch of outcomes, each guarded by state and epoch: a
+// worker whose lease was lost (rescued, perhaps fetched again under a newer
+// epoch) writes nothing. It returns the positions (ord) of the outcomes it
+// applied.
+//
+// claimed inserts the markers travelling with the outcomes in the same
+// statement, so in the same transaction, whatever the guard says: the effect
+// they record has happened even when the lease was lost. A data-modifying
+// CTE runs whether or not the rest of the statement reads it.
+const finishSQL = `WITH claimed AS (
+	INSERT INTO twice_markers (handler, key, processed_at)
+	SELECT * FROM unnest($9::text[], $10::text[], $11::timestamptz[])
+	ON CONFLICT (handler, key) DO NOTHING
+)
+UPDATE twice_jobs AS j SET
+	state = o.state,
+	run_at = CASE WHEN o.state = 'available' THEN o.run_at ELSE j.run_at END,
+	attempt = CASE WHEN o.refund THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
+	lease_until = NULL,
+	errors = CASE WHEN o.err = '' THEN j.errors ELSE j.errors || jsonb_build_array(o.err::jsonb) END,
+	note = o.note,
+	finished_at = CASE WHEN o.state IN ('completed', 'dead') THEN o.finished_at END
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
+	$7::text[], $8::timestamptz[])
+	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, ord)
+WHERE j.id = o.id AND j.state = 'running' AND j.epoch = o.epoch
+RETURNING o.ord`
+
+// JobFinish writes a batch of outcomes, and claims their markers, in one
+// statement.
+func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	n := len(p.Outcomes)
+	res := &twicestore.JobFinishResult{Applied: make([]bool, n)}
+	if n == 0 {
+		return res, nil
+	}
+	var (
+		ids, epochs         = make([]int64, n), make([]int64, n)
+		states, errs, notes = make([]string, n), make([]string, n), make([]string, n)
+		runAts, finishedAts = make([]time.Time, n), make([]time.Time, n) // each used by its states only
+		refunds             = make([]bool, n)
+		handlers, keys      []string
+		processedAts        []time.Time
+	)
+	now := time.Now()
+	for i, o := range p.Outcomes {
+		switch o.State {
+		case twicetype.JobStateAvailable:
+			runAts[i], finishedAts[i] = nowOr(o.RunAt), now
+		case twicetype.JobStateCompleted, twicetype.JobStateDead:
+			runAts[i], finishedAts[i] = now, nowOr(o.FinishedAt)
+		default:
+			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available or dead", o.ID, o.State)
+		}
+		if o.Error != nil {
+			b, err := json.Marshal(o.Error)
+			if err != nil {
+				return nil, fmt.Errorf("finish job %d: encode error: %w", o.ID, err)
+			}
+			errs[i] = string(b)
+		}
+		ids[i], epochs[i], states[i], notes[i], refunds[i] = o.ID, o.Epoch, string(o.State), o.Note, o.RefundAttempt
+		if m := o.Marker; m != nil {
+			at := m.Now
+			if at.IsZero() {
+				at = nowOr(o.FinishedAt)
+			}
+			handlers, keys, processedAts = append(handlers, m.Handler), append(keys, m.Key), append(processedAts, at)
+		}
+	}
+	if handlers == nil { // a nil slice would be a NULL array
+		handlers, keys, processedAts = []string{}, []string{}, []time.Time{}
+	}
+	rs, err := e.q.query(ctx, finishSQL, ids, epochs, states, runAts, refunds, errs, notes, finishedAts,
+		handlers, keys, processedAts)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var ord int64
+		if err := rs.Scan(&ord); err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+		if ord < 1 || ord > int64(n) {
+			return nil, fmt.Errorf("finish jobs: returned position %d for %d outcomes", ord, n)
+		}
+		res.Applied[ord-1] = true
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return res, nil
+}
+
+// rescueSQL releases expired leases: back to available while attempts
+// remain, dead otherwise, recording the lost attempt either way. SET
+// expressions read the row as it was, so every CASE sees the old attempt.
+// SKIP LOCKED lets rescuers on several nodes run at once, each taking
+// other jobs, and keeps them from waiting on a worker finishing one.
+const rescueSQL = `WITH expired AS (
+	SELECT id FROM twice_jobs
+	WHERE state = 'running' AND lease_until < $1
+	ORDER BY lease_until, id
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE twice_jobs AS j SET
+	state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
+	finished_at = CASE WHEN j.attempt >= j.max_attempts THEN $1 END,
+	lease_until = NULL,
+	errors = j.errors || jsonb_build_array(jsonb_build_object(
+		'attempt', j.attempt,
+		'at', $2::text,
+		'error', 'lease expired at ' || to_char(j.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') ||
+			' before node "' || j.attempted_by || '" finished the attempt'))
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.id, j.state`
+
+// JobRescue releases up to Limit expired leases (all of them when Limit is
+// zero or less) in one statement.
+func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams) (*twicestore.JobRescueResult, error) {
+	now := nowOr(p.Now)
+	rs, err := e.q.query(ctx, rescueSQL, now, now.UTC().Format(time.RFC3339Nano), limitArg(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	defer rs.Close()
+	res := &twicestore.JobRescueResult{}
+	for rs.Next() {
+		var (
+			id    int64
+			state string
+		)
+		if err := rs.Scan(&id, &state); err != nil {
+			return nil, fmt.Errorf("rescue jobs: %w", err)
+		}
+		if twicetype.JobState(state) == twicetype.JobStateDead {
+			res.Dead = append(res.Dead, id)
+		} else {
+			res.Requeued = append(res.Requeued, id)
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	slices.Sort(res.Requeued)
+	slices.Sort(res.Dead)
+	return res, nil
+}

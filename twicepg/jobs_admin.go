@@ -1,0 +1,202 @@
+package twicepg
+
+// What operators and the dashboard do with jobs: look them up, list and
+// count them, retry or discard dead ones, delete old finished ones, and find
+// orphaned kinds.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// JobGet returns one job, or an error wrapping twicestore.ErrNotFound.
+func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twicetype.JobRow, error) {
+	j, err := scanJob(e.q.queryRow(ctx, `SELECT `+jobColumns+` FROM twice_jobs AS j WHERE j.id = $1`, p.ID))
+	if isNoRows(err) {
+		return nil, fmt.Errorf("get job %d: %w", p.ID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", p.ID, err)
+	}
+	return j, nil
+}
+
+// filterSQL renders f as conditions on twice_jobs AS j joined by AND
+// (always at least one), numbering its parameters after the first
+// numbered arguments already taken.
+func filterSQL(f twicestore.JobFilter, numbered int) (string, []any) {
+	conds := []string{"TRUE"}
+	var args []any
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		conds = append(conds, strings.Replace(cond, "?", "$"+strconv.Itoa(numbered+len(args)), 1))
+	}
+	if len(f.IDs) > 0 {
+		add("j.id = ANY(?::bigint[])", f.IDs)
+	}
+	if f.State != "" {
+		add("j.state = ?", string(f.State))
+	}
+	if f.Kind != "" {
+		add("j.kind = ?", f.Kind)
+	}
+	if f.Queue != "" {
+		add("j.queue = ?", f.Queue)
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// JobList lists matching jobs newest first (by id, descending). BeforeID
+// continues from a previous page; a Limit of zero or less lists them all.
+func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*twicestore.JobListResult, error) {
+	where, args := filterSQL(p.Filter, 0)
+	if p.BeforeID > 0 {
+		args = append(args, p.BeforeID)
+		where += " AND j.id < $" + strconv.Itoa(len(args))
+	}
+	args = append(args, limitArg(p.Limit))
+	jobs, err := queryJobs(ctx, e.q, `SELECT `+jobColumns+` FROM twice_jobs AS j WHERE `+where+
+		` ORDER BY j.id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return &twicestore.JobListResult{Jobs: jobs}, nil
+}
+
+// JobCount counts matching jobs grouped by state, queue and kind, in that
+// order.
+func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (*twicestore.JobCountResult, error) {
+	where, args := filterSQL(p.Filter, 0)
+	rs, err := e.q.query(ctx, `SELECT j.state, j.queue, j.kind, count(*) FROM twice_jobs AS j WHERE `+where+`
+		GROUP BY j.state, j.queue, j.kind ORDER BY j.state, j.queue, j.kind`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rs.Close()
+	res := &twicestore.JobCountResult{}
+	for rs.Next() {
+		var (
+			c     twicestore.JobCount
+			state string
+		)
+		if err := rs.Scan(&state, &c.Queue, &c.Kind, &c.Count); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		c.State = twicetype.JobState(state)
+		res.Counts = append(res.Counts, c)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return res, nil
+}
+
+// JobRetry moves matching dead or discarded jobs back to available, due at
+// Now, with their attempts reset and their error history kept. The lease
+// epoch is never reset: it must only grow for fencing to hold.
+//
+// A unique job cannot come back while another job of its kind holds its
+// unique key (one was enqueued after it died): the retry then fails, changing
+// nothing, with an error saying which key.
+func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	where, args := filterSQL(p.Filter, 1)
+	ids, err := queryIDs(ctx, e.q, `UPDATE twice_jobs AS j SET
+		state = 'available', attempt = 0, run_at = $1, lease_until = NULL, finished_at = NULL
+		WHERE j.state IN ('dead', 'discarded') AND `+where+` RETURNING j.id`,
+		append([]any{nowOr(p.Now)}, args...)...)
+	if isUniqueViolation(err) {
+		return nil, fmt.Errorf("retry jobs: a job with the same kind and unique key is already available or running "+
+			"(discard the dead one, or retry it once the other has finished): %w", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("retry jobs: %w", err)
+	}
+	return &twicestore.JobBulkResult{IDs: ids}, nil
+}
+
+// JobDiscard moves matching dead jobs to discarded, finished at Now.
+func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	where, args := filterSQL(p.Filter, 1)
+	ids, err := queryIDs(ctx, e.q, `UPDATE twice_jobs AS j SET state = 'discarded', finished_at = $1
+		WHERE j.state = 'dead' AND `+where+` RETURNING j.id`, append([]any{nowOr(p.Now)}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("discard jobs: %w", err)
+	}
+	return &twicestore.JobBulkResult{IDs: ids}, nil
+}
+
+// JobOrphans lists, per kind and queue, the available jobs whose kind no
+// node alive since AliveSince lists among the kinds it handles.
+func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParams) (*twicestore.JobOrphansResult, error) {
+	// Group first, then look for a handler once per group rather than once
+	// per job.
+	rs, err := e.q.query(ctx, `SELECT g.kind, g.queue, g.n, g.oldest FROM (
+			SELECT kind, queue, count(*) AS n, min(created_at) AS oldest FROM twice_jobs
+			WHERE state = 'available' GROUP BY kind, queue
+		) AS g
+		WHERE NOT EXISTS (
+			SELECT 1 FROM twice_nodes AS n WHERE n.heartbeat_at >= $1 AND g.kind = ANY(n.kinds)
+		)
+		ORDER BY g.kind, g.queue`, p.AliveSince)
+	if err != nil {
+		return nil, fmt.Errorf("find orphaned kinds: %w", err)
+	}
+	defer rs.Close()
+	res := &twicestore.JobOrphansResult{}
+	for rs.Next() {
+		var o twicetype.OrphanKind
+		if err := rs.Scan(&o.Kind, &o.Queue, &o.Count, &o.Oldest); err != nil {
+			return nil, fmt.Errorf("find orphaned kinds: %w", err)
+		}
+		o.Oldest = o.Oldest.UTC()
+		res.Kinds = append(res.Kinds, o)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("find orphaned kinds: %w", err)
+	}
+	return res, nil
+}
+
+// deleteFinishedSQL deletes one batch of one finished state. The subquery
+// walks the (state, id) index and stops at its LIMIT; SKIP LOCKED lets two
+// nodes clean up at once, each deleting other rows, without either waiting
+// for the other.
+const deleteFinishedSQL = `DELETE FROM twice_jobs WHERE id IN (
+	SELECT id FROM twice_jobs
+	WHERE state = $1 AND finished_at < $2
+	ORDER BY id
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+)`
+
+// JobDeleteFinished deletes old finished jobs, state by state, each batch
+// one short DELETE, lowest ids first.
+func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
+	res := &twicestore.JobDeleteFinishedResult{}
+	cuts := []struct {
+		state  twicetype.JobState
+		before time.Time
+	}{
+		{twicetype.JobStateCompleted, p.CompletedBefore},
+		{twicetype.JobStateDead, p.DeadBefore},
+		{twicetype.JobStateDiscarded, p.DiscardedBefore},
+	}
+	for _, c := range cuts {
+		left := p.Limit - res.Deleted
+		if c.before.IsZero() || left <= 0 {
+			continue
+		}
+		n, err := e.q.exec(ctx, deleteFinishedSQL, string(c.state), c.before, left)
+		if err != nil {
+			return nil, fmt.Errorf("delete finished %s jobs: %w", c.state, err)
+		}
+		res.Deleted += int(n)
+	}
+	return res, nil
+}

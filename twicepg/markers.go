@@ -1,0 +1,85 @@
+package twicepg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// MarkerPeek reports whether handler has processed key.
+func (e *executor) MarkerPeek(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
+	var processed bool
+	err := e.q.queryRow(ctx,
+		`SELECT EXISTS (SELECT 1 FROM twice_markers WHERE handler = $1 AND key = $2)`, p.Handler, p.Key,
+	).Scan(&processed)
+	if err != nil {
+		return nil, fmt.Errorf("peek marker %q/%q: %w", p.Handler, p.Key, err)
+	}
+	return &twicestore.MarkerPeekResult{Processed: processed}, nil
+}
+
+// claimSQL names the primary key as its conflict target, so a duplicate is
+// the only failure it turns into "no row inserted": a NOT NULL or CHECK
+// failure is still an error. Unlike a plain INSERT whose unique violation is
+// classified afterwards, it does not abort the caller's transaction (in
+// PostgreSQL any error does), so a handler can go on in its transaction
+// after a duplicate claim, and it leaves no ERROR line in the server's log
+// for what twice treats as routine.
+const claimSQL = `INSERT INTO twice_markers (handler, key, processed_at) VALUES ($1, $2, $3)
+ON CONFLICT (handler, key) DO NOTHING`
+
+// MarkerClaim records that handler processed key at Now (the current time
+// when zero). A pair already claimed reports AlreadyProcessed.
+func (e *executor) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
+	n, err := e.q.exec(ctx, claimSQL, p.Handler, p.Key, nowOr(p.Now))
+	if err != nil {
+		return nil, fmt.Errorf("claim marker %q/%q: %w", p.Handler, p.Key, err)
+	}
+	return &twicestore.MarkerClaimResult{AlreadyProcessed: n == 0}, nil
+}
+
+// sqlStateUniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
+const sqlStateUniqueViolation = "23505"
+
+// isUniqueViolation reports whether err is PostgreSQL refusing a duplicate.
+// PostgreSQL reports a conflict on a PRIMARY KEY, a UNIQUE constraint and a
+// unique (even partial) index alike as SQLSTATE 23505 unique_violation, so
+// one code covers what SQL Server splits into 2627 and 2601.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == sqlStateUniqueViolation
+}
+
+// MarkerRelease deletes handler's claim on key; releasing an unclaimed pair
+// is not an error.
+func (e *executor) MarkerRelease(ctx context.Context, p *twicestore.MarkerParams) error {
+	if _, err := e.q.exec(ctx, `DELETE FROM twice_markers WHERE handler = $1 AND key = $2`, p.Handler, p.Key); err != nil {
+		return fmt.Errorf("release marker %q/%q: %w", p.Handler, p.Key, err)
+	}
+	return nil
+}
+
+// pruneSQL deletes one batch of the oldest markers. SKIP LOCKED lets nodes
+// prune at once without deleting the same rows or waiting for each other,
+// nor for a transaction that is claiming one of them.
+const pruneSQL = `DELETE FROM twice_markers WHERE (handler, key) IN (
+	SELECT handler, key FROM twice_markers
+	WHERE processed_at < $1
+	ORDER BY processed_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)`
+
+// MarkerPrune deletes up to Limit markers processed before Before, oldest
+// first; a Limit of zero or less deletes them all.
+func (e *executor) MarkerPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {
+	n, err := e.q.exec(ctx, pruneSQL, p.Before, limitArg(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("prune markers: %w", err)
+	}
+	return &twicestore.MarkerPruneResult{Deleted: int(n)}, nil
+}

@@ -1,0 +1,154 @@
+package twicepg
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one embedded migration file, migrations/NNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations lists the embedded migrations in version order. It panics when
+// a file is misnamed or a version is missing, which only a broken build can
+// cause and the package's tests catch.
+var migrations = loadMigrations()
+
+func loadMigrations() []migration {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	var ms []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil || !strings.HasSuffix(name, ".sql") {
+			panic(fmt.Sprintf("twicepg: migration %q is not named NNN_name.sql", name))
+		}
+		body, err := migrationFS.ReadFile("migrations/" + name)
+		if err != nil {
+			panic(err)
+		}
+		ms = append(ms, migration{version: version, name: strings.TrimSuffix(name, ".sql"), sql: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			panic(fmt.Sprintf("twicepg: migration %q should have version %d", m.name, i+1))
+		}
+	}
+	return ms
+}
+
+func latestVersion() int { return len(migrations) }
+
+const createMigrationsTable = `
+CREATE TABLE IF NOT EXISTS twice_migrations (
+    version    integer     NOT NULL PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL
+)`
+
+// migrateLockSQL serialises migrators of one schema, in any process, until
+// their transaction ends; migrators of other schemas do not wait. The lock
+// is transaction-scoped, so a migrator that dies releases it with its
+// connection and no session-level lock can leak into the pool.
+const migrateLockSQL = `SELECT pg_advisory_xact_lock(hashtext('twice_migrate'), hashtext(current_schema()))`
+
+// Migrate applies the embedded migrations that are not applied yet, all in
+// one transaction, holding an advisory lock on the schema: concurrent
+// callers, in this process or another, wait for it and then find nothing
+// left to do. It returns an error wrapping twicestore.ErrSchemaTooNew, and
+// changes nothing, when the database was migrated by a newer twice.
+func (s *Store) Migrate(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	// After Commit, Rollback is a no-op; after a failure it says nothing
+	// the first error does not.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	q := pgxQuerier{tx}
+	if _, err := currentSchema(ctx, q); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := q.exec(ctx, migrateLockSQL); err != nil {
+		return fmt.Errorf("migrate: take the migration lock: %w", err)
+	}
+	applied, err := appliedVersion(ctx, q)
+	if err != nil {
+		return err
+	}
+	latest := latestVersion()
+	if applied > latest {
+		return schemaTooNew(applied, latest)
+	}
+	if applied == latest {
+		return nil
+	}
+	if _, err := q.exec(ctx, createMigrationsTable); err != nil {
+		return fmt.Errorf("migrate: create twice_migrations: %w", err)
+	}
+	for _, m := range migrations[applied:] {
+		// Without arguments pgx sends the file with the simple protocol,
+		// which runs all its statements.
+		if _, err := q.exec(ctx, m.sql); err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+		}
+		if _, err := q.exec(ctx, `INSERT INTO twice_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+			m.version, m.name, time.Now()); err != nil {
+			return fmt.Errorf("migrate: record %s: %w", m.name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion reports the highest migration applied to the current schema
+// (0 when it has none) and the highest this binary embeds.
+func (s *Store) SchemaVersion(ctx context.Context) (applied, latest int, err error) {
+	applied, err = appliedVersion(ctx, s.q)
+	return applied, latestVersion(), err
+}
+
+func appliedVersion(ctx context.Context, q querier) (int, error) {
+	// Look in the current schema only: a twice_migrations table further down
+	// the search_path belongs to another installation.
+	var exists bool
+	err := q.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables
+		WHERE schemaname = current_schema() AND tablename = 'twice_migrations')`).Scan(&exists)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	if err := q.queryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM twice_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+func schemaTooNew(applied, latest int) error {
+	return fmt.Errorf("%w (database at version %d, this binary at %d): upgrade twice",
+		twicestore.ErrSchemaTooNew, applied, latest)
+}

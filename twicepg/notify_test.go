@@ -1,0 +1,149 @@
+package twicepg
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+func TestNotifierDue(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
+	n := newNotifier("public")
+	for _, step := range []struct {
+		at     time.Duration
+		queues []string
+		want   []string
+	}{
+		{0, []string{"a", "b", "a"}, []string{"a", "b"}},                       // once per distinct queue
+		{5 * time.Millisecond, []string{"a"}, []string{}},                      // too soon
+		{10 * time.Millisecond, []string{"a", "c"}, []string{"c"}},             // a new queue is due at once
+		{notifyInterval, []string{"a", "b"}, []string{"a", "b"}},               // the interval has passed
+		{notifyInterval + time.Millisecond, []string{"c"}, []string{}},         // c was notified at 10ms
+		{notifyInterval - time.Hour, []string{"a"}, []string{"a"}},             // the clock went back
+		{2*notifyInterval + 10*time.Millisecond, []string{"c"}, []string{"c"}}, // c's interval has passed
+	} {
+		got := n.due(step.queues, base.Add(step.at))
+		if got == nil || !slices.Equal(got, step.want) {
+			t.Errorf("at %v, due(%v) = %#v, want %#v", step.at, step.queues, got, step.want)
+		}
+	}
+}
+
+func TestChannelFor(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("s", 63)
+	for _, tc := range []struct{ schema, want string }{
+		{"public", "twice_insert"},
+		{"twice", "twice_insert.twice"},
+	} {
+		if got := channelFor(tc.schema); got != tc.want {
+			t.Errorf("channelFor(%q) = %q, want %q", tc.schema, got, tc.want)
+		}
+	}
+	if a, b := channelFor(long), channelFor(long+"x"); len(a) > 63 || len(b) > 63 || a == b {
+		t.Errorf("long schema names give channels %q and %q; want distinct names of at most 63 bytes", a, b)
+	}
+}
+
+// TestListenInserts: a listener hears inserts committed by another
+// process's store, never one rolled back, and keeps listening after its
+// connection is killed.
+func TestListenInserts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, connString := openStore(t)
+	other := openAt(t, connString) // another node: its own pool and notifier
+
+	listening := make(chan uint32, 4)
+	s.onListen = func(pid uint32) { listening <- pid }
+	heard := make(chan string, 64)
+	listenCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.ListenInserts(listenCtx, func(queue string) { heard <- queue }) }()
+	defer func() {
+		stop()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("ListenInserts returned %v, want context.Canceled", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("ListenInserts did not return after its context was cancelled")
+		}
+	}()
+
+	waitListening := func() uint32 {
+		t.Helper()
+		select {
+		case pid := <-listening:
+			return pid
+		case <-time.After(20 * time.Second):
+			t.Fatal("ListenInserts is not listening")
+		}
+		return 0
+	}
+	insert := func(ex twicestore.Executor, queue string) {
+		t.Helper()
+		if _, err := ex.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{
+			{Kind: "test.listen.v1", Queue: queue, MaxAttempts: 1},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(queue string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case q := <-heard:
+				if q == queue {
+					return
+				}
+				t.Fatalf("heard queue %q, want %q", q, queue)
+			case <-timeout:
+				t.Fatalf("no notification for queue %q", queue)
+			}
+		}
+	}
+
+	first := waitListening()
+	insert(other, "emails")
+	expect("emails")
+
+	// Inside a transaction the notification waits for the commit, and a
+	// rollback never sends it: the next one heard is the later insert's.
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(tx, "rolled-back")
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err = other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(tx, "committed")
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect("committed")
+
+	// Kill the listener's backend, as a failover or an operator would.
+	var killed bool
+	if err := other.pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int32(first)).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", first, killed, err)
+	}
+	if second := waitListening(); second == first {
+		t.Fatalf("listening again on backend %d, the one killed", second)
+	}
+	insert(other, "after-reconnect")
+	expect("after-reconnect")
+}
