@@ -95,7 +95,11 @@ func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*tw
 //     row is matched to its input by id, whatever order RETURNING uses.
 //   - inserted skips, by ON CONFLICT DO NOTHING on the partial unique index,
 //     an input whose kind and unique key an unfinished job holds: a stored
-//     one, or an earlier input of the batch, since rows go in input order.
+//     one, or an earlier input of the batch. Rows go in by kind and unique
+//     key, then input order: the first of a batch's repeats is the one
+//     inserted, and two batches racing over the same keys (schedulers on
+//     several nodes enqueuing the same ticks) wait for each other's keys in
+//     the same order, so they cannot deadlock.
 //   - the second SELECT sees the table as it was when the statement began,
 //     so it finds the stored holders and not the rows inserted here (those
 //     are resolved in Go).
@@ -117,7 +121,7 @@ inserted AS (
 		correlation_id, unique_key, max_attempts, run_at, created_at)
 	SELECT id, kind, queue, priority, args, message_id, idempotency_key,
 		correlation_id, unique_key, max_attempts, run_at, created_at
-	FROM input ORDER BY ord
+	FROM input ORDER BY kind, unique_key, ord
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns + `
 )
@@ -314,8 +318,12 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 	if len(p.Leases) == 0 {
 		return res, nil
 	}
-	ids, epochs := make([]int64, len(p.Leases)), make([]int64, len(p.Leases))
-	for i, l := range p.Leases {
+	// In id order: where the plan drives the update from the array (the
+	// usual plan once the table is large), overlapping batches then lock
+	// their rows in the same order instead of deadlocking.
+	leases := slices.SortedFunc(slices.Values(p.Leases), func(a, b twicestore.JobLease) int { return cmp.Compare(a.ID, b.ID) })
+	ids, epochs := make([]int64, len(leases)), make([]int64, len(leases))
+	for i, l := range leases {
 		ids[i], epochs[i] = l.ID, l.Epoch
 	}
 	extended, err := queryIDs(ctx, e.q, extendSQL, p.LeaseUntil, ids, epochs)
@@ -357,10 +365,13 @@ func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]int6
 // claimed inserts the markers travelling with the outcomes in the same
 // statement, so in the same transaction, whatever the guard says: the effect
 // they record has happened even when the lease was lost. A data-modifying
-// CTE runs whether or not the rest of the statement reads it.
+// CTE runs whether or not the rest of the statement reads it. Markers go in
+// key order, so batches claiming the same keys wait for each other in the
+// same order.
 const finishSQL = `WITH claimed AS (
 	INSERT INTO twice_markers (handler, key, processed_at)
-	SELECT * FROM unnest($9::text[], $10::text[], $11::timestamptz[])
+	SELECT * FROM unnest($9::text[], $10::text[], $11::timestamptz[]) AS m(handler, key, processed_at)
+	ORDER BY handler, key
 	ON CONFLICT (handler, key) DO NOTHING
 )
 UPDATE twice_jobs AS j SET
@@ -393,8 +404,19 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		handlers, keys      []string
 		processedAts        []time.Time
 	)
+	// The outcomes go in id order: where the plan drives the update from
+	// the arrays (the usual plan once the table is large), batches that
+	// overlap (a late worker's and the current holder's) then lock their
+	// rows in the same order instead of deadlocking. order[k] is the
+	// outcome at position k.
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.Outcomes[a].ID, p.Outcomes[b].ID) })
 	now := time.Now()
-	for i, o := range p.Outcomes {
+	for i, pos := range order {
+		o := p.Outcomes[pos]
 		switch o.State {
 		case twicetype.JobStateAvailable:
 			runAts[i], finishedAts[i] = nowOr(o.RunAt), now
@@ -436,7 +458,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		if ord < 1 || ord > int64(n) {
 			return nil, fmt.Errorf("finish jobs: returned position %d for %d outcomes", ord, n)
 		}
-		res.Applied[ord-1] = true
+		res.Applied[order[ord-1]] = true
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)

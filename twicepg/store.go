@@ -91,7 +91,7 @@ func Open(ctx context.Context, connString string) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open twice database on %s: %w", cfg.ConnConfig.Host, err)
+		return nil, fmt.Errorf("open twice database: %w", err)
 	}
 	s, err := newStore(ctx, pool)
 	if err != nil {

@@ -124,6 +124,7 @@ func openAt(t *testing.T, connString string) *Store {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	testConnString(t) // one skip for the suite, not one per check
 	storetest.Run(t, func(t *testing.T) twicestore.Store {
 		s, _ := openStore(t)
 		return s
@@ -134,6 +135,7 @@ func TestConformance(t *testing.T) {
 // application made itself.
 func TestConformanceNew(t *testing.T) {
 	t.Parallel()
+	testConnString(t) // one skip for the suite, not one per check
 	storetest.Run(t, func(t *testing.T) twicestore.Store {
 		connString, _ := newSchema(t)
 		pool, err := pgxpool.New(t.Context(), poolOf(t, connString))
@@ -154,6 +156,7 @@ func TestConformanceNew(t *testing.T) {
 // takes for a *sql.Tx.
 func TestConformanceStdlib(t *testing.T) {
 	t.Parallel()
+	testConnString(t) // one skip for the suite, not one per check
 	storetest.Run(t, func(t *testing.T) twicestore.Store {
 		s, _ := openStore(t)
 		db := stdlib.OpenDBFromPool(s.pool)
