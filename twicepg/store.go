@@ -30,10 +30,12 @@
 // per statement and in the statement's transaction, so it is delivered on
 // commit and never for a rollback. Each Store skips the notification for a
 // queue it notified less than 20ms before: a burst of single inserts wakes
-// the workers once, not once per job. A skipped notification is covered by
-// the one sent just before it, except when that one's transaction rolled
-// back; the workers' polling covers that case, as it covers a lost
-// connection. ListenInserts receives them.
+// the workers once, not once per job, and PostgreSQL, which serialises the
+// commits of transactions that notify, is spared most of them. A skipped
+// notification is covered by the one sent just before it once that one's
+// transaction commits; when it rolls back, or commits much later, the
+// workers' polling covers the gap, as it covers a lost connection.
+// ListenInserts receives the notifications.
 //
 // PostgreSQL 12 or later is required.
 package twicepg
@@ -73,7 +75,9 @@ var (
 // Open connects to the PostgreSQL database that connString names (a URL or
 // keyword/value string, as pgxpool.ParseConfig takes, including pool_max_conns
 // and run-time parameters such as search_path) and applies twice's
-// migrations that are not applied yet.
+// migrations that are not applied yet. The pool holds at most pool_max_conns
+// connections (pgxpool's default: 4, or the number of CPUs if more), plus
+// one per running ListenInserts.
 //
 // It fails, without changing the database, when the database was migrated
 // by a newer twice (the error then wraps twicestore.ErrSchemaTooNew). Close
