@@ -26,7 +26,7 @@ func (c *cli) migrateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.stdout, "%s: schema version %d (this binary's latest: %d)\n", c.db, applied, latest)
+			fmt.Fprintf(c.stdout, "%s: schema version %d (this binary's latest: %d)\n", displayDB(c.db), applied, latest)
 			return nil
 		}),
 	}

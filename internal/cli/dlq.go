@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -119,7 +118,7 @@ func (c *cli) dlqActionCommand(act dlqAction) *cobra.Command {
 }
 
 // explainSkipped fails, saying why, when jobs named by id were left alone.
-func (c *cli) explainSkipped(cmd *cobra.Command, store *twicesqlite.Store, act dlqAction, asked, changed []int64) error {
+func (c *cli) explainSkipped(cmd *cobra.Command, store twicestore.Store, act dlqAction, asked, changed []int64) error {
 	done := map[int64]bool{}
 	for _, id := range changed {
 		done[id] = true

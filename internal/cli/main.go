@@ -86,7 +86,7 @@ The database is a SQLite file: --db, else $TWICE_DB, else ` + DBDefault + `.`,
 	if env := os.Getenv("TWICE_DB"); env != "" {
 		db = env
 	}
-	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file (env TWICE_DB)")
+	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file, or a postgres:// URL (env TWICE_DB)")
 	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level of serve and demo: debug, info, warn or error (default info; warn for demo --once)")
 	root.AddCommand(
 		c.demoCommand(),

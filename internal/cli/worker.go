@@ -31,6 +31,9 @@ until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
 			if grace < 0 {
 				return usagef("--grace %s is negative", grace)
 			}
+			if err := c.sqliteOnly("serve"); err != nil {
+				return err
+			}
 			logger, err := c.logger(cmd, slog.LevelInfo)
 			if err != nil {
 				return err
@@ -101,6 +104,9 @@ given, it uses a fresh database in a temporary directory, removed at exit,
 so earlier runs cannot blur the check.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if err := c.sqliteOnly("demo"); err != nil {
+				return err
+			}
 			if once {
 				return c.demoOnce(cmd, objects)
 			}
@@ -147,4 +153,14 @@ func (c *cli) demoOnce(cmd *cobra.Command, objects string) error {
 		return fmt.Errorf("the demo diverged: %d effects are not what their strategy promises (listed above)", len(r.Divergences))
 	}
 	return nil
+}
+
+// sqliteOnly refuses a PostgreSQL --db for the commands that run the demo's
+// kinds: the demo keeps its application tables in SQLite.
+func (c *cli) sqliteOnly(command string) error {
+	if !isPostgresURL(c.db) {
+		return nil
+	}
+	return usagef("'twice %s' runs the demo's job kinds, whose application tables are SQLite-only; "+
+		"on PostgreSQL run workers from your own binary (README, 'Running on PostgreSQL'), and use twice migrate, enqueue, jobs, dlq and orphans from here", command)
 }

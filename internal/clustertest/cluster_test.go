@@ -1,0 +1,346 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicepg"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envWorker) != "" {
+		os.Exit(runWorker())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// cluster is one test's database schema and the worker processes on it.
+type cluster struct {
+	t         *testing.T
+	url       string // with search_path and the workers' application_name
+	app       string // the workers' application_name, to find their backends
+	admin     *pgxpool.Pool
+	store     *twicepg.Store
+	mu        sync.Mutex
+	processes []*process
+}
+
+// process is one worker process.
+type process struct {
+	node   string
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	exited chan error
+}
+
+// newCluster makes a schema of its own on the TWICE_TEST_POSTGRES server,
+// migrates it and adds the tables the effects and the audit go to.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	base := os.Getenv("TWICE_TEST_POSTGRES")
+	if base == "" {
+		t.Skip("TWICE_TEST_POSTGRES is not set; .ci/run sets it to the local server")
+	}
+	ctx := context.Background()
+	schema := fmt.Sprintf("twice_cluster_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)
+	root, err := pgxpool.New(ctx, base)
+	if err != nil {
+		t.Fatalf("TWICE_TEST_POSTGRES: %v", err)
+	}
+	defer root.Close()
+	if _, err := root.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatalf("PostgreSQL at TWICE_TEST_POSTGRES is unreachable or refuses: %v", err)
+	}
+	t.Cleanup(func() {
+		drop, err := pgxpool.New(context.Background(), base)
+		if err == nil {
+			_, _ = drop.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+			drop.Close()
+		}
+	})
+	c := &cluster{t: t, app: "twicecw_" + schema}
+	c.url = withParams(t, base, map[string]string{"search_path": schema, "application_name": c.app})
+	c.admin, err = pgxpool.New(ctx, withParams(t, base, map[string]string{"search_path": schema}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.admin.Close)
+	c.store, err = twicepg.Open(ctx, withParams(t, base, map[string]string{"search_path": schema}))
+	if err != nil {
+		t.Fatalf("open twicepg: %v", err)
+	}
+	t.Cleanup(func() { c.store.Close() })
+	c.exec(`CREATE TABLE ledger (credit_id bigint NOT NULL)`,
+		`CREATE TABLE sent_emails (email_id bigint NOT NULL)`,
+		// Every move of a job into completed, as the database saw it: the
+		// independent witness that no job completed twice.
+		`CREATE TABLE completions (job_id bigint NOT NULL)`,
+		`CREATE FUNCTION record_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN INSERT INTO completions VALUES (NEW.id); RETURN NEW; END $$`,
+		`CREATE TRIGGER record_completion AFTER UPDATE OF state ON twice_jobs FOR EACH ROW
+			WHEN (NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed')
+			EXECUTE FUNCTION record_completion()`)
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func withParams(t *testing.T, raw string, params map[string]string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("TWICE_TEST_POSTGRES %q: %v", raw, err)
+	}
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func (c *cluster) exec(stmts ...string) {
+	c.t.Helper()
+	for _, s := range stmts {
+		if _, err := c.admin.Exec(context.Background(), s); err != nil {
+			c.t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+func (c *cluster) count(q string, args ...any) int {
+	c.t.Helper()
+	var n int
+	if err := c.admin.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		c.t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// start runs a worker process: this test binary, told by its environment
+// to be a worker.
+func (c *cluster) start(node string) *process {
+	c.t.Helper()
+	p := &process{node: node, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), envWorker+"=1", envURL+"="+c.url, envNode+"="+node)
+	p.cmd.Stderr = &lockedWriter{w: p.stderr}
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatalf("start worker %s: %v", node, err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	c.mu.Lock()
+	c.processes = append(c.processes, p)
+	c.mu.Unlock()
+	return p
+}
+
+// kill ends a worker with SIGKILL: no drain, no outcome written, leases
+// left to expire.
+func (c *cluster) kill(p *process) {
+	c.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c.t.Fatalf("kill %s: %v", p.node, err)
+	}
+	<-p.exited
+}
+
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.processes {
+		if p.cmd.ProcessState != nil {
+			continue
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-p.exited:
+			if err != nil && !strings.Contains(err.Error(), "killed") {
+				c.t.Errorf("worker %s exited: %v\n%s", p.node, err, p.stderr)
+			}
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			c.t.Errorf("worker %s did not stop on SIGTERM", p.node)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// completed counts completed jobs.
+func (c *cluster) completed() int {
+	c.t.Helper()
+	res, err := c.store.JobCount(context.Background(), &twicestore.JobCountParams{
+		Filter: twicestore.JobFilter{State: twicetype.JobStateCompleted}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n := 0
+	for _, jc := range res.Counts {
+		n += jc.Count
+	}
+	return n
+}
+
+// waitCompleted waits until at least n jobs are completed.
+func (c *cluster) waitCompleted(n int, within time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for c.completed() < n {
+		if time.Now().After(deadline) {
+			c.mu.Lock()
+			for _, p := range c.processes {
+				c.t.Logf("worker %s stderr:\n%s", p.node, p.stderr)
+			}
+			c.mu.Unlock()
+			c.t.Fatalf("only %d of %d jobs completed after %s", c.completed(), n, within)
+		}
+		<-tick.C
+	}
+}
+
+// inFlightEmails lists the email ids a node held leases on: after a kill,
+// the only emails allowed to have been sent twice.
+func (c *cluster) inFlightEmails(node string) map[int64]bool {
+	c.t.Helper()
+	res, err := c.store.JobList(context.Background(), &twicestore.JobListParams{
+		Filter: twicestore.JobFilter{State: twicetype.JobStateRunning, Kind: emailArgs{}.Kind()}, Limit: 100_000})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ids := map[int64]bool{}
+	for _, j := range res.Jobs {
+		if j.AttemptedBy != node {
+			continue
+		}
+		var a emailArgs
+		if err := json.Unmarshal(j.Args, &a); err != nil {
+			c.t.Fatal(err)
+		}
+		ids[a.Seq] = true
+	}
+	return ids
+}
+
+// TestThreeWorkerProcessesSurviveKillsAndCuts: three worker processes work
+// 20,000 jobs on one database; one is killed with SIGKILL twice mid-run and
+// replaced, and then every worker's connections are terminated by the
+// server. Nothing may be lost, no job completed twice, every Transactional
+// credit applied exactly once, and every ClaimAfter email sent at least once,
+// twice only if it was in flight on a killed worker.
+func TestThreeWorkerProcessesSurviveKillsAndCuts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	c := newCluster(t)
+	ctx := context.Background()
+	const perKind = 10_000
+	producer, err := twice.NewClient(c.store, twice.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]twice.EnqueueParams, 0, 1000)
+	for i := int64(1); i <= perKind; i++ {
+		batch = append(batch, twice.EnqueueParams{Args: creditArgs{CreditID: i}}, twice.EnqueueParams{Args: emailArgs{Seq: i}})
+		if len(batch) == cap(batch) {
+			if _, err := producer.EnqueueMany(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	const total = 2 * perKind
+
+	victim := c.start("w0-gen1")
+	c.start("w1")
+	c.start("w2")
+
+	allowedDuplicates := map[int64]bool{}
+	for gen, at := range []int{total * 3 / 10, total * 6 / 10} {
+		c.waitCompleted(at, 5*time.Minute)
+		c.kill(victim)
+		inFlight := c.inFlightEmails(victim.node)
+		t.Logf("killed %s at %d completed jobs; %d of its emails in flight", victim.node, c.completed(), len(inFlight))
+		for id := range inFlight {
+			allowedDuplicates[id] = true
+		}
+		victim = c.start(fmt.Sprintf("w0-gen%d", gen+2))
+	}
+
+	c.waitCompleted(total*8/10, 5*time.Minute)
+	cut := c.count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, c.app)
+	if cut == 0 {
+		t.Fatal("no worker connection was found to terminate")
+	}
+	t.Logf("terminated %d worker connections at %d completed jobs", cut, c.completed())
+
+	c.waitCompleted(total, 5*time.Minute)
+	c.stopAll()
+
+	counts, err := c.store.JobCount(ctx, &twicestore.JobCountParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jc := range counts.Counts {
+		if jc.State != twicetype.JobStateCompleted {
+			t.Errorf("%d %s jobs of kind %s left", jc.Count, jc.State, jc.Kind)
+		}
+	}
+	if n := c.count(`SELECT count(*) FROM completions`); n != total {
+		t.Errorf("jobs moved to completed %d times, want %d", n, total)
+	}
+	if n := c.count(`SELECT count(*) FROM (SELECT job_id FROM completions GROUP BY job_id HAVING count(*) > 1) d`); n != 0 {
+		t.Errorf("%d jobs completed more than once", n)
+	}
+	if n := c.count(`SELECT count(*) FROM ledger`); n != perKind {
+		t.Errorf("ledger rows = %d, want exactly %d", n, perKind)
+	}
+	if n := c.count(`SELECT count(DISTINCT credit_id) FROM ledger`); n != perKind {
+		t.Errorf("credits applied = %d distinct, want %d", n, perKind)
+	}
+	if n := c.count(`SELECT count(DISTINCT email_id) FROM sent_emails`); n != perKind {
+		t.Errorf("emails sent to %d distinct ids, want all %d: an email was lost", n, perKind)
+	}
+	rows, err := c.admin.Query(ctx, `SELECT email_id FROM sent_emails GROUP BY email_id HAVING count(*) > 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	duplicates := 0
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		duplicates++
+		if !allowedDuplicates[id] {
+			t.Errorf("email %d sent more than once but was not in flight on a killed worker", id)
+		}
+	}
+	t.Logf("emails sent twice: %d (allowed: %d in flight at the kills)", duplicates, len(allowedDuplicates))
+}

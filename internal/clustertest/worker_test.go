@@ -1,0 +1,105 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicepg"
+)
+
+// Environment of a worker process.
+const (
+	envWorker = "TWICE_CLUSTER_WORKER" // set: this process is a worker
+	envURL    = "TWICE_CLUSTER_URL"    // the database, with its search_path
+	envNode   = "TWICE_CLUSTER_NODE"   // the worker's node id
+)
+
+// creditArgs is a Transactional kind: its ledger row commits with the job.
+type creditArgs struct{ CreditID int64 }
+
+func (creditArgs) Kind() string             { return "cluster.credit.v1" }
+func (a creditArgs) IdempotencyKey() string { return fmt.Sprint("credit-", a.CreditID) }
+
+// emailArgs is a ClaimAfter kind: its effect is written outside the job's
+// transaction, like a sent email, so a crash can duplicate it.
+type emailArgs struct{ Seq int64 }
+
+func (emailArgs) Kind() string             { return "cluster.email.v1" }
+func (a emailArgs) IdempotencyKey() string { return fmt.Sprint("email-", a.Seq) }
+
+// workerLease is short so a killed worker's jobs come back quickly.
+const workerLease = 2 * time.Second
+
+// registry returns the kinds a worker runs; effects go through pool.
+func registry(pool *pgxpool.Pool) *twice.Registry {
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[creditArgs](func(ctx context.Context, job *twice.Job[creditArgs]) error {
+		tx, ok := job.Tx().(pgx.Tx)
+		if !ok {
+			return twice.Permanent(fmt.Errorf("no pgx transaction, got %T", job.Tx()))
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO ledger (credit_id) VALUES ($1)`, job.Args.CreditID)
+		return err
+	}), &twice.KindOpts{Strategy: twice.Transactional, MaxAttempts: 50})
+	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
+		_, err := pool.Exec(ctx, `INSERT INTO sent_emails (email_id) VALUES ($1)`, job.Args.Seq)
+		return err
+	}), &twice.KindOpts{Strategy: twice.ClaimAfter, MaxAttempts: 50})
+	return reg
+}
+
+// runWorker is the whole life of a worker process: work until SIGTERM,
+// then drain and exit. A SIGKILL ends it anywhere, which is the point.
+func runWorker() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	url, node := os.Getenv(envURL), os.Getenv(envNode)
+	store, err := twicepg.Open(ctx, url)
+	if err != nil {
+		logger.Error("worker: open store", "err", err)
+		return 1
+	}
+	defer store.Close()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		logger.Error("worker: open pool", "err", err)
+		return 1
+	}
+	defer pool.Close()
+	client, err := twice.NewClient(store, twice.Config{
+		Registry:       registry(pool),
+		Queues:         []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: 20}},
+		LeaseDuration:  workerLease,
+		RescueInterval: 500 * time.Millisecond,
+		PollInterval:   200 * time.Millisecond,
+		Backoff:        func(int) time.Duration { return 50 * time.Millisecond },
+		NodeID:         node,
+		Logger:         logger,
+	})
+	if err != nil {
+		logger.Error("worker: new client", "err", err)
+		return 1
+	}
+	if err := client.Start(ctx); err != nil {
+		logger.Error("worker: start", "err", err)
+		return 1
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		logger.Error("worker: stop", "err", err)
+		return 1
+	}
+	return 0
+}
