@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 
 // cluster is one test's database schema and the worker processes on it.
 type cluster struct {
-	t         *testing.T
+	t         testing.TB
 	url       string // with search_path and the workers' application_name
 	app       string // the workers' application_name, to find their backends
 	admin     *pgxpool.Pool
@@ -51,7 +51,7 @@ type process struct {
 
 // newCluster makes a schema of its own on the TWICE_TEST_POSTGRES server,
 // migrates it and adds the tables the effects and the audit go to.
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	base := os.Getenv("TWICE_TEST_POSTGRES")
 	if base == "" {
@@ -100,7 +100,7 @@ func newCluster(t *testing.T) *cluster {
 	return c
 }
 
-func withParams(t *testing.T, raw string, params map[string]string) string {
+func withParams(t testing.TB, raw string, params map[string]string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatalf("TWICE_TEST_POSTGRES %q: %v", raw, err)
@@ -133,11 +133,11 @@ func (c *cluster) count(q string, args ...any) int {
 
 // start runs a worker process: this test binary, told by its environment
 // to be a worker.
-func (c *cluster) start(node string) *process {
+func (c *cluster) start(node string, env ...string) *process {
 	c.t.Helper()
 	p := &process{node: node, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), envWorker+"=1", envURL+"="+c.url, envNode+"="+node)
+	p.cmd.Env = append(append(os.Environ(), envWorker+"=1", envURL+"="+c.url, envNode+"="+node), env...)
 	p.cmd.Stderr = &lockedWriter{w: p.stderr}
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatalf("start worker %s: %v", node, err)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ const (
 	envWorker = "TWICE_CLUSTER_WORKER" // set: this process is a worker
 	envURL    = "TWICE_CLUSTER_URL"    // the database, with its search_path
 	envNode   = "TWICE_CLUSTER_NODE"   // the worker's node id
+	envSlots  = "TWICE_CLUSTER_SLOTS"  // concurrency; 20 when unset
 )
 
 // creditArgs is a Transactional kind: its ledger row commits with the job.
@@ -35,6 +37,11 @@ type emailArgs struct{ Seq int64 }
 
 func (emailArgs) Kind() string             { return "cluster.email.v1" }
 func (a emailArgs) IdempotencyKey() string { return fmt.Sprint("email-", a.Seq) }
+
+// noopArgs is a kind whose handler does nothing, for benchmarks.
+type noopArgs struct{ N int64 }
+
+func (noopArgs) Kind() string { return "cluster.noop.v1" }
 
 // workerLease is short so a killed worker's jobs come back quickly.
 const workerLease = 2 * time.Second
@@ -54,6 +61,9 @@ func registry(pool *pgxpool.Pool) *twice.Registry {
 		_, err := pool.Exec(ctx, `INSERT INTO sent_emails (email_id) VALUES ($1)`, job.Args.Seq)
 		return err
 	}), &twice.KindOpts{Strategy: twice.ClaimAfter, MaxAttempts: 50})
+	twice.MustRegister(reg, twice.HandlerFunc[noopArgs](func(context.Context, *twice.Job[noopArgs]) error {
+		return nil
+	}), &twice.KindOpts{Strategy: twice.None})
 	return reg
 }
 
@@ -64,6 +74,10 @@ func runWorker() int {
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	url, node := os.Getenv(envURL), os.Getenv(envNode)
+	slots := 20
+	if v, err := strconv.Atoi(os.Getenv(envSlots)); err == nil && v > 0 {
+		slots = v
+	}
 	store, err := twicepg.Open(ctx, url)
 	if err != nil {
 		logger.Error("worker: open store", "err", err)
@@ -78,7 +92,7 @@ func runWorker() int {
 	defer pool.Close()
 	client, err := twice.NewClient(store, twice.Config{
 		Registry:       registry(pool),
-		Queues:         []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: 20}},
+		Queues:         []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: slots}},
 		LeaseDuration:  workerLease,
 		RescueInterval: 500 * time.Millisecond,
 		PollInterval:   200 * time.Millisecond,
