@@ -73,7 +73,8 @@ func (c *cli) rootCommand() *cobra.Command {
 		Short: "Operate twice, the background-job system where every handler runs at least twice",
 		Long: `twice runs background jobs that converge when delivered twice.
 
-The database is a SQLite file: --db, else $TWICE_DB, else ` + DBDefault + `.`,
+The database is a SQLite file or a postgres:// URL: --db, else $TWICE_DB,
+else ` + DBDefault + `.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          unknownSubcommand,

@@ -31,9 +31,6 @@ until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
 			if grace < 0 {
 				return usagef("--grace %s is negative", grace)
 			}
-			if err := c.sqliteOnly("serve"); err != nil {
-				return err
-			}
 			logger, err := c.logger(cmd, slog.LevelInfo)
 			if err != nil {
 				return err
@@ -63,7 +60,7 @@ until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
 		}),
 	}
 	cmd.Flags().DurationVar(&grace, "grace", twice.ShutdownGraceDefault, "how long running jobs may take to finish on shutdown")
-	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to --db)")
+	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to a SQLite --db; for a URL, one of its own under the temporary directory)")
 	return cmd
 }
 
@@ -87,7 +84,9 @@ func (c *cli) demoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the signup flow with injected faults; --once runs a scripted scenario and checks it converged",
-		Long: `Run the seed's signup flow on SQLite: each signup commits its user row with
+		Long: `Run the seed's signup flow on --db, a SQLite file or a postgres:// URL (its
+database and search_path schema must exist; the demo's tables are created
+if missing): each signup commits its user row with
 its verification-email and balance-credit jobs (the transactional outbox),
 ad images get watermarked, and faults are injected through the real
 runtime: redelivered messages, crashes between an email's send and its
@@ -100,13 +99,15 @@ at meanwhile.
 With --once it runs a scripted scenario to its end, prints per kind the
 messages, deliveries (handler calls) and effects, and exits 0 only if every
 effect converged as its strategy promises. Unless --db (or TWICE_DB) is
-given, it uses a fresh database in a temporary directory, removed at exit,
-so earlier runs cannot blur the check.`,
+given, it uses a fresh SQLite database in a temporary directory, removed at
+exit, so earlier runs cannot blur the check; on a database given with --db
+it checks only what this run created.
+
+Watermarked images go to --objects, by default ` + demo.ObjectsDirName + ` next to a
+SQLite file, or for a postgres:// URL a directory of its own under the
+system's temporary directory.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			if err := c.sqliteOnly("demo"); err != nil {
-				return err
-			}
 			if once {
 				return c.demoOnce(cmd, objects)
 			}
@@ -121,7 +122,7 @@ so earlier runs cannot blur the check.`,
 		}),
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "run the scripted scenario, check convergence and exit")
-	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to the database)")
+	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to a SQLite --db; for a URL, one of its own under the temporary directory)")
 	cmd.Flags().DurationVar(&interval, "interval", 700*time.Millisecond, "time between two signups (without --once)")
 	return cmd
 }
@@ -153,14 +154,4 @@ func (c *cli) demoOnce(cmd *cobra.Command, objects string) error {
 		return fmt.Errorf("the demo diverged: %d effects are not what their strategy promises (listed above)", len(r.Divergences))
 	}
 	return nil
-}
-
-// sqliteOnly refuses a PostgreSQL --db for the commands that run the demo's
-// kinds: the demo keeps its application tables in SQLite.
-func (c *cli) sqliteOnly(command string) error {
-	if !isPostgresURL(c.db) {
-		return nil
-	}
-	return usagef("'twice %s' runs the demo's job kinds, whose application tables are SQLite-only; "+
-		"on PostgreSQL run workers from your own binary (README, 'Running on PostgreSQL'), and use twice migrate, enqueue, jobs, dlq and orphans from here", command)
 }

@@ -11,15 +11,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// waitFinished polls the store until the job reaches a terminal state.
-func waitFinished(t *testing.T, path string, id int64) *twicetype.JobRow {
+// waitFinished polls the store at db (a SQLite file or a postgres:// URL)
+// until the job reaches a terminal state.
+func waitFinished(t *testing.T, db string, id int64) *twicetype.JobRow {
 	t.Helper()
-	store, err := twicesqlite.Open(t.Context(), path)
+	var (
+		store twicestore.Store
+		err   error
+	)
+	if isPostgresURL(db) {
+		store, err = twicepg.Open(t.Context(), db)
+	} else {
+		store, err = twicesqlite.Open(t.Context(), db)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +55,19 @@ func waitFinished(t *testing.T, path string, id int64) *twicetype.JobRow {
 
 func TestServe(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	testServe(t, newSetup(t))
+}
+
+// testServe starts serve on s's database, with extra arguments, checks it
+// works two jobs, and stops it the way SIGINT does.
+func testServe(t *testing.T, s *setup, extra ...string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- Main(ctx, []string{"serve", "--db", s.db, "--grace", "5s"}, &stdout, &stderr) }()
+	args := append([]string{"serve", "--db", s.db, "--grace", "5s"}, extra...)
+	go func() { done <- Main(ctx, args, &stdout, &stderr) }()
 
 	// Neither the user nor the image exists: both jobs complete as no-ops.
 	email := s.enqueue(emailKind, `{"user_id": 404}`)
@@ -101,12 +118,25 @@ func TestDemoOnce(t *testing.T) {
 func TestDemoLive(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "demo.db")
+	out := testDemoLive(t, db)
+	for _, want := range []string{"twice jobs --db " + db, "twice dlq ls", "demo_outbox", "effects so far"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// testDemoLive runs the live demo on db until its fourth signup, stops it
+// the way Ctrl-C does, and returns what it printed.
+func testDemoLive(t *testing.T, db string, extra ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stdout := &syncBuffer{wait: "signup user004", seen: make(chan struct{})}
 	done := make(chan int, 1)
+	args := append([]string{"demo", "--db", db, "--interval", "20ms", "--log-level", "error"}, extra...)
 	go func() {
-		done <- Main(ctx, []string{"demo", "--db", db, "--interval", "20ms", "--log-level", "error"}, stdout, io.Discard)
+		done <- Main(ctx, args, stdout, io.Discard)
 	}()
 	select {
 	case <-stdout.seen:
@@ -124,11 +154,7 @@ func TestDemoLive(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("demo did not stop after its context was cancelled")
 	}
-	for _, want := range []string{"twice jobs --db " + db, "twice dlq ls", "demo_outbox", "effects so far"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("demo output lacks %q:\n%s", want, stdout.String())
-		}
-	}
+	return stdout.String()
 }
 
 // syncBuffer is a buffer written by a running command and read by the

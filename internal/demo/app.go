@@ -10,10 +10,12 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// schema is the demo application's own tables. They carry no foreign keys
-// and no unique constraint on the effects (ledger rows, sent emails), on
-// purpose: a duplicate effect must be stored, so the checker can see it.
-const schema = `
+// sqliteSchema and postgresSchema are the demo application's own tables,
+// the same in both dialects but for ids and bytes. They carry no foreign
+// keys and no unique constraint on the effects (ledger rows, sent emails),
+// on purpose: a duplicate effect must be stored, so the checker can see it.
+// Times are microseconds since the epoch; confirmed is 0 or 1.
+const sqliteSchema = `
 CREATE TABLE IF NOT EXISTS demo_users (
     id                INTEGER PRIMARY KEY AUTOINCREMENT,
     name              TEXT    NOT NULL,
@@ -63,7 +65,64 @@ CREATE TABLE IF NOT EXISTS demo_balances (
 );
 `
 
-func createSchema(ctx context.Context, db *sql.DB) error {
+const postgresSchema = `
+CREATE TABLE IF NOT EXISTS demo_users (
+    id                bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name              text    NOT NULL,
+    email             text    NOT NULL,
+    confirmed         integer NOT NULL DEFAULT 0,
+    verify_token_hash text    NOT NULL DEFAULT '', -- sha256 of the live single-use token
+    created_at        bigint  NOT NULL
+);
+-- The email sink: what would have been sent, one row per send.
+CREATE TABLE IF NOT EXISTS demo_outbox (
+    id          bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    user_id     bigint  NOT NULL,
+    to_addr     text    NOT NULL,
+    subject     text    NOT NULL,
+    url         text    NOT NULL,
+    message_key text    NOT NULL,
+    job_id      bigint  NOT NULL,
+    attempt     integer NOT NULL,
+    sent_at     bigint  NOT NULL
+);
+CREATE TABLE IF NOT EXISTS demo_images (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name       text   NOT NULL,
+    source     bytea  NOT NULL,
+    object_key text   NOT NULL DEFAULT '', -- set by the watermark job
+    created_at bigint NOT NULL
+);
+-- Credits granted by the application; the job applies each one.
+CREATE TABLE IF NOT EXISTS demo_credits (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    user_id      bigint NOT NULL,
+    amount_cents bigint NOT NULL,
+    reason       text   NOT NULL,
+    created_at   bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS demo_ledger (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    credit_id    bigint NOT NULL,
+    user_id      bigint NOT NULL,
+    amount_cents bigint NOT NULL,
+    job_id       bigint NOT NULL,
+    applied_at   bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS demo_balances (
+    user_id bigint PRIMARY KEY,
+    cents   bigint NOT NULL
+);
+`
+
+// createSchema creates the demo's tables that do not exist yet. The
+// statements of each dialect run as one batch (pgx sends a statement
+// without arguments over the simple protocol, which takes several).
+func createSchema(ctx context.Context, db *sql.DB, postgres bool) error {
+	schema := sqliteSchema
+	if postgres {
+		schema = postgresSchema
+	}
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create demo tables: %w", err)
 	}
@@ -86,12 +145,9 @@ type Signup struct {
 func (a *App) Signup(ctx context.Context, c *twice.Client, name string, bonusCents int64) (*Signup, error) {
 	var s Signup
 	err := a.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO demo_users (name, email, created_at) VALUES (?, ?, ?)`,
-			name, name+"@example.com", time.Now().UnixMicro())
+		err := tx.QueryRowContext(ctx, `INSERT INTO demo_users (name, email, created_at) VALUES ($1, $2, $3) RETURNING id`,
+			name, name+"@example.com", time.Now().UnixMicro()).Scan(&s.UserID)
 		if err != nil {
-			return err
-		}
-		if s.UserID, err = res.LastInsertId(); err != nil {
 			return err
 		}
 		email, err := c.EnqueueTx(ctx, tx, VerificationEmail{UserID: s.UserID}, nil)
@@ -129,12 +185,9 @@ func (a *App) GrantCredit(ctx context.Context, c *twice.Client, userID, cents in
 }
 
 func grantCredit(ctx context.Context, c *twice.Client, tx *sql.Tx, userID, cents int64, reason string) (int64, *twicetype.JobRow, error) {
-	res, err := tx.ExecContext(ctx, `INSERT INTO demo_credits (user_id, amount_cents, reason, created_at) VALUES (?, ?, ?, ?)`,
-		userID, cents, reason, time.Now().UnixMicro())
-	if err != nil {
-		return 0, nil, err
-	}
-	id, err := res.LastInsertId()
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO demo_credits (user_id, amount_cents, reason, created_at) VALUES ($1, $2, $3, $4) RETURNING id`,
+		userID, cents, reason, time.Now().UnixMicro()).Scan(&id)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -153,12 +206,9 @@ func (a *App) UploadImage(ctx context.Context, c *twice.Client, name string) (in
 		job *twicetype.JobRow
 	)
 	err := a.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO demo_images (name, source, created_at) VALUES (?, ?, ?)`,
-			name, []byte("pixels of "+name), time.Now().UnixMicro())
+		err := tx.QueryRowContext(ctx, `INSERT INTO demo_images (name, source, created_at) VALUES ($1, $2, $3) RETURNING id`,
+			name, []byte("pixels of "+name), time.Now().UnixMicro()).Scan(&id)
 		if err != nil {
-			return err
-		}
-		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
 		r, err := c.EnqueueTx(ctx, tx, WatermarkImage{ImageID: id}, nil)
@@ -189,14 +239,14 @@ func (a *App) Redeliver(ctx context.Context, c *twice.Client, args twice.Args, o
 
 // DeleteUser deletes a user, as an account deletion would.
 func (a *App) DeleteUser(ctx context.Context, id int64) error {
-	_, err := a.db.ExecContext(ctx, `DELETE FROM demo_users WHERE id = ?`, id)
+	_, err := a.db.ExecContext(ctx, `DELETE FROM demo_users WHERE id = $1`, id)
 	return err
 }
 
 // ConfirmUser marks a user's address confirmed, as a click on an earlier
 // verification link would.
 func (a *App) ConfirmUser(ctx context.Context, id int64) error {
-	_, err := a.db.ExecContext(ctx, `UPDATE demo_users SET confirmed = 1, verify_token_hash = '' WHERE id = ?`, id)
+	_, err := a.db.ExecContext(ctx, `UPDATE demo_users SET confirmed = 1, verify_token_hash = '' WHERE id = $1`, id)
 	return err
 }
 

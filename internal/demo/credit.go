@@ -2,10 +2,12 @@ package demo
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/twicejobs/twice"
 )
@@ -28,30 +30,80 @@ func (c CreditBalance) IdempotencyKey() string { return strconv.FormatInt(c.Cred
 // credit writes the ledger row and the balance in the job's transaction
 // (the Transactional strategy): the marker claim, the effect and the job's
 // completion commit together, so a redelivery finds the claim and rolls
-// back to a no-op — exactly once. Everything goes through job.SQLTx(): a
-// second connection would wait for the write lock this transaction holds.
+// back to a no-op — exactly once. Everything goes through the job's
+// transaction (job.SQLTx() on SQLite, job.Tx().(pgx.Tx) on PostgreSQL): on
+// SQLite a second connection would wait for the write lock this
+// transaction holds, and on either it would escape the exactly-once
+// commit.
 func (a *App) credit(ctx context.Context, job *twice.Job[CreditBalance]) error {
-	tx := job.SQLTx()
+	tx := jobTxOf(job.Tx())
 	if tx == nil {
-		return twice.Permanent(errors.New("balance.credit.v1 must be registered Transactional: it needs the job's transaction"))
+		return twice.Permanent(fmt.Errorf("balance.credit.v1 must be registered Transactional: it needs the job's transaction (got %T)", job.Tx()))
 	}
 	args := job.Args
 	var exists bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM demo_users WHERE id = ?)`, args.UserID).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM demo_users WHERE id = $1)`, args.UserID).Scan(&exists); err != nil {
 		return fmt.Errorf("load user %d: %w", args.UserID, err)
 	}
 	if !exists {
 		return twice.NoOp("user deleted")
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO demo_ledger (credit_id, user_id, amount_cents, job_id, applied_at)
-		VALUES (?, ?, ?, ?, ?)`, args.CreditID, args.UserID, args.AmountCents, job.ID, time.Now().UnixMicro()); err != nil {
+	if err := tx.Exec(ctx, `INSERT INTO demo_ledger (credit_id, user_id, amount_cents, job_id, applied_at)
+		VALUES ($1, $2, $3, $4, $5)`, args.CreditID, args.UserID, args.AmountCents, job.ID, time.Now().UnixMicro()); err != nil {
 		return fmt.Errorf("write ledger row of credit %d: %w", args.CreditID, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO demo_balances (user_id, cents) VALUES (?, ?)
-		ON CONFLICT (user_id) DO UPDATE SET cents = cents + excluded.cents`, args.UserID, args.AmountCents); err != nil {
+	if err := tx.Exec(ctx, `INSERT INTO demo_balances (user_id, cents) VALUES ($1, $2)
+		ON CONFLICT (user_id) DO UPDATE SET cents = demo_balances.cents + excluded.cents`, args.UserID, args.AmountCents); err != nil {
 		return fmt.Errorf("add credit %d to balance: %w", args.CreditID, err)
 	}
 	twice.Logger(ctx).InfoContext(ctx, "credit applied", "credit_id", args.CreditID, "user_id", args.UserID,
 		"amount_cents", args.AmountCents)
 	return nil
+}
+
+// jobTx is a Transactional job's transaction, whichever driver began it.
+type jobTx interface {
+	Exec(ctx context.Context, query string, args ...any) error
+	QueryRow(ctx context.Context, query string, args ...any) rowScanner
+}
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+// jobTxOf adapts the driver's transaction (job.Tx()): a *sql.Tx for
+// SQLite, a pgx.Tx for PostgreSQL. It returns nil for anything else,
+// including no transaction at all.
+func jobTxOf(tx any) jobTx {
+	switch tx := tx.(type) {
+	case *sql.Tx:
+		if tx != nil {
+			return sqlJobTx{tx}
+		}
+	case pgx.Tx:
+		if tx != nil {
+			return pgxJobTx{tx}
+		}
+	}
+	return nil
+}
+
+type sqlJobTx struct{ tx *sql.Tx }
+
+func (t sqlJobTx) Exec(ctx context.Context, query string, args ...any) error {
+	_, err := t.tx.ExecContext(ctx, query, args...)
+	return err
+}
+
+func (t sqlJobTx) QueryRow(ctx context.Context, query string, args ...any) rowScanner {
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+type pgxJobTx struct{ tx pgx.Tx }
+
+func (t pgxJobTx) Exec(ctx context.Context, query string, args ...any) error {
+	_, err := t.tx.Exec(ctx, query, args...)
+	return err
+}
+
+func (t pgxJobTx) QueryRow(ctx context.Context, query string, args ...any) rowScanner {
+	return t.tx.QueryRow(ctx, query, args...)
 }

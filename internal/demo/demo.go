@@ -1,6 +1,6 @@
-// Package demo is the seed's signup flow, end to end, on one SQLite file:
-// a signup commits its user row and its verification-email job together
-// (the transactional outbox), and three kinds of job — an email sent
+// Package demo is the seed's signup flow, end to end, on one database — a
+// SQLite file or a PostgreSQL database: a signup commits its user row and
+// its verification-email job together (the transactional outbox), and three kinds of job — an email sent
 // claim-after, an image watermark written content-addressed and a balance
 // credit applied transactionally — run on the real twice runtime while
 // faults the seed worries about are injected: redelivery of a message, a
@@ -13,29 +13,40 @@ package demo
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 )
 
-// ObjectsDirName is the directory, next to the database, where the demo
-// writes watermarked images unless told otherwise.
+// ObjectsDirName is the directory, next to a SQLite database, where the
+// demo writes watermarked images unless told otherwise. For a PostgreSQL
+// database it is under the system's temporary directory, in a
+// subdirectory of its own per database URL (see DefaultObjectsDir).
 const ObjectsDirName = "twice-demo-objects"
 
-// App is the demo application: its tables live in the same SQLite database
-// as twice's jobs, so its writes and its enqueues share transactions.
+// App is the demo application: its tables live in the same database as
+// twice's jobs (a SQLite file, or a PostgreSQL database), so its writes and
+// its enqueues share transactions.
 type App struct {
-	db      *sql.DB
-	store   *twicesqlite.Store
-	objects string
-	faults  *Faults
+	db       *sql.DB
+	store    twicestore.Store
+	postgres bool
+	objects  string
+	faults   *Faults
 
 	// deliveries counts handler calls per kind.
 	deliveries map[string]*atomic.Int64
@@ -46,11 +57,76 @@ type App struct {
 	nonIdempotentWatermark bool
 }
 
-// Open opens (creating it if needed) the SQLite database at path, applies
-// twice's migrations and creates the demo's tables. Watermarked images go
-// to objectsDir, or to ObjectsDirName next to the database when it is
-// empty. Close releases the database.
-func Open(ctx context.Context, path, objectsDir string) (*App, error) {
+// IsPostgresURL reports whether db names a PostgreSQL database (a
+// postgres:// or postgresql:// URL) rather than a SQLite file.
+func IsPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// displayDB is db as it may be printed: a URL loses its password.
+func displayDB(db string) string {
+	if !IsPostgresURL(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}
+
+// DefaultObjectsDir is where the demo writes watermarked images for db
+// when not told otherwise: ObjectsDirName next to a SQLite file; for a
+// PostgreSQL URL, ObjectsDirName/<hash of the URL> under the system's
+// temporary directory, so two databases never share objects (image ids
+// would collide).
+func DefaultObjectsDir(db string) string {
+	if !IsPostgresURL(db) {
+		return filepath.Join(filepath.Dir(db), ObjectsDirName)
+	}
+	sum := sha256.Sum256([]byte(db))
+	return filepath.Join(os.TempDir(), ObjectsDirName, hex.EncodeToString(sum[:8]))
+}
+
+// Open opens the database db names — a SQLite file (created if needed) or
+// a postgres:// URL — applies twice's migrations and creates the demo's
+// tables that do not exist yet. Watermarked images go to objectsDir, or to
+// DefaultObjectsDir(db) when it is empty. Close releases the database.
+func Open(ctx context.Context, db, objectsDir string) (*App, error) {
+	var (
+		a   *App
+		err error
+	)
+	if IsPostgresURL(db) {
+		a, err = openPostgres(ctx, db)
+	} else {
+		a, err = openSQLite(ctx, db)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := createSchema(ctx, a.db, a.postgres); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if objectsDir == "" {
+		objectsDir = DefaultObjectsDir(db)
+	}
+	if err := os.MkdirAll(objectsDir, 0o755); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("create objects directory: %w", err)
+	}
+	a.objects = objectsDir
+	a.faults = newFaults()
+	a.deliveries = map[string]*atomic.Int64{}
+	for _, k := range Kinds() {
+		a.deliveries[k.Kind()] = new(atomic.Int64)
+	}
+	return a, nil
+}
+
+// openSQLite opens the App's database and store on a SQLite file.
+func openSQLite(ctx context.Context, path string) (*App, error) {
 	// Open validates the path (a directory that does not exist, a file that
 	// is not a database, a schema newer than this binary) with twice's own
 	// messages and migrates; the app then opens its own pool on the same
@@ -72,28 +148,32 @@ func Open(ctx context.Context, path, objectsDir string) (*App, error) {
 		db.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
-	if err := createSchema(ctx, db); err != nil {
-		db.Close()
+	return &App{db: db, store: store}, nil
+}
+
+// openPostgres opens the App's database and store on a PostgreSQL URL:
+// twicepg's pool for the store, which validates the URL, connects and
+// migrates, and a database/sql pool through pgx's stdlib adapter for the
+// application, whose transactions EnqueueTx accepts. Errors never repeat
+// the URL, which may hold a password.
+func openPostgres(ctx context.Context, connString string) (*App, error) {
+	store, err := twicepg.Open(ctx, connString)
+	if err != nil {
 		return nil, err
 	}
-	if objectsDir == "" {
-		objectsDir = filepath.Join(filepath.Dir(path), ObjectsDirName)
+	db, err := sql.Open("pgx", connString)
+	if err == nil {
+		err = db.PingContext(ctx)
+		if err != nil {
+			db.Close()
+		}
 	}
-	if err := os.MkdirAll(objectsDir, 0o755); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("create objects directory: %w", err)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("open demo database: %w", err)
 	}
-	a := &App{
-		db:         db,
-		store:      store,
-		objects:    objectsDir,
-		faults:     newFaults(),
-		deliveries: map[string]*atomic.Int64{},
-	}
-	for _, k := range Kinds() {
-		a.deliveries[k.Kind()] = new(atomic.Int64)
-	}
-	return a, nil
+	db.SetMaxIdleConns(16)
+	return &App{db: db, store: store, postgres: true}, nil
 }
 
 // Close closes the database.
@@ -101,7 +181,9 @@ func (a *App) Close() error {
 	return errors.Join(a.store.Close(), a.db.Close())
 }
 
-// DB returns the application's database, which also holds the jobs.
+// DB returns the application's database, which also holds the jobs. On
+// PostgreSQL its queries take $1, $2, … placeholders; the demo's own SQL
+// uses them on SQLite too.
 func (a *App) DB() *sql.DB { return a.db }
 
 // ObjectsDir returns where watermarked images are written.
@@ -109,7 +191,13 @@ func (a *App) ObjectsDir() string { return a.objects }
 
 // Store returns the store to build a client on. Faults injected with the
 // App's Faults (crashes between send and claim) act through it.
-func (a *App) Store() twicestore.Store { return &faultStore{Store: a.store, f: a.faults} }
+func (a *App) Store() twicestore.Store {
+	fs := &faultStore{Store: a.store, f: a.faults}
+	if l, ok := a.store.(twicestore.InsertListener); ok {
+		return &faultListener{faultStore: fs, l: l}
+	}
+	return fs
+}
 
 // Faults returns the App's fault injector.
 func (a *App) Faults() *Faults { return a.faults }

@@ -184,3 +184,18 @@ func (s *faultStore) JobFinish(ctx context.Context, p *twicestore.JobFinishParam
 	}
 	return res, nil
 }
+
+// faultListener is a faultStore on a store that also reports inserts
+// (PostgreSQL's NOTIFY), so wrapping it for faults does not hide the
+// wake-ups from the client.
+type faultListener struct {
+	*faultStore
+	l twicestore.InsertListener
+}
+
+var _ twicestore.InsertListener = (*faultListener)(nil)
+
+// ListenInserts is the wrapped store's.
+func (s *faultListener) ListenInserts(ctx context.Context, notify func(queue string)) error {
+	return s.l.ListenInserts(ctx, notify)
+}

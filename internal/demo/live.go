@@ -57,6 +57,11 @@ loop:
 }
 
 func printBanner(w io.Writer, db, objects string) {
+	shown := displayDB(db)
+	sink := fmt.Sprintf("sqlite3 %s 'SELECT id, to_addr, url, message_key FROM demo_outbox ORDER BY id DESC LIMIT 10'", shown)
+	if IsPostgresURL(db) {
+		sink = "SELECT id, to_addr, url, message_key FROM demo_outbox ORDER BY id DESC LIMIT 10;   (in psql)"
+	}
 	fmt.Fprintf(w, `twice demo: signing users up on %[1]s and working their jobs, with faults injected.
 Watermarked images go to %[2]s.
 
@@ -64,11 +69,11 @@ Look at it from another terminal:
   twice jobs --db %[1]s                  recent jobs, their state and last error
   twice jobs show ID --db %[1]s          a job's envelope, args and error history
   twice dlq ls --db %[1]s                dead letters (bounced emails); retry them with twice dlq retry ID
-  sqlite3 %[1]s 'SELECT id, to_addr, url, message_key FROM demo_outbox ORDER BY id DESC LIMIT 10'
+  %[3]s
                                          the email sink: what would have been sent
 Ctrl-C stops it.
 
-`, db, objects)
+`, shown, objects, sink)
 }
 
 // traffic produces the continuous demo's traffic.
@@ -229,7 +234,7 @@ func (a *App) printSummary(ctx context.Context, w io.Writer, db string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\neffects so far in %s: %d emails in demo_outbox, %d ledger rows, %d images watermarked\n", db, emails, ledger, images)
+	fmt.Fprintf(w, "\neffects so far in %s: %d emails in demo_outbox, %d ledger rows, %d images watermarked\n", displayDB(db), emails, ledger, images)
 	fmt.Fprintln(w, "`twice demo --once` runs the scripted scenario and checks that every effect converged.")
 	return nil
 }

@@ -99,7 +99,7 @@ func RunOnce(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer a.Close()
-	fmt.Fprintf(opts.Out, "twice demo: scripted signup flow on %s (objects in %s)\n", opts.DB, a.objects)
+	fmt.Fprintf(opts.Out, "twice demo: scripted signup flow on %s (objects in %s)\n", displayDB(opts.DB), a.objects)
 
 	p := &plan{}
 	if err := a.phaseOne(ctx, client, p); err != nil {

@@ -15,10 +15,11 @@ import (
 
 // Options configure Run and RunOnce.
 type Options struct {
-	// DB is the SQLite file holding the jobs and the demo's tables.
+	// DB holds the jobs and the demo's tables: a SQLite file, or a
+	// postgres:// URL whose database (and search_path schema) exists.
 	DB string
 	// ObjectsDir is where watermarked images are written. Defaults to
-	// ObjectsDirName next to DB.
+	// DefaultObjectsDir(DB).
 	ObjectsDir string
 	// Out receives the demo's narration and report. Defaults to io.Discard.
 	Out io.Writer
