@@ -528,7 +528,7 @@ func TestExecutorFromTx(t *testing.T) {
 
 func TestMigrationsEmbedded(t *testing.T) {
 	t.Parallel()
-	if len(migrations) == 0 || migrations[0].version != 1 || !strings.Contains(migrations[0].sql, "twice_jobs") {
-		t.Fatalf("embedded migrations = %+v", migrations)
+	if len(embedded) == 0 || embedded[0].Version != 1 || !strings.Contains(embedded[0].SQL, "twice_jobs") {
+		t.Fatalf("embedded migrations = %+v", embedded)
 	}
 }

@@ -5,59 +5,19 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/migrations"
 	"github.com/twicejobs/twice/twicestore"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded migration file, migrations/NNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+// migrations lists the embedded migrations in version order.
+var embedded = migrations.MustLoad("twicesqlite", migrationFS, "migrations")
 
-// migrations lists the embedded migrations in version order. It panics when
-// a file is misnamed or a version is missing, which only a broken build can
-// cause and the package's tests catch.
-var migrations = loadMigrations()
-
-func loadMigrations() []migration {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	var ms []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil || !strings.HasSuffix(name, ".sql") {
-			panic(fmt.Sprintf("twicesqlite: migration %q is not named NNN_name.sql", name))
-		}
-		body, err := migrationFS.ReadFile("migrations/" + name)
-		if err != nil {
-			panic(err)
-		}
-		ms = append(ms, migration{version: version, name: strings.TrimSuffix(name, ".sql"), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			panic(fmt.Sprintf("twicesqlite: migration %q should have version %d", m.name, i+1))
-		}
-	}
-	return ms
-}
-
-func latestVersion() int { return len(migrations) }
+func latestVersion() int { return len(embedded) }
 
 const createMigrationsTable = `
 CREATE TABLE IF NOT EXISTS twice_migrations (
@@ -110,14 +70,14 @@ func migrateLocked(ctx context.Context, conn *sql.Conn) error {
 	if _, err := conn.ExecContext(ctx, createMigrationsTable); err != nil {
 		return fmt.Errorf("migrate: create twice_migrations: %w", err)
 	}
-	for _, m := range migrations[applied:] {
-		if _, err := conn.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+	for _, m := range embedded[applied:] {
+		if _, err := conn.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
 		}
 		if _, err := conn.ExecContext(ctx,
 			`INSERT INTO twice_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("migrate: record %s: %w", m.name, err)
+			m.Version, m.Name, time.Now().UnixMicro()); err != nil {
+			return fmt.Errorf("migrate: record %s: %w", m.Name, err)
 		}
 	}
 	return nil

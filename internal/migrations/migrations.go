@@ -1,0 +1,60 @@
+// Package migrations reads a driver's embedded schema migrations: files
+// named NNN_name.sql, numbered from 001 without gaps. Each driver owns its
+// SQL and how it applies it; this package only loads and checks the files.
+package migrations
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migration is one migration file.
+type Migration struct {
+	Version int    // NNN
+	Name    string // the file name without .sql
+	SQL     string
+}
+
+// Load reads the migrations in dir of fsys, in version order. It fails on a
+// misnamed file or a missing version.
+func Load(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var ms []Migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil || !strings.HasSuffix(name, ".sql") {
+			return nil, fmt.Errorf("migration %q is not named NNN_name.sql", name)
+		}
+		body, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, Migration{Version: version, Name: strings.TrimSuffix(name, ".sql"), SQL: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
+	for i, m := range ms {
+		if m.Version != i+1 {
+			return nil, fmt.Errorf("migration %q should have version %d", m.Name, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// MustLoad is Load for embedded files, which only a broken build can get
+// wrong: it panics, naming the driver.
+func MustLoad(driver string, fsys fs.FS, dir string) []Migration {
+	ms, err := Load(fsys, dir)
+	if err != nil {
+		panic(driver + ": " + err.Error())
+	}
+	return ms
+}
