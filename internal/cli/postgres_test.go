@@ -1,51 +1,21 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twicejobs/twice/internal/pgtest"
 )
 
 // newPostgresSetup is a setup whose --db is a schema of its own on the
 // TWICE_TEST_POSTGRES server.
 func newPostgresSetup(t *testing.T) *setup {
 	t.Helper()
-	base := os.Getenv("TWICE_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("TWICE_TEST_POSTGRES is not set; .ci/run sets it to the local server")
-	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, base)
-	if err != nil {
-		t.Fatalf("TWICE_TEST_POSTGRES: %v", err)
-	}
-	defer pool.Close()
-	schema := fmt.Sprintf("twice_cli_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatalf("PostgreSQL at TWICE_TEST_POSTGRES: %v", err)
-	}
-	t.Cleanup(func() {
-		p, err := pgxpool.New(context.Background(), base)
-		if err == nil {
-			_, _ = p.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-			p.Close()
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	s := &setup{t: t, db: u.String()}
+	u, _ := pgtest.Schema(t, "twice_cli")
+	s := &setup{t: t, db: u}
 	s.ok("migrate")
 	return s
 }

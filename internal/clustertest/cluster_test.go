@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/pgtest"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -53,35 +53,17 @@ type process struct {
 // migrates it and adds the tables the effects and the audit go to.
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	base := os.Getenv("TWICE_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("TWICE_TEST_POSTGRES is not set; .ci/run sets it to the local server")
-	}
 	ctx := context.Background()
-	schema := fmt.Sprintf("twice_cluster_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)
-	root, err := pgxpool.New(ctx, base)
-	if err != nil {
-		t.Fatalf("TWICE_TEST_POSTGRES: %v", err)
-	}
-	defer root.Close()
-	if _, err := root.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatalf("PostgreSQL at TWICE_TEST_POSTGRES is unreachable or refuses: %v", err)
-	}
-	t.Cleanup(func() {
-		drop, err := pgxpool.New(context.Background(), base)
-		if err == nil {
-			_, _ = drop.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-			drop.Close()
-		}
-	})
+	base, schema := pgtest.Schema(t, "twice_cluster")
+	var err error
 	c := &cluster{t: t, app: "twicecw_" + schema}
-	c.url = withParams(t, base, map[string]string{"search_path": schema, "application_name": c.app})
-	c.admin, err = pgxpool.New(ctx, withParams(t, base, map[string]string{"search_path": schema}))
+	c.url = pgtest.WithParams(t, base, map[string]string{"application_name": c.app})
+	c.admin, err = pgxpool.New(ctx, base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.admin.Close)
-	c.store, err = twicepg.Open(ctx, withParams(t, base, map[string]string{"search_path": schema}))
+	c.store, err = twicepg.Open(ctx, base)
 	if err != nil {
 		t.Fatalf("open twicepg: %v", err)
 	}
@@ -98,19 +80,6 @@ func newCluster(t testing.TB) *cluster {
 			EXECUTE FUNCTION record_completion()`)
 	t.Cleanup(c.stopAll)
 	return c
-}
-
-func withParams(t testing.TB, raw string, params map[string]string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatalf("TWICE_TEST_POSTGRES %q: %v", raw, err)
-	}
-	q := u.Query()
-	for k, v := range params {
-		q.Set(k, v)
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 func (c *cluster) exec(stmts ...string) {

@@ -2,50 +2,17 @@ package demo
 
 import (
 	"context"
-	"fmt"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twicejobs/twice/internal/pgtest"
 )
 
-// postgresURL returns a URL of a schema of the test's own on the
-// TWICE_TEST_POSTGRES server, dropped at cleanup, or skips the test when
-// the variable is not set.
+// postgresURL returns a URL of a schema of the test's own (see pgtest).
 func postgresURL(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("TWICE_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("TWICE_TEST_POSTGRES is not set; .ci/run sets it to the local server")
-	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, base)
-	if err != nil {
-		t.Fatalf("TWICE_TEST_POSTGRES: %v", err)
-	}
-	defer pool.Close()
-	schema := fmt.Sprintf("twice_demo_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatalf("PostgreSQL at TWICE_TEST_POSTGRES: %v", err)
-	}
-	t.Cleanup(func() {
-		p, err := pgxpool.New(context.Background(), base)
-		if err == nil {
-			_, _ = p.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-			p.Close()
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	u, _ := pgtest.Schema(t, "twice_demo")
+	return u
 }
 
 func TestRunOnceConvergesOnPostgres(t *testing.T) {

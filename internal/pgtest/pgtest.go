@@ -1,0 +1,68 @@
+// Package pgtest gives a test a PostgreSQL schema of its own on the server
+// that TWICE_TEST_POSTGRES names, so tests on one server run in parallel
+// without seeing each other's jobs. It is imported by tests only.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// EnvURL is the environment variable naming the test server, for example
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
+const EnvURL = "TWICE_TEST_POSTGRES"
+
+// Schema creates a schema named prefix plus a random suffix, drops it when
+// the test ends, and returns the server's URL with search_path set to it.
+// It skips the test when EnvURL is unset, and fails it when the variable is
+// set but the server cannot be reached: CI sets it, and must never pass by
+// skipping.
+func Schema(t testing.TB, prefix string) (connURL, schema string) {
+	t.Helper()
+	base := os.Getenv(EnvURL)
+	if base == "" {
+		t.Skip(EnvURL + " is not set; .ci/run sets it to the local server")
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	schema = prefix + "_" + hex.EncodeToString(suffix)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, base)
+	if err != nil {
+		t.Fatalf("%s: %v", EnvURL, err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatalf("PostgreSQL at %s is unreachable or refuses: %v", EnvURL, err)
+	}
+	t.Cleanup(func() {
+		p, err := pgxpool.New(context.Background(), base)
+		if err != nil {
+			return
+		}
+		defer p.Close()
+		_, _ = p.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+	})
+	return WithParams(t, base, map[string]string{"search_path": schema}), schema
+}
+
+// WithParams returns raw with the query parameters set.
+func WithParams(t testing.TB, raw string, params map[string]string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("PostgreSQL URL %q: %v", raw, err)
+	}
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
