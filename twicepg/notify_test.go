@@ -15,18 +15,19 @@ func TestNotifierDue(t *testing.T) {
 	t.Parallel()
 	base := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
 	n := newNotifier("public")
+	const iv = notifyInterval
 	for _, step := range []struct {
 		at     time.Duration
 		queues []string
 		want   []string
 	}{
-		{0, []string{"a", "b", "a"}, []string{"a", "b"}},                       // once per distinct queue
-		{5 * time.Millisecond, []string{"a"}, []string{}},                      // too soon
-		{10 * time.Millisecond, []string{"a", "c"}, []string{"c"}},             // a new queue is due at once
-		{notifyInterval, []string{"a", "b"}, []string{"a", "b"}},               // the interval has passed
-		{notifyInterval + time.Millisecond, []string{"c"}, []string{}},         // c was notified at 10ms
-		{notifyInterval - time.Hour, []string{"a"}, []string{"a"}},             // the clock went back
-		{2*notifyInterval + 10*time.Millisecond, []string{"c"}, []string{"c"}}, // c's interval has passed
+		{0, []string{"a", "b", "a"}, []string{"a", "b"}}, // once per distinct queue
+		{iv / 4, []string{"a"}, []string{}},              // too soon
+		{iv / 2, []string{"a", "c"}, []string{"c"}},      // a new queue is due at once
+		{iv, []string{"a", "b"}, []string{"a", "b"}},     // the interval has passed
+		{iv + iv/4, []string{"c"}, []string{}},           // c was notified at iv/2
+		{iv - time.Hour, []string{"a"}, []string{"a"}},   // the clock went back
+		{2*iv + iv/2, []string{"c"}, []string{"c"}},      // c's interval has passed
 	} {
 		got := n.due(step.queues, base.Add(step.at))
 		if got == nil || !slices.Equal(got, step.want) {
