@@ -87,6 +87,15 @@ type Executor interface {
 	// MarkerPrune deletes up to Limit markers processed before Before.
 	MarkerPrune(ctx context.Context, p *MarkerPruneParams) (*MarkerPruneResult, error)
 
+	// ToggleSet stores a kill switch, replacing the one for the same kind
+	// (compared case-insensitively; stored lower-cased).
+	ToggleSet(ctx context.Context, p *ToggleSetParams) error
+	// ToggleDelete removes the stored kill switch of a kind, if any, so the
+	// kind falls back to its other sources and its registration default.
+	ToggleDelete(ctx context.Context, p *ToggleDeleteParams) error
+	// ToggleList lists the stored kill switches, by kind.
+	ToggleList(ctx context.Context, p *ToggleListParams) (*ToggleListResult, error)
+
 	// NodeHeartbeat records that a worker node is alive and what it handles.
 	NodeHeartbeat(ctx context.Context, p *NodeHeartbeatParams) error
 	// NodeList lists nodes whose heartbeat is at or after AliveSince.
@@ -351,6 +360,24 @@ type MarkerPruneParams struct {
 // MarkerPruneResult counts the markers deleted.
 type MarkerPruneResult struct {
 	Deleted int
+}
+
+// ToggleSetParams carry the kill switch to store.
+type ToggleSetParams struct {
+	Toggle twicetype.Toggle
+}
+
+// ToggleDeleteParams name the kind whose kill switch is removed.
+type ToggleDeleteParams struct {
+	Kind string
+}
+
+// ToggleListParams are empty; they keep the method's shape.
+type ToggleListParams struct{}
+
+// ToggleListResult holds the stored kill switches, ordered by kind.
+type ToggleListResult struct {
+	Toggles []twicetype.Toggle
 }
 
 // NodeHeartbeatParams describe a live node.

@@ -99,3 +99,13 @@ type OrphanKind struct {
 	Count  int
 	Oldest time.Time
 }
+
+// Toggle is a kill switch set in the store (from the CLI or the dashboard):
+// it turns one job kind on or off on every node.
+type Toggle struct {
+	Kind    string // lower-cased: toggle keys are case-insensitive
+	Enabled bool
+	Reason  string // why, as the operator typed it
+	By      string // who (user@host for the CLI)
+	At      time.Time
+}

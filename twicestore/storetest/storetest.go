@@ -33,7 +33,9 @@
 //   - a JobFinish outcome in a state other than completed, available or dead
 //     is an error;
 //   - a kind is handled by a node when it is among the node's Kinds,
-//     whatever the node's Queues.
+//     whatever the node's Queues;
+//   - a zero At on ToggleSet is the time of the set, and ToggleList orders
+//     by the kind's bytes, whatever the database's collation.
 package storetest
 
 import (
@@ -67,6 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Tx", txTests},
 		{"Marker", markerTests},
 		{"Admin", adminTests},
+		{"Toggle", toggleTests},
 		{"Node", nodeTests},
 		{"Schema", schemaTests},
 	}
