@@ -3,6 +3,8 @@ module github.com/twicejobs/twice
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	modernc.org/sqlite v1.62.0
 )
