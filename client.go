@@ -43,6 +43,8 @@ type Client struct {
 	// running here twice, under two epochs.
 	runningMu sync.Mutex
 	running   map[twicestore.JobLease]*runningJob
+
+	switches *killSwitches
 }
 
 type runningJob struct {
@@ -104,6 +106,10 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("twice: start: database schema is at version %d, newer than this binary's %d: upgrade twice: %w",
 			applied, latest, twicestore.ErrSchemaTooNew)
 	}
+	if err := c.loadKillSwitches(ctx); err != nil {
+		return fmt.Errorf("twice: start: %w", err)
+	}
+	c.warnUnknownToggleKeys(ctx, "startup", c.switchKeys())
 	c.started = true
 
 	bg, cancel := context.WithCancel(context.Background())
@@ -121,7 +127,7 @@ func (c *Client) Start(ctx context.Context) error {
 		Queues:       queues,
 		RoundRobin:   c.cfg.QueueOrder == RoundRobin,
 		MaxWorkers:   c.cfg.MaxWorkers,
-		Kinds:        c.registry.Kinds(),
+		Kinds:        c.enabledKinds,
 		Node:         c.cfg.NodeID,
 		Lease:        c.cfg.LeaseDuration,
 		PollInterval: c.cfg.PollInterval,
@@ -136,6 +142,10 @@ func (c *Client) Start(ctx context.Context) error {
 	c.goLoop(func() { c.rescueLoop(bg) })
 	c.goLoop(func() { c.pruneLoop(bg) })
 	c.goLoop(func() { c.nodeLoop(bg) })
+	c.goLoop(func() { c.storeSwitchLoop(bg) })
+	if c.cfg.TogglesFile != "" {
+		c.goLoop(func() { c.fileSwitchLoop(bg) })
+	}
 	if l, ok := c.store.(twicestore.InsertListener); ok && len(c.registry.Kinds()) > 0 {
 		c.goLoop(func() { c.listenInserts(bg, l) })
 	}

@@ -110,6 +110,12 @@ type Config struct {
 	// DiscardedRetention is how long discarded jobs are kept. KeepForever
 	// keeps them. Defaults to DiscardedRetentionDefault.
 	DiscardedRetention time.Duration
+	// TogglesFile is a TOML file of kill switches, reloaded whenever it
+	// changes. Defaults to none.
+	TogglesFile string
+	// TogglePollInterval is how often the store's kill switches are read.
+	// Defaults to TogglePollIntervalDefault.
+	TogglePollInterval time.Duration
 	// PollInterval is the fallback fetch interval when no wake-up arrives.
 	// Defaults to PollIntervalDefault.
 	PollInterval time.Duration
@@ -183,6 +189,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = PollIntervalDefault
+	}
+	if c.TogglePollInterval == 0 {
+		c.TogglePollInterval = TogglePollIntervalDefault
 	}
 	if c.RescueInterval == 0 {
 		c.RescueInterval = RescueIntervalDefault

@@ -44,6 +44,18 @@ func (c *Client) work(row *twicetype.JobRow) {
 		return
 	}
 
+	// The kill switch, checked before every attempt. Fetching already leaves
+	// out kinds switched off; this catches a flip between fetch and run.
+	if !c.kindEnabled(row.Kind) {
+		logger.Warn("job held: its kind was switched off; it goes back to the queue with its attempt unspent",
+			logattr.Component, "executor")
+		c.finish(row, logger, &twicestore.JobOutcome{
+			ID: row.ID, Epoch: row.Epoch, State: twicetype.JobStateAvailable, RunAt: time.Now(), RefundAttempt: true,
+			Note: "held: kill switch off",
+		}, nil)
+		return
+	}
+
 	ctx, cancel := context.WithCancelCause(c.workCtx)
 	defer cancel(nil)
 	if entry.opts.Timeout > 0 {

@@ -46,6 +46,11 @@ type KindOpts struct {
 	// Timeout bounds one attempt. Defaults to no limit beyond the lease,
 	// which the heartbeat extends.
 	Timeout time.Duration
+	// FailClosed registers the kind off unless a kill switch source
+	// explicitly turns it on: for jobs that move money or cannot be undone,
+	// a missing or misspelled toggle key then leaves them off. Defaults to
+	// false: a kind runs unless a source turns it off.
+	FailClosed bool
 }
 
 // kindEntry is a registered kind: its options and a type-erased runner that
@@ -163,6 +168,12 @@ func (r *Registry) lookup(kind string) *kindEntry {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.kinds[kind]
+}
+
+// FailClosed reports whether kind is registered fail-closed.
+func (r *Registry) FailClosed(kind string) bool {
+	e := r.lookup(kind)
+	return e != nil && e.opts.FailClosed
 }
 
 // ValidateArgs checks raw JSON args against the registered type of kind:

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
@@ -30,6 +31,7 @@ import (
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 // ObjectsDirName is the directory, next to a SQLite database, where the
@@ -106,6 +108,10 @@ func Open(ctx context.Context, db, objectsDir string) (*App, error) {
 		return nil, err
 	}
 	if err := createSchema(ctx, a.db, a.postgres); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := switchCreditsOn(ctx, a.store); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -221,6 +227,26 @@ func Kinds() []twice.Args {
 	return []twice.Args{VerificationEmail{}, WatermarkImage{}, CreditBalance{}}
 }
 
+// switchCreditsOn turns the fail-closed credit kind on in the store, the
+// way an operator would, unless a toggle for it is already there (an
+// operator's "off" is respected).
+func switchCreditsOn(ctx context.Context, store twicestore.Store) error {
+	kind := CreditBalance{}.Kind()
+	res, err := store.ToggleList(ctx, &twicestore.ToggleListParams{})
+	if err != nil {
+		return fmt.Errorf("read kill switches: %w", err)
+	}
+	for _, t := range res.Toggles {
+		if t.Kind == kind {
+			return nil
+		}
+	}
+	return store.ToggleSet(ctx, &twicestore.ToggleSetParams{Toggle: twicetype.Toggle{
+		Kind: kind, Enabled: true, By: "twice demo", At: time.Now(),
+		Reason: "the demo's credits are fail-closed; the demo switches them on deliberately",
+	}})
+}
+
 // NewRegistry returns a registry of the demo's kinds, each with the
 // strategy its effect needs and a's handler. With a nil App the registry
 // only validates enqueues (the CLI's use): its handlers dead-letter any job
@@ -233,7 +259,7 @@ func NewRegistry(a *App) (*twice.Registry, error) {
 		twice.Register(reg, handler(a, (*App).watermark),
 			&twice.KindOpts{Strategy: twice.None, Queue: twice.QueueBulk}),
 		twice.Register(reg, handler(a, (*App).credit),
-			&twice.KindOpts{Strategy: twice.Transactional}),
+			&twice.KindOpts{Strategy: twice.Transactional, FailClosed: true}),
 	)
 	if err != nil {
 		return nil, err

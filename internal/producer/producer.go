@@ -28,11 +28,13 @@ type Queue struct {
 
 // Config configures a Producer.
 type Config struct {
-	Exec         twicestore.Executor
-	Queues       []Queue // in priority order
-	RoundRobin   bool    // rotate the first queue each round instead of strict order
-	MaxWorkers   int     // across all queues
-	Kinds        []string
+	Exec       twicestore.Executor
+	Queues     []Queue // in priority order
+	RoundRobin bool    // rotate the first queue each round instead of strict order
+	MaxWorkers int     // across all queues
+	// Kinds returns the kinds to fetch, asked on every round: a kind whose
+	// kill switch is off is left out, so its jobs stay queued, untouched.
+	Kinds        func() []string
 	Node         string
 	Lease        time.Duration
 	PollInterval time.Duration
@@ -122,7 +124,8 @@ func (p *Producer) Running() int {
 // some fetch came back with as many jobs as it asked for, so more are
 // probably waiting.
 func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
-	if len(p.cfg.Kinds) == 0 {
+	kinds := p.cfg.Kinds()
+	if len(kinds) == 0 {
 		return false, nil
 	}
 	n := len(p.cfg.Queues)
@@ -150,7 +153,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
 		res, ferr := p.cfg.Exec.JobFetch(fctx, &twicestore.JobFetchParams{
 			Queue:      q.Name,
-			Kinds:      p.cfg.Kinds,
+			Kinds:      kinds,
 			Limit:      limit,
 			Node:       p.cfg.Node,
 			Now:        now,
