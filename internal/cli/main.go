@@ -1,7 +1,7 @@
 // Package cli is the twice command line: it parses the arguments of the
 // twice binary and runs its commands (demo, serve, migrate, enqueue, jobs,
-// dlq, orphans) against a SQLite database, reporting failures as one line
-// and an exit code.
+// dlq, orphans, toggles) against a SQLite database, reporting failures as
+// one line and an exit code.
 package cli
 
 import (
@@ -97,6 +97,7 @@ else ` + DBDefault + `.`,
 		c.jobsCommand(),
 		c.dlqCommand(),
 		c.orphansCommand(),
+		c.togglesCommand(),
 	)
 	return root
 }
