@@ -10,9 +10,9 @@
 //
 // # Schema
 //
-// twice's tables (twice_jobs, twice_markers, twice_nodes, twice_migrations)
-// live in the connection's current schema: the first schema of its
-// search_path that exists, usually public. To keep twice in a schema of its
+// twice's tables (twice_jobs, twice_markers, twice_nodes, twice_toggles,
+// twice_schedules, twice_migrations) live in the connection's current
+// schema: the first schema of its search_path that exists, usually public. To keep twice in a schema of its
 // own, or to give each test one, set search_path in the connection string:
 //
 //	postgres://app@db/app?search_path=twice
@@ -212,8 +212,9 @@ func (t *pgTx) Unwrap() any                        { return t.tx }
 func (t *pgTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t *pgTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 
-// executor runs twice's queries on q: the pool, or a transaction. Every
-// operation is one statement, so none needs a transaction of its own.
+// executor runs twice's queries on q: the pool, or a transaction. Almost
+// every operation is one statement, atomic on its own; ScheduleTick, which
+// writes several, runs them in one transaction (see inTx).
 type executor struct {
 	q      querier
 	notify *notifier // shared by the Store and every executor it hands out

@@ -96,6 +96,15 @@ type Executor interface {
 	// ToggleList lists the stored kill switches, by kind.
 	ToggleList(ctx context.Context, p *ToggleListParams) (*ToggleListResult, error)
 
+	// ScheduleTick records tick TickAt of a recurring schedule, and
+	// enqueues its job (when Job is set) in the same transaction, only if
+	// no scheduler recorded this tick or a later one before: however many
+	// nodes run the scheduler, one tick becomes at most one job. Fired
+	// reports whether this call won the tick.
+	ScheduleTick(ctx context.Context, p *ScheduleTickParams) (*ScheduleTickResult, error)
+	// ScheduleList lists the recorded schedules by name.
+	ScheduleList(ctx context.Context, p *ScheduleListParams) (*ScheduleListResult, error)
+
 	// NodeHeartbeat records that a worker node is alive and what it handles.
 	NodeHeartbeat(ctx context.Context, p *NodeHeartbeatParams) error
 	// NodeList lists nodes whose heartbeat is at or after AliveSince.
@@ -378,6 +387,33 @@ type ToggleListParams struct{}
 // ToggleListResult holds the stored kill switches, ordered by kind.
 type ToggleListResult struct {
 	Toggles []twicetype.Toggle
+}
+
+// ScheduleTickParams describe one tick.
+type ScheduleTickParams struct {
+	Name    string
+	Kind    string
+	Spec    string
+	TickAt  time.Time
+	NextAt  time.Time
+	Outcome string           // twicetype.ScheduleEnqueued or ScheduleSkipped
+	Job     *JobInsertParams // the job to enqueue; nil for a skipped tick
+	Now     time.Time        // UpdatedAt; zero means the current time
+}
+
+// ScheduleTickResult tells whether this call recorded the tick.
+type ScheduleTickResult struct {
+	Fired bool
+	// Job is the enqueued job when Fired and Job was given.
+	Job *twicetype.JobRow
+}
+
+// ScheduleListParams are empty; they keep the method's shape.
+type ScheduleListParams struct{}
+
+// ScheduleListResult holds the schedules, ordered by name.
+type ScheduleListResult struct {
+	Schedules []twicetype.Schedule
 }
 
 // NodeHeartbeatParams describe a live node.

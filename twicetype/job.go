@@ -109,3 +109,24 @@ type Toggle struct {
 	By      string // who (user@host for the CLI)
 	At      time.Time
 }
+
+// Schedule is a recurring job's state as the store keeps it: its last tick
+// and what became of it, shared by every node's scheduler.
+type Schedule struct {
+	Name        string
+	Kind        string
+	Spec        string
+	LastTickAt  time.Time // the tick time (from the spec), not when it ran
+	LastOutcome string    // ScheduleEnqueued or ScheduleSkipped
+	LastJobID   int64     // the job the last tick enqueued; 0 when skipped
+	NextAt      time.Time // the tick after LastTickAt
+	UpdatedAt   time.Time
+}
+
+// What became of a schedule's tick.
+const (
+	// ScheduleEnqueued: the tick enqueued its job.
+	ScheduleEnqueued = "enqueued"
+	// ScheduleSkipped: the kind's kill switch was off; nothing was enqueued.
+	ScheduleSkipped = "skipped"
+)

@@ -35,7 +35,12 @@
 //   - a kind is handled by a node when it is among the node's Kinds,
 //     whatever the node's Queues;
 //   - a zero At on ToggleSet is the time of the set, and ToggleList orders
-//     by the kind's bytes, whatever the database's collation.
+//     by the kind's bytes, whatever the database's collation;
+//   - ScheduleTick refuses a tick with no Name, a zero TickAt, an Outcome
+//     other than ScheduleEnqueued or ScheduleSkipped, or a skipped tick
+//     with a Job; a fired tick whose job's unique key an unfinished job holds
+//     inserts nothing and returns (and records as LastJobID) that job; a zero
+//     NextAt is stored as unset; ScheduleList orders by the name's bytes.
 package storetest
 
 import (
@@ -70,6 +75,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Marker", markerTests},
 		{"Admin", adminTests},
 		{"Toggle", toggleTests},
+		{"Schedule", scheduleTests},
 		{"Node", nodeTests},
 		{"Schema", schemaTests},
 	}

@@ -1,0 +1,172 @@
+package twicepg
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// tickSQL records a tick unless the schedule's stored tick is the same or
+// later: the WHERE of DO UPDATE leaves the row alone, and affects no row,
+// when another scheduler got there first.
+//
+// Concurrent ticks serialise on the row: an upsert that meets a row another
+// transaction inserted or updated waits for that transaction, then
+// re-evaluates the WHERE against the committed row (READ COMMITTED), so of
+// several schedulers recording one tick exactly one affects the row; if the
+// winner rolls back, a waiting one takes the tick instead. The job id is
+// filled in after the job is inserted, under the row lock the upsert holds.
+const tickSQL = `INSERT INTO twice_schedules AS s
+	(name, kind, spec, last_tick_at, last_outcome, last_job_id, next_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, 0, $6, $7)
+ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, spec = excluded.spec,
+	last_tick_at = excluded.last_tick_at, last_outcome = excluded.last_outcome,
+	last_job_id = 0, next_at = excluded.next_at, updated_at = excluded.updated_at
+WHERE s.last_tick_at < excluded.last_tick_at`
+
+// ScheduleTick records the tick and inserts its job in one transaction: the
+// executor's own when it runs in one, otherwise one begun for the tick.
+//
+// The job goes through JobInsertMany's insert: when an unfinished job of
+// its kind holds its unique key, nothing is inserted, and that job is
+// returned and recorded as the tick's. The insert notifies the job's queue
+// as JobInsertMany does, on commit.
+func (e *executor) ScheduleTick(ctx context.Context, p *twicestore.ScheduleTickParams) (*twicestore.ScheduleTickResult, error) {
+	if err := checkTick(p); err != nil {
+		return nil, err
+	}
+	res := &twicestore.ScheduleTickResult{}
+	err := e.inTx(ctx, func(tx *executor) error {
+		var next sql.NullTime
+		if !p.NextAt.IsZero() {
+			next = sql.NullTime{Time: p.NextAt, Valid: true}
+		}
+		n, err := tx.q.exec(ctx, tickSQL, p.Name, p.Kind, p.Spec, p.TickAt, p.Outcome, next, nowOr(p.Now))
+		if err != nil {
+			return err
+		}
+		if n == 0 || p.Job == nil {
+			res.Fired = n > 0
+			return nil
+		}
+		ins, err := tx.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{p.Job}})
+		if err != nil {
+			return err
+		}
+		job := ins.Jobs[0].Job
+		if _, err := tx.q.exec(ctx, `UPDATE twice_schedules SET last_job_id = $2 WHERE name = $1`,
+			p.Name, job.ID); err != nil {
+			return err
+		}
+		res.Fired, res.Job = true, job
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tick schedule %q: %w", p.Name, err)
+	}
+	return res, nil
+}
+
+// checkTick refuses the ticks the store cannot record faithfully.
+func checkTick(p *twicestore.ScheduleTickParams) error {
+	var err error
+	switch {
+	case p.Name == "":
+		err = errors.New("the schedule has no name")
+	case p.TickAt.IsZero():
+		err = errors.New("TickAt is zero: give the tick's time from the spec")
+	case p.Outcome == twicetype.ScheduleSkipped && p.Job != nil:
+		err = errors.New("a skipped tick has a job: leave Job nil, or record the tick as enqueued")
+	case p.Outcome != twicetype.ScheduleEnqueued && p.Outcome != twicetype.ScheduleSkipped:
+		err = fmt.Errorf("outcome %q is not %q or %q", p.Outcome, twicetype.ScheduleEnqueued, twicetype.ScheduleSkipped)
+	default:
+		return nil
+	}
+	return fmt.Errorf("tick schedule %q: %w", p.Name, err)
+}
+
+// ScheduleList lists the recorded schedules ordered by name. COLLATE "C"
+// orders by bytes, as SQLite does (see ToggleList).
+func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListParams) (*twicestore.ScheduleListResult, error) {
+	rs, err := e.q.query(ctx, `SELECT name, kind, spec, last_tick_at, last_outcome, last_job_id, next_at, updated_at
+		FROM twice_schedules ORDER BY name COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	defer rs.Close()
+	schedules := []twicetype.Schedule{}
+	for rs.Next() {
+		var (
+			s    twicetype.Schedule
+			next sql.NullTime
+		)
+		if err := rs.Scan(&s.Name, &s.Kind, &s.Spec, &s.LastTickAt, &s.LastOutcome, &s.LastJobID,
+			&next, &s.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		s.LastTickAt, s.NextAt, s.UpdatedAt = s.LastTickAt.UTC(), fromNull(next), s.UpdatedAt.UTC()
+		schedules = append(schedules, s)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	return &twicestore.ScheduleListResult{Schedules: schedules}, nil
+}
+
+// inTx runs fn with an executor in one transaction: e itself when it runs in
+// one (a transaction twice or the caller began, which fn joins), otherwise a
+// transaction begun on e's pool or *sql.DB and committed when fn returns
+// nil.
+func (e *executor) inTx(ctx context.Context, fn func(tx *executor) error) error {
+	var (
+		q        querier
+		commit   func() error
+		rollback func()
+	)
+	// A rollback's error says nothing the first error does not; it runs
+	// even when ctx is done, so the connection goes back clean.
+	bg := context.WithoutCancel(ctx)
+	switch c := e.q.(type) {
+	case pgxQuerier:
+		pool, ok := c.c.(*pgxpool.Pool)
+		if !ok {
+			return fn(e)
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		q = pgxQuerier{tx}
+		commit = func() error { return tx.Commit(ctx) }
+		rollback = func() { _ = tx.Rollback(bg) }
+	case sqlQuerier:
+		db, ok := c.c.(*sql.DB)
+		if !ok {
+			return fn(e)
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		q = sqlQuerier{tx}
+		commit = tx.Commit
+		rollback = func() { _ = tx.Rollback() }
+	default:
+		return fn(e)
+	}
+	if err := fn(&executor{q: q, notify: e.notify}); err != nil {
+		rollback()
+		return err
+	}
+	if err := commit(); err != nil {
+		rollback()
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package twicesqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// tickSQL records a tick unless the schedule's stored tick is the same or
+// later: the WHERE of DO UPDATE leaves the row alone, and changes nothing,
+// when another scheduler got there first. The job id is filled in after the
+// job is inserted.
+const tickSQL = `INSERT INTO twice_schedules
+	(name, kind, spec, last_tick_at, last_outcome, last_job_id, next_at, updated_at)
+VALUES (?, ?, ?, ?, ?, 0, ?, ?)
+ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, spec = excluded.spec,
+	last_tick_at = excluded.last_tick_at, last_outcome = excluded.last_outcome,
+	last_job_id = 0, next_at = excluded.next_at, updated_at = excluded.updated_at
+WHERE twice_schedules.last_tick_at < excluded.last_tick_at`
+
+// ScheduleTick records the tick and inserts its job in one transaction (the
+// caller's, when the executor runs in one). SQLite has one writer at a time,
+// and the transaction holds the write lock from its start, so concurrent
+// ticks run one after the other and only the first of a tick fires.
+//
+// The job goes through JobInsertMany's insert: when an unfinished job of
+// its kind holds its unique key, nothing is inserted, and that job is
+// returned and recorded as the tick's.
+func (e *executor) ScheduleTick(ctx context.Context, p *twicestore.ScheduleTickParams) (*twicestore.ScheduleTickResult, error) {
+	if err := checkTick(p); err != nil {
+		return nil, err
+	}
+	res := &twicestore.ScheduleTickResult{}
+	err := e.inTx(ctx, func(q dbtx) error {
+		var next sql.NullInt64
+		if !p.NextAt.IsZero() {
+			next = sql.NullInt64{Int64: micros(p.NextAt), Valid: true}
+		}
+		r, err := q.ExecContext(ctx, tickSQL, p.Name, p.Kind, p.Spec, micros(p.TickAt), p.Outcome,
+			next, micros(nowOr(p.Now)))
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 || p.Job == nil {
+			res.Fired = n > 0
+			return nil
+		}
+		out := make([]*twicestore.JobInsertResult, 1)
+		if err := insertChunkOf(ctx, q, []*twicestore.JobInsertParams{p.Job}, out); err != nil {
+			return fmt.Errorf("insert job: %w", err)
+		}
+		if _, err := q.ExecContext(ctx, `UPDATE twice_schedules SET last_job_id = ? WHERE name = ?`,
+			out[0].Job.ID, p.Name); err != nil {
+			return err
+		}
+		res.Fired, res.Job = true, out[0].Job
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tick schedule %q: %w", p.Name, err)
+	}
+	return res, nil
+}
+
+// checkTick refuses the ticks the store cannot record faithfully.
+func checkTick(p *twicestore.ScheduleTickParams) error {
+	var err error
+	switch {
+	case p.Name == "":
+		err = errors.New("the schedule has no name")
+	case p.TickAt.IsZero():
+		err = errors.New("TickAt is zero: give the tick's time from the spec")
+	case p.Outcome == twicetype.ScheduleSkipped && p.Job != nil:
+		err = errors.New("a skipped tick has a job: leave Job nil, or record the tick as enqueued")
+	case p.Outcome != twicetype.ScheduleEnqueued && p.Outcome != twicetype.ScheduleSkipped:
+		err = fmt.Errorf("outcome %q is not %q or %q", p.Outcome, twicetype.ScheduleEnqueued, twicetype.ScheduleSkipped)
+	default:
+		return nil
+	}
+	return fmt.Errorf("tick schedule %q: %w", p.Name, err)
+}
+
+// ScheduleList lists the recorded schedules ordered by name, byte by byte
+// (the column's BINARY collation).
+func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListParams) (*twicestore.ScheduleListResult, error) {
+	rows, err := e.db.QueryContext(ctx, `SELECT name, kind, spec, last_tick_at, last_outcome, last_job_id,
+		next_at, updated_at FROM twice_schedules ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	defer rows.Close()
+	schedules := []twicetype.Schedule{}
+	for rows.Next() {
+		var (
+			s                   twicetype.Schedule
+			lastTick, updatedAt int64
+			next                sql.NullInt64
+		)
+		if err := rows.Scan(&s.Name, &s.Kind, &s.Spec, &lastTick, &s.LastOutcome, &s.LastJobID,
+			&next, &updatedAt); err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		s.LastTickAt = time.UnixMicro(lastTick).UTC()
+		s.NextAt = fromMicros(next)
+		s.UpdatedAt = time.UnixMicro(updatedAt).UTC()
+		schedules = append(schedules, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	return &twicestore.ScheduleListResult{Schedules: schedules}, nil
+}
