@@ -143,6 +143,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.goLoop(func() { c.pruneLoop(bg) })
 	c.goLoop(func() { c.nodeLoop(bg) })
 	c.goLoop(func() { c.storeSwitchLoop(bg) })
+	c.goLoop(func() { c.schedulerLoop(bg) })
 	if c.cfg.TogglesFile != "" {
 		c.goLoop(func() { c.fileSwitchLoop(bg) })
 	}

@@ -63,10 +63,12 @@ type kindEntry struct {
 	decode   func(raw []byte) (Args, error) // strict: no unknown fields
 }
 
-// Registry holds the kinds a client knows and their handlers.
+// Registry holds the kinds a client knows, their handlers, and the
+// recurring schedules its scheduler runs.
 type Registry struct {
-	mu    sync.RWMutex
-	kinds map[string]*kindEntry
+	mu        sync.RWMutex
+	kinds     map[string]*kindEntry
+	schedules map[string]*schedule
 }
 
 // NewRegistry returns an empty registry.

@@ -97,6 +97,7 @@ else ` + DBDefault + `.`,
 		c.jobsCommand(),
 		c.dlqCommand(),
 		c.orphansCommand(),
+		c.recurringCommand(),
 		c.togglesCommand(),
 	)
 	return root

@@ -1,0 +1,263 @@
+package twice
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// MissedTicks is what a schedule does about ticks that passed while no
+// scheduler ran (every node down, say).
+type MissedTicks int
+
+const (
+	// SkipMissed forgets missed ticks: the next tick is the first one after
+	// the scheduler starts again.
+	SkipMissed MissedTicks = iota
+	// RunOnceMissed enqueues one job for the latest missed tick when the
+	// scheduler starts again, however many were missed.
+	RunOnceMissed
+)
+
+// ScheduleOpts configure a recurring schedule. The zero value is valid.
+type ScheduleOpts struct {
+	// Missed is what happens to ticks missed during downtime. Defaults to
+	// SkipMissed.
+	Missed MissedTicks
+	// Enqueue are the options of each tick's job (queue, priority, max
+	// attempts). RunAt, Delay and UniqueKey are the scheduler's and are
+	// ignored.
+	Enqueue *EnqueueOpts
+}
+
+// schedule is a registered recurring job.
+type schedule struct {
+	name   string
+	spec   string
+	kind   string
+	args   []byte
+	key    string // the args' IdempotencyKey, if any
+	opts   ScheduleOpts
+	parsed cron.Schedule
+}
+
+var scheduleName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// Schedule registers a recurring job: args are enqueued on every tick of
+// spec, a standard 5-field cron spec ("0 3 * * *") or a descriptor
+// ("@hourly", "@every 10m"). Every node running a worker runs the
+// scheduler; each tick is recorded in the store with its job in one
+// transaction, so one tick becomes one job however many nodes run. When
+// the kind's kill switch is off at a tick, the tick is recorded as skipped.
+// The args' kind must be registered in r.
+func (r *Registry) Schedule(name, spec string, args Args, opts *ScheduleOpts) error {
+	if !scheduleName.MatchString(name) {
+		return fmt.Errorf("schedule %q: name it with lower-case letters, digits, '.', '-' or '_'", name)
+	}
+	parsed, err := cron.ParseStandard(spec)
+	if err != nil {
+		return fmt.Errorf("schedule %q: bad spec %q: %v; use 5 fields (minute hour day-of-month month day-of-week), "+
+			"like \"0 3 * * *\", or a descriptor like \"@hourly\" or \"@every 10m\"", name, spec, err)
+	}
+	if args == nil {
+		return fmt.Errorf("schedule %q: args are nil", name)
+	}
+	kind := args.Kind()
+	if r.lookup(kind) == nil {
+		return fmt.Errorf("schedule %q: kind %q is not registered: register its handler before its schedule", name, kind)
+	}
+	b, err := encodeArgs(args, MaxArgsBytesDefault)
+	if err != nil {
+		return fmt.Errorf("schedule %q: %w", name, err)
+	}
+	s := &schedule{name: name, spec: spec, kind: kind, args: b, parsed: alignedSchedule(parsed)}
+	if k, ok := args.(IdempotencyKeyer); ok {
+		s.key = k.IdempotencyKey()
+	}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.Missed != SkipMissed && s.opts.Missed != RunOnceMissed {
+		return fmt.Errorf("schedule %q: unknown Missed policy %d", name, s.opts.Missed)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.schedules == nil {
+		r.schedules = map[string]*schedule{}
+	}
+	if _, dup := r.schedules[name]; dup {
+		return fmt.Errorf("schedule %q is already registered", name)
+	}
+	r.schedules[name] = s
+	return nil
+}
+
+// MustSchedule is Schedule that panics on error, for wiring at start-up.
+func (r *Registry) MustSchedule(name, spec string, args Args, opts *ScheduleOpts) {
+	if err := r.Schedule(name, spec, args, opts); err != nil {
+		panic(err)
+	}
+}
+
+func (r *Registry) scheduleList() []*schedule {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	list := make([]*schedule, 0, len(r.schedules))
+	for _, s := range r.schedules {
+		list = append(list, s)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
+	return list
+}
+
+// everySchedule is "@every D" aligned to multiples of D since the Unix
+// epoch, so nodes started at different times agree on the tick times (cron's
+// own @every counts from whenever it is asked).
+type everySchedule struct{ every time.Duration }
+
+func (e everySchedule) Next(t time.Time) time.Time {
+	return t.Truncate(e.every).Add(e.every)
+}
+
+func alignedSchedule(s cron.Schedule) cron.Schedule {
+	if d, ok := s.(cron.ConstantDelaySchedule); ok {
+		return everySchedule{every: d.Delay}
+	}
+	return s
+}
+
+// maxCatchUp bounds the walk to the latest missed tick.
+const maxCatchUp = 1_000_000
+
+// schedulerLoop runs this node's scheduler until ctx is done.
+func (c *Client) schedulerLoop(ctx context.Context) {
+	schedules := c.registry.scheduleList()
+	if len(schedules) == 0 {
+		return
+	}
+	logger := c.logger.With(logattr.Component, "scheduler")
+	last := map[string]time.Time{}
+	for {
+		res, err := c.store.ScheduleList(ctx, &twicestore.ScheduleListParams{})
+		if err == nil {
+			for _, st := range res.Schedules {
+				last[st.Name] = st.LastTickAt
+			}
+			break
+		}
+		logger.WarnContext(ctx, "reading schedules failed; retrying", logattr.Err, err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.cfg.PollInterval):
+		}
+	}
+	now := time.Now()
+	next := make(map[string]time.Time, len(schedules))
+	for _, s := range schedules {
+		lt, seen := last[s.name]
+		if !seen {
+			next[s.name] = s.parsed.Next(now)
+			continue
+		}
+		n := s.parsed.Next(lt)
+		if n.After(now) {
+			next[s.name] = n
+			continue
+		}
+		// Ticks were missed while no scheduler ran.
+		latest := n
+		for i := 0; i < maxCatchUp; i++ {
+			after := s.parsed.Next(latest)
+			if after.After(now) {
+				break
+			}
+			latest = after
+		}
+		if s.opts.Missed == RunOnceMissed {
+			logger.InfoContext(ctx, "running one missed tick", "schedule", s.name, "tick", latest)
+			c.fireTick(ctx, logger, s, latest)
+		} else {
+			logger.InfoContext(ctx, "skipping missed ticks", "schedule", s.name, "last_tick", lt, "latest_missed", latest)
+		}
+		next[s.name] = s.parsed.Next(now)
+	}
+	for {
+		soonest := time.Time{}
+		for _, t := range next {
+			if soonest.IsZero() || t.Before(soonest) {
+				soonest = t
+			}
+		}
+		timer := time.NewTimer(time.Until(soonest))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		now := time.Now()
+		for _, s := range schedules {
+			tick := next[s.name]
+			if tick.After(now) {
+				continue
+			}
+			c.fireTick(ctx, logger, s, tick)
+			next[s.name] = s.parsed.Next(tick)
+			if !next[s.name].After(now) { // behind (a long pause): no backlog
+				next[s.name] = s.parsed.Next(now)
+			}
+		}
+	}
+}
+
+// fireTick records one tick, enqueuing its job unless the kind is switched
+// off. Every node fires every tick; the store lets one of them win.
+func (c *Client) fireTick(ctx context.Context, logger *slog.Logger, s *schedule, tick time.Time) {
+	p := &twicestore.ScheduleTickParams{
+		Name: s.name, Kind: s.kind, Spec: s.spec, TickAt: tick, NextAt: s.parsed.Next(tick),
+		Outcome: twicetype.ScheduleSkipped, Now: time.Now(),
+	}
+	if c.kindEnabled(s.kind) {
+		var opts EnqueueOpts
+		if s.opts.Enqueue != nil {
+			opts = *s.opts.Enqueue
+		}
+		opts.RunAt, opts.Delay = time.Time{}, 0
+		opts.UniqueKey = fmt.Sprintf("recurring:%s:%d", s.name, tick.Unix())
+		job, err := c.insertParams(ctx, s.kind, s.args, s.key, &opts)
+		if err != nil {
+			logger.WarnContext(ctx, "recurring tick not enqueued", "schedule", s.name, logattr.Err, err)
+			return
+		}
+		p.Outcome, p.Job = twicetype.ScheduleEnqueued, job
+	}
+	res, err := c.store.ScheduleTick(ctx, p)
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.WarnContext(ctx, "recording a recurring tick failed", "schedule", s.name, "tick", tick, logattr.Err, err)
+		}
+		return
+	}
+	if !res.Fired {
+		return // another node recorded this tick
+	}
+	if p.Job == nil {
+		logger.WarnContext(ctx, "recurring tick skipped: the kind is switched off", "schedule", s.name, logattr.Kind, s.kind, "tick", tick)
+		return
+	}
+	logger.InfoContext(ctx, "recurring tick enqueued", "schedule", s.name, logattr.Kind, s.kind, "tick", tick, logattr.JobID, res.Job.ID)
+	c.producer.Notify()
+}
