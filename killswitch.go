@@ -81,7 +81,7 @@ func (c *Client) applySwitches(ctx context.Context, first bool) {
 			logger.InfoContext(ctx, "kind switched on: its held jobs run again", logattr.Kind, d.Kind, "decision", d.String())
 		} else {
 			logger.WarnContext(ctx, "kind switched off: its jobs are held, queued and untouched, until it is on again",
-				logattr.Kind, d.Kind, "decision", d.String())
+				logattr.Kind, d.Kind, "decision", d.String(), "held", c.waitingJobs(ctx, d.Kind))
 		}
 	}
 	if changed && !first && c.producer != nil {
@@ -173,4 +173,19 @@ func (c *Client) fileSwitchLoop(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		logger.ErrorContext(ctx, "watching the kill switch file stopped; its last state stays in force", logattr.Err, err)
 	}
+}
+
+// waitingJobs counts the available jobs of kind (the ones a switch-off
+// holds), or -1 when the count cannot be had.
+func (c *Client) waitingJobs(ctx context.Context, kind string) int {
+	res, err := c.store.JobCount(ctx, &twicestore.JobCountParams{
+		Filter: twicestore.JobFilter{State: twicetype.JobStateAvailable, Kind: kind}})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, jc := range res.Counts {
+		n += jc.Count
+	}
+	return n
 }

@@ -125,6 +125,7 @@ func TestStoreFlipHoldsAndResumesJobs(t *testing.T) {
 	m := e.mark()
 	set(false, "incident 42")
 	e.waitLog(t, m, "kind switched off")
+	e.waitLog(t, m, "held=0") // the count of waiting jobs the flip holds
 	e.held(t, e.enqueue(t, creditArgs{CreditID: 3, Cents: 100}))
 }
 
