@@ -129,31 +129,57 @@ func (c *Client) kindEnabled(kind string) bool {
 	return s.enabled[kind]
 }
 
-// storeSwitchLoop reads the store's kill switches every TogglePollInterval.
+// storeSwitchLoop reads the store's kill switches every TogglePollInterval,
+// and at once when the store says one changed (where it can say so).
 func (c *Client) storeSwitchLoop(ctx context.Context) {
-	var lastUnknown []string
-	periodic.Run(ctx, c.cfg.TogglePollInterval, func(ctx context.Context) {
+	changed := make(chan struct{}, 1)
+	if l, ok := c.store.(twicestore.ToggleListener); ok {
+		c.goLoop(func() {
+			err := l.ListenToggles(ctx, func() {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			})
+			if err != nil && ctx.Err() == nil {
+				c.logger.Warn("listening for kill switch changes stopped; reading them every poll only",
+					logattr.Component, "killswitch", logattr.Err, err)
+			}
+		})
+	}
+	var lastKeys []string
+	for {
 		res, err := c.store.ToggleList(ctx, &twicestore.ToggleListParams{})
-		if err != nil {
+		switch {
+		case err != nil:
 			if ctx.Err() == nil {
 				c.logger.WarnContext(ctx, "reading kill switches failed; keeping the last ones read",
 					logattr.Component, "killswitch", logattr.Err, err)
 			}
+		default:
+			keys := make([]string, len(res.Toggles))
+			for i, t := range res.Toggles {
+				keys[i] = t.Kind
+			}
+			if !slices.Equal(keys, lastKeys) {
+				c.warnUnknownToggleKeys(ctx, "store", keys)
+				lastKeys = keys
+			}
+			c.switches.mu.Lock()
+			c.switches.store = res.Toggles
+			c.switches.mu.Unlock()
+			c.applySwitches(ctx, false)
+		}
+		t := time.NewTimer(periodic.Jitter(c.cfg.TogglePollInterval))
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-changed:
+		case <-t.C:
 		}
-		keys := make([]string, len(res.Toggles))
-		for i, t := range res.Toggles {
-			keys[i] = t.Kind
-		}
-		if !slices.Equal(keys, lastUnknown) {
-			c.warnUnknownToggleKeys(ctx, "store", keys)
-			lastUnknown = keys
-		}
-		c.switches.mu.Lock()
-		c.switches.store = res.Toggles
-		c.switches.mu.Unlock()
-		c.applySwitches(ctx, false)
-	})
+		t.Stop()
+	}
 }
 
 // fileSwitchLoop reloads the kill switch file whenever it changes. A

@@ -38,15 +38,22 @@ const (
 // channelFor returns the insert channel of schema. Channels are database-wide,
 // so each schema has its own; a channel name is an identifier of at most 63
 // bytes, so a long schema name is replaced by its hash.
-func channelFor(schema string) string {
+func channelFor(schema string) string { return schemaChannel(insertChannel, schema) }
+
+// toggleChannel is the kill switch channel of the public schema: ToggleSet
+// and ToggleDelete notify it, so workers re-read the switches at once.
+const toggleChannel = "twice_toggle"
+
+// schemaChannel is base in the public schema and base.schema elsewhere.
+func schemaChannel(base, schema string) string {
 	if schema == "public" {
-		return insertChannel
+		return base
 	}
-	ch := insertChannel + "." + schema
+	ch := base + "." + schema
 	if len(ch) > 63 {
 		h := fnv.New64a()
 		h.Write([]byte(schema))
-		ch = fmt.Sprintf("%s.%016x", insertChannel, h.Sum64())
+		ch = fmt.Sprintf("%s.%016x", base, h.Sum64())
 	}
 	return ch
 }
@@ -54,14 +61,15 @@ func channelFor(schema string) string {
 // notifier rate-limits insert notifications per queue. The Store and every
 // executor it hands out share one.
 type notifier struct {
-	channel string
+	channel       string // insert wake-ups
+	toggleChannel string // kill switch changes
 
 	mu   sync.Mutex
 	last map[string]time.Time // queue → when it was last notified
 }
 
 func newNotifier(schema string) *notifier {
-	return &notifier{channel: channelFor(schema), last: map[string]time.Time{}}
+	return &notifier{channel: channelFor(schema), toggleChannel: schemaChannel(toggleChannel, schema), last: map[string]time.Time{}}
 }
 
 // due returns the distinct queues of an insert at now that were not
@@ -101,11 +109,24 @@ func (n *notifier) due(queues []string, now time.Time) []string {
 // is not listening are lost: the workers' polling covers them. notify runs
 // on ListenInserts' goroutine and should return quickly.
 func (s *Store) ListenInserts(ctx context.Context, notify func(queue string)) error {
+	return s.listenLoop(ctx, s.notify.channel, notify)
+}
+
+// ListenToggles calls notify whenever a kill switch is set or deleted (by
+// any process), until ctx is done; it reconnects like ListenInserts. It
+// implements twicestore.ToggleListener.
+func (s *Store) ListenToggles(ctx context.Context, notify func()) error {
+	return s.listenLoop(ctx, s.notify.toggleChannel, func(string) { notify() })
+}
+
+// listenLoop listens on channel, reconnecting with backoff, until ctx is
+// done.
+func (s *Store) listenLoop(ctx context.Context, channel string, notify func(payload string)) error {
 	backoff := listenBackoffMin
 	for {
 		// The error is the lost connection's; the only thing to do about
 		// it is to connect again.
-		_ = s.listen(ctx, notify, func() { backoff = listenBackoffMin })
+		_ = s.listen(ctx, channel, notify, func() { backoff = listenBackoffMin })
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -123,7 +144,7 @@ func (s *Store) ListenInserts(ctx context.Context, notify func(queue string)) er
 
 // listen runs one listening connection until it fails or ctx is done,
 // calling listening once it listens.
-func (s *Store) listen(ctx context.Context, notify func(queue string), listening func()) error {
+func (s *Store) listen(ctx context.Context, channel string, notify func(payload string), listening func()) error {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -135,7 +156,7 @@ func (s *Store) listen(ctx context.Context, notify func(queue string), listening
 		defer cancel()
 		_ = conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.notify.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
 	listening()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 func TestNotifierDue(t *testing.T) {
@@ -147,4 +148,45 @@ func TestListenInserts(t *testing.T) {
 	}
 	insert(other, "after-reconnect")
 	expect("after-reconnect")
+}
+
+// TestListenToggles: a listener hears a kill switch set and deleted by
+// another node's store.
+func TestListenToggles(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, connString := openStore(t)
+	other := openAt(t, connString)
+
+	listening := make(chan uint32, 1)
+	s.onListen = func(pid uint32) { listening <- pid }
+	heard := make(chan struct{}, 8)
+	listenCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.ListenToggles(listenCtx, func() { heard <- struct{}{} }) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+	select {
+	case <-listening:
+	case <-time.After(20 * time.Second):
+		t.Fatal("ListenToggles is not listening")
+	}
+	expect := func(what string) {
+		t.Helper()
+		select {
+		case <-heard:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notification for %s", what)
+		}
+	}
+	if err := other.ToggleSet(ctx, &twicestore.ToggleSetParams{Toggle: twicetype.Toggle{Kind: "a.b.v1", Reason: "drill"}}); err != nil {
+		t.Fatal(err)
+	}
+	expect("a set")
+	if err := other.ToggleDelete(ctx, &twicestore.ToggleDeleteParams{Kind: "a.b.v1"}); err != nil {
+		t.Fatal(err)
+	}
+	expect("a delete")
 }

@@ -19,11 +19,16 @@ func toggleKey(kind string) string { return strings.ToLower(kind) }
 func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams) error {
 	tg := p.Toggle
 	kind := toggleKey(tg.Kind)
-	_, err := e.q.exec(ctx, `INSERT INTO twice_toggles (kind, enabled, reason, set_by, set_at)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (kind) DO UPDATE SET enabled = excluded.enabled, reason = excluded.reason,
-			set_by = excluded.set_by, set_at = excluded.set_at`,
-		kind, tg.Enabled, tg.Reason, tg.By, nowOr(tg.At))
+	// The notification goes out when the write commits, and wakes every
+	// worker's ListenToggles at once.
+	_, err := e.q.exec(ctx, `WITH set AS (
+			INSERT INTO twice_toggles (kind, enabled, reason, set_by, set_at)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (kind) DO UPDATE SET enabled = excluded.enabled, reason = excluded.reason,
+				set_by = excluded.set_by, set_at = excluded.set_at
+			RETURNING kind)
+		SELECT pg_notify($6, kind) FROM set`,
+		kind, tg.Enabled, tg.Reason, tg.By, nowOr(tg.At), e.notify.toggleChannel)
 	if err != nil {
 		return fmt.Errorf("set toggle %q: %w", kind, err)
 	}
@@ -34,7 +39,8 @@ func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams)
 // stored is not an error.
 func (e *executor) ToggleDelete(ctx context.Context, p *twicestore.ToggleDeleteParams) error {
 	kind := toggleKey(p.Kind)
-	if _, err := e.q.exec(ctx, `DELETE FROM twice_toggles WHERE kind = $1`, kind); err != nil {
+	if _, err := e.q.exec(ctx, `WITH gone AS (DELETE FROM twice_toggles WHERE kind = $1 RETURNING kind)
+		SELECT pg_notify($2, kind) FROM gone`, kind, e.notify.toggleChannel); err != nil {
 		return fmt.Errorf("delete toggle %q: %w", kind, err)
 	}
 	return nil

@@ -155,6 +155,16 @@ type InsertListener interface {
 	ListenInserts(ctx context.Context, notify func(queue string)) error
 }
 
+// ToggleListener is implemented by stores that can tell workers in every
+// process at once that a kill switch was set or deleted (PostgreSQL's
+// LISTEN/NOTIFY). Workers still read the switches on a timer; this only
+// makes a flip arrive sooner.
+type ToggleListener interface {
+	// ListenToggles calls notify whenever a kill switch changes, until ctx
+	// is done, reconnecting by itself; it returns ctx's error.
+	ListenToggles(ctx context.Context, notify func()) error
+}
+
 // JobInsertParams is one job to insert.
 type JobInsertParams struct {
 	Kind          string
