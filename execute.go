@@ -75,13 +75,14 @@ func (c *Client) work(row *twicetype.JobRow) {
 }
 
 // record writes a delivery's outcome (unless its transaction already did)
-// and calls written, if set, once it is written.
-func (c *Client) record(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger, d delivery, written func()) {
+// and calls written, if set, once that is settled, telling whether the
+// outcome was recorded.
+func (c *Client) record(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger, d delivery, written func(recorded bool)) {
 	if d.committed {
 		c.untrack(row)
 		logger.DebugContext(ctx, "job completed", logattr.Component, "executor")
 		if written != nil {
-			written()
+			written(true)
 		}
 		return
 	}
@@ -92,10 +93,12 @@ func (c *Client) record(ctx context.Context, entry *kindEntry, row *twicetype.Jo
 // converge shows it in development: half the time both deliveries run at
 // once, as on two nodes; otherwise the second comes after the first's
 // outcome is written, as a redelivery after a lost acknowledgement would,
-// and it must converge to a no-op.
+// and it must converge to a no-op. ClaimAfter kinds are only redelivered in
+// a row: two copies at once may both pass the peek, a duplicate the
+// strategy accepts by design, so it would show nothing about the handler.
 func (c *Client) redeliver(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger) {
 	again := logger.With("redelivery", true)
-	if rand.IntN(2) == 0 {
+	if entry.opts.Strategy != ClaimAfter && rand.IntN(2) == 0 {
 		var d1, d2 delivery
 		var wg sync.WaitGroup
 		wg.Go(func() { d2 = c.deliver(ctx, entry, row, again) })
@@ -109,9 +112,11 @@ func (c *Client) redeliver(ctx context.Context, entry *kindEntry, row *twicetype
 		c.record(ctx, entry, row, logger, d, nil) // a failure is retried, not redelivered
 		return
 	}
-	written := make(chan struct{})
-	c.record(ctx, entry, row, logger, d, func() { close(written) })
-	<-written
+	recorded := make(chan bool, 1)
+	c.record(ctx, entry, row, logger, d, func(ok bool) { recorded <- ok })
+	if !<-recorded {
+		return // the first outcome was lost: the job will be delivered again anyway
+	}
 	if d2 := c.deliver(ctx, entry, row, again); d2.err != nil {
 		again.ErrorContext(ctx, "the second delivery of a completed job failed: the handler does not converge",
 			logattr.Component, "executor", logattr.Err, d2.err)
@@ -295,12 +300,12 @@ func (c *Client) classify(ctx context.Context, entry *kindEntry, row *twicetype.
 
 // finish hands an outcome to the completer; the job stays tracked (and its
 // lease extended) until the outcome is written. written, if set, is called
-// after that.
-func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestore.JobOutcome, written func()) {
+// after that, telling whether the outcome was recorded.
+func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestore.JobOutcome, written func(recorded bool)) {
 	added := c.complete.Add(o, func(applied bool, err error) {
 		c.untrack(row)
 		if written != nil {
-			defer written()
+			defer written(applied && err == nil)
 		}
 		switch {
 		case err != nil:
@@ -322,7 +327,7 @@ func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestor
 		logger.Warn("job finished after the worker stopped; its outcome is not recorded and the job will run again when its lease expires",
 			logattr.Component, "executor")
 		if written != nil {
-			written()
+			written(false)
 		}
 	}
 }

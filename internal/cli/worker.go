@@ -17,8 +17,9 @@ import (
 
 func (c *cli) serveCommand() *cobra.Command {
 	var (
-		grace   time.Duration
-		objects string
+		grace     time.Duration
+		objects   string
+		redeliver bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -45,7 +46,7 @@ until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
 			if err != nil {
 				return err
 			}
-			client, err := twice.NewClient(app.Store(), twice.Config{Registry: reg, Logger: logger})
+			client, err := twice.NewClient(app.Store(), twice.Config{Registry: reg, Logger: logger, Redeliver: redeliver})
 			if err != nil {
 				return err
 			}
@@ -60,6 +61,7 @@ until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
 		}),
 	}
 	cmd.Flags().DurationVar(&grace, "grace", twice.ShutdownGraceDefault, "how long running jobs may take to finish on shutdown")
+	cmd.Flags().BoolVar(&redeliver, "redeliver", false, "deliver every job a second time, sometimes at once, so a handler that does not converge shows it (development and staging only)")
 	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to a SQLite --db; for a URL, one of its own under the temporary directory)")
 	return cmd
 }
@@ -77,9 +79,10 @@ func kindList() string {
 
 func (c *cli) demoCommand() *cobra.Command {
 	var (
-		once     bool
-		objects  string
-		interval time.Duration
+		once      bool
+		objects   string
+		interval  time.Duration
+		redeliver bool
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -109,7 +112,7 @@ system's temporary directory.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			if once {
-				return c.demoOnce(cmd, objects)
+				return c.demoOnce(cmd, objects, redeliver)
 			}
 			logger, err := c.logger(cmd, slog.LevelInfo)
 			if err != nil {
@@ -118,16 +121,17 @@ system's temporary directory.`,
 			if interval <= 0 {
 				return usagef("--interval %s: use a positive duration", interval)
 			}
-			return demo.Run(cmd.Context(), demo.Options{DB: c.db, ObjectsDir: objects, Out: c.stdout, Logger: logger, Interval: interval})
+			return demo.Run(cmd.Context(), demo.Options{DB: c.db, ObjectsDir: objects, Out: c.stdout, Logger: logger, Interval: interval, Redeliver: redeliver})
 		}),
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "run the scripted scenario, check convergence and exit")
 	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to a SQLite --db; for a URL, one of its own under the temporary directory)")
 	cmd.Flags().DurationVar(&interval, "interval", 700*time.Millisecond, "time between two signups (without --once)")
+	cmd.Flags().BoolVar(&redeliver, "redeliver", false, "deliver every job a second time, sometimes at once: the demo's handlers must still converge")
 	return cmd
 }
 
-func (c *cli) demoOnce(cmd *cobra.Command, objects string) error {
+func (c *cli) demoOnce(cmd *cobra.Command, objects string, redeliver bool) error {
 	logger, err := c.logger(cmd, slog.LevelWarn)
 	if err != nil {
 		return err
@@ -142,7 +146,7 @@ func (c *cli) demoOnce(cmd *cobra.Command, objects string) error {
 		path = filepath.Join(dir, "demo.db")
 		fmt.Fprintln(c.stdout, "using a fresh database, removed at exit (pass --db to keep one)")
 	}
-	r, err := demo.RunOnce(cmd.Context(), demo.Options{DB: path, ObjectsDir: objects, Out: c.stdout, Logger: logger})
+	r, err := demo.RunOnce(cmd.Context(), demo.Options{DB: path, ObjectsDir: objects, Out: c.stdout, Logger: logger, Redeliver: redeliver})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("demo interrupted")

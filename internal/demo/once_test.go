@@ -46,6 +46,24 @@ func TestRunOnceConverges(t *testing.T) {
 	}
 }
 
+// TestRunOnceConvergesUnderRedelivery: with every job delivered a second
+// time by the runtime, the demo's handlers still converge.
+func TestRunOnceConvergesUnderRedelivery(t *testing.T) {
+	t.Parallel()
+	opts, out := testOptions(t)
+	opts.Redeliver = true
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := RunOnce(ctx, opts)
+	if err != nil {
+		t.Fatalf("RunOnce: %v\n%s", err, out)
+	}
+	r.Print(out)
+	if !r.Converged() {
+		t.Fatalf("scenario diverged under redelivery:\n%s", out)
+	}
+}
+
 // TestCheckerCatchesDivergence breaks convergence on purpose and expects
 // the checker to say so: it must be able to fail.
 func TestCheckerCatchesDivergence(t *testing.T) {

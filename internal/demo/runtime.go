@@ -28,6 +28,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Interval is how often Run produces something. Defaults to 700ms.
 	Interval time.Duration
+	// Redeliver delivers every job a second time (twice.Config.Redeliver):
+	// the demo's handlers must converge under it too.
+	Redeliver bool
 
 	// nonIdempotentWatermark registers a broken watermark handler, for
 	// tests that show the checker catching divergence.
@@ -85,6 +88,7 @@ func open(ctx context.Context, opts Options) (*App, *twice.Client, error) {
 		MaxAttempts:    demoMaxAttempts,
 		Backoff:        demoBackoff,
 		Logger:         opts.Logger,
+		Redeliver:      opts.Redeliver,
 		OnDead: func(ctx context.Context, dead twice.DeadJob) {
 			opts.Logger.ErrorContext(ctx, "demo: a job was dead-lettered; this is where an alert would page someone",
 				"job_id", dead.Job.ID, "kind", dead.Job.Kind, "err", dead.Err)
