@@ -17,4 +17,10 @@
 // extends, and every outcome is written under a fencing epoch, so a worker
 // whose lease was lost can never overwrite the outcome of the worker that
 // took the job over.
+//
+// Every kind has a kill switch the runtime checks before every attempt
+// (KindOpts.FailClosed for kinds that must stay off unless switched on; a
+// TOML file and the store as sources, reloaded without a restart), and
+// Registry.Schedule adds recurring jobs whose every tick becomes one job
+// however many nodes run the scheduler.
 package twice
