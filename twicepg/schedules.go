@@ -3,7 +3,6 @@ package twicepg
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,7 +37,7 @@ WHERE s.last_tick_at < excluded.last_tick_at`
 // returned and recorded as the tick's. The insert notifies the job's queue
 // as JobInsertMany does, on commit.
 func (e *executor) ScheduleTick(ctx context.Context, p *twicestore.ScheduleTickParams) (*twicestore.ScheduleTickResult, error) {
-	if err := checkTick(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	res := &twicestore.ScheduleTickResult{}
@@ -71,24 +70,6 @@ func (e *executor) ScheduleTick(ctx context.Context, p *twicestore.ScheduleTickP
 		return nil, fmt.Errorf("tick schedule %q: %w", p.Name, err)
 	}
 	return res, nil
-}
-
-// checkTick refuses the ticks the store cannot record faithfully.
-func checkTick(p *twicestore.ScheduleTickParams) error {
-	var err error
-	switch {
-	case p.Name == "":
-		err = errors.New("the schedule has no name")
-	case p.TickAt.IsZero():
-		err = errors.New("TickAt is zero: give the tick's time from the spec")
-	case p.Outcome == twicetype.ScheduleSkipped && p.Job != nil:
-		err = errors.New("a skipped tick has a job: leave Job nil, or record the tick as enqueued")
-	case p.Outcome != twicetype.ScheduleEnqueued && p.Outcome != twicetype.ScheduleSkipped:
-		err = fmt.Errorf("outcome %q is not %q or %q", p.Outcome, twicetype.ScheduleEnqueued, twicetype.ScheduleSkipped)
-	default:
-		return nil
-	}
-	return fmt.Errorf("tick schedule %q: %w", p.Name, err)
 }
 
 // ScheduleList lists the recorded schedules ordered by name. COLLATE "C"

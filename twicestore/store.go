@@ -15,6 +15,7 @@ package twicestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twicejobs/twice/twicetype"
@@ -409,6 +410,25 @@ type ScheduleTickParams struct {
 	Outcome string           // twicetype.ScheduleEnqueued or ScheduleSkipped
 	Job     *JobInsertParams // the job to enqueue; nil for a skipped tick
 	Now     time.Time        // UpdatedAt; zero means the current time
+}
+
+// Validate refuses the ticks a store cannot record faithfully; drivers call
+// it first in ScheduleTick.
+func (p *ScheduleTickParams) Validate() error {
+	var err error
+	switch {
+	case p.Name == "":
+		err = errors.New("the schedule has no name")
+	case p.TickAt.IsZero():
+		err = errors.New("TickAt is zero: give the tick's time from the spec")
+	case p.Outcome == twicetype.ScheduleSkipped && p.Job != nil:
+		err = errors.New("a skipped tick has a job: leave Job nil, or record the tick as enqueued")
+	case p.Outcome != twicetype.ScheduleEnqueued && p.Outcome != twicetype.ScheduleSkipped:
+		err = fmt.Errorf("outcome %q is not %q or %q", p.Outcome, twicetype.ScheduleEnqueued, twicetype.ScheduleSkipped)
+	default:
+		return nil
+	}
+	return fmt.Errorf("tick schedule %q: %w", p.Name, err)
 }
 
 // ScheduleTickResult tells whether this call recorded the tick.
