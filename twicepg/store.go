@@ -11,7 +11,7 @@
 // # Schema
 //
 // twice's tables (twice_jobs, twice_markers, twice_nodes, twice_toggles,
-// twice_schedules, twice_migrations) live in the connection's current
+// twice_schedules, twice_idempotency, twice_migrations) live in the connection's current
 // schema: the first schema of its search_path that exists, usually public. To keep twice in a schema of its
 // own, or to give each test one, set search_path in the connection string:
 //

@@ -106,6 +106,23 @@ type Executor interface {
 	// ScheduleList lists the recorded schedules by name.
 	ScheduleList(ctx context.Context, p *ScheduleListParams) (*ScheduleListResult, error)
 
+	// IdempotencyBegin takes a request's idempotency key, atomically: a
+	// key never seen (or expired) is taken for this request (Taken); a key
+	// whose record is done is returned for replay; a key still held by a
+	// running request is returned as is, unless its lock is older than
+	// StaleAfter, when this request takes it over (Taken). The caller
+	// compares fingerprints.
+	IdempotencyBegin(ctx context.Context, p *IdempotencyBeginParams) (*IdempotencyBeginResult, error)
+	// IdempotencyComplete stores the response of the request that took the
+	// key.
+	IdempotencyComplete(ctx context.Context, p *IdempotencyCompleteParams) error
+	// IdempotencyRelease gives a taken key back (the request failed before
+	// it had a response worth keeping), so a retry runs again.
+	IdempotencyRelease(ctx context.Context, p *IdempotencyKeyParams) error
+	// IdempotencyPrune deletes up to Limit records that expired before
+	// Before.
+	IdempotencyPrune(ctx context.Context, p *IdempotencyPruneParams) (*IdempotencyPruneResult, error)
+
 	// NodeHeartbeat records that a worker node is alive and what it handles.
 	NodeHeartbeat(ctx context.Context, p *NodeHeartbeatParams) error
 	// NodeList lists nodes whose heartbeat is at or after AliveSince.
@@ -444,6 +461,52 @@ type ScheduleListParams struct{}
 // ScheduleListResult holds the schedules, ordered by name.
 type ScheduleListResult struct {
 	Schedules []twicetype.Schedule
+}
+
+// IdempotencyKeyParams name one record.
+type IdempotencyKeyParams struct {
+	Principal string
+	Key       string
+}
+
+// IdempotencyBeginParams describe the request taking a key.
+type IdempotencyBeginParams struct {
+	Principal   string
+	Key         string
+	Fingerprint string
+	Now         time.Time
+	// ExpiresAt is when a record made now expires.
+	ExpiresAt time.Time
+	// StaleAfter is how old a running request's lock must be before another
+	// request may take the key over (the first one crashed).
+	StaleAfter time.Duration
+}
+
+// IdempotencyBeginResult is the record as it stands after the call.
+type IdempotencyBeginResult struct {
+	// Taken reports that this request holds the key and must run.
+	Taken  bool
+	Record twicetype.IdempotencyRecord
+}
+
+// IdempotencyCompleteParams carry the response to store.
+type IdempotencyCompleteParams struct {
+	Principal string
+	Key       string
+	Status    int
+	Header    map[string][]string
+	Body      []byte
+}
+
+// IdempotencyPruneParams select expired records.
+type IdempotencyPruneParams struct {
+	Before time.Time
+	Limit  int
+}
+
+// IdempotencyPruneResult counts the records deleted.
+type IdempotencyPruneResult struct {
+	Deleted int
 }
 
 // NodeHeartbeatParams describe a live node.

@@ -130,3 +130,19 @@ const (
 	// ScheduleSkipped: the kind's kill switch was off; nothing was enqueued.
 	ScheduleSkipped = "skipped"
 )
+
+// IdempotencyRecord is a request-level idempotency record (the HTTP
+// Idempotency-Key header): the first request with a key runs, and its
+// response is kept so a retry with the same key gets the same answer.
+type IdempotencyRecord struct {
+	Principal   string // whose key it is: keys of two principals never meet
+	Key         string
+	Fingerprint string // of the request (method, path, body)
+	Done        bool   // the response is stored; false while the first request runs
+	Status      int
+	Header      map[string][]string
+	Body        []byte
+	LockedAt    time.Time // when the running request took the key
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}

@@ -40,7 +40,13 @@
 //     other than ScheduleEnqueued or ScheduleSkipped, or a skipped tick
 //     with a Job; a fired tick whose job's unique key an unfinished job holds
 //     inserts nothing and returns (and records as LastJobID) that job; a zero
-//     NextAt is stored as unset; ScheduleList orders by the name's bytes.
+//     NextAt is stored as unset; ScheduleList orders by the name's bytes;
+//   - IdempotencyBegin treats a record as expired only once ExpiresAt is
+//     before Now, and a lock as stale only once LockedAt is before
+//     Now-StaleAfter; a take-over keeps CreatedAt and takes the new
+//     Fingerprint, LockedAt and ExpiresAt; a nil Header or Body reads back
+//     as an empty one; IdempotencyPrune, unlike the other prunes, deletes
+//     nothing with a Limit of zero.
 package storetest
 
 import (
@@ -76,6 +82,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Admin", adminTests},
 		{"Toggle", toggleTests},
 		{"Schedule", scheduleTests},
+		{"Idempotency", idempotencyTests},
 		{"Node", nodeTests},
 		{"Schema", schemaTests},
 	}

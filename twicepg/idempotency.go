@@ -1,0 +1,156 @@
+package twicepg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// idempotencyColumns are the columns scanIdempotency reads, in its order.
+const idempotencyColumns = `principal, key, fingerprint, done, status, header::text, body,
+	locked_at, created_at, expires_at`
+
+// IdempotencyBegin takes the key, or returns its record, in one
+// transaction: the executor's own when it runs in one, otherwise one begun
+// for the call.
+//
+// An expired record is deleted first. The insert then takes the key unless
+// a record holds it; an insert that meets a row another transaction is
+// inserting waits for that transaction, so of concurrent Begins exactly one
+// inserts. The others lock the row they met with SELECT ... FOR UPDATE and,
+// when it is running with a lock older than StaleAfter, take it over; the
+// row lock makes concurrent take-overs wait, and the ones that wait then
+// read the fresh lock and leave it. A row deleted between the insert and
+// the select (released, or pruned) sends the Begin back to the insert.
+func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.IdempotencyBeginParams) (*twicestore.IdempotencyBeginResult, error) {
+	now := nowOr(p.Now)
+	res := &twicestore.IdempotencyBeginResult{}
+	err := e.inTx(ctx, func(tx *executor) error {
+		if _, err := tx.q.exec(ctx, `DELETE FROM twice_idempotency
+			WHERE principal = $1 AND key = $2 AND expires_at < $3`, p.Principal, p.Key, now); err != nil {
+			return err
+		}
+		for range 10 {
+			rec, err := scanIdempotency(tx.q.queryRow(ctx, `INSERT INTO twice_idempotency
+				(principal, key, fingerprint, locked_at, created_at, expires_at) VALUES ($1, $2, $3, $4, $4, $5)
+				ON CONFLICT (principal, key) DO NOTHING
+				RETURNING `+idempotencyColumns, p.Principal, p.Key, p.Fingerprint, now, p.ExpiresAt))
+			if err == nil {
+				res.Taken, res.Record = true, rec
+				return nil
+			}
+			if !isNoRows(err) {
+				return err
+			}
+			rec, err = scanIdempotency(tx.q.queryRow(ctx, `SELECT `+idempotencyColumns+`
+				FROM twice_idempotency WHERE principal = $1 AND key = $2 FOR UPDATE`, p.Principal, p.Key))
+			if isNoRows(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			res.Record = rec
+			if rec.Done || !rec.LockedAt.Before(now.Add(-p.StaleAfter)) {
+				return nil
+			}
+			rec, err = scanIdempotency(tx.q.queryRow(ctx, `UPDATE twice_idempotency
+				SET fingerprint = $3, locked_at = $4, expires_at = $5
+				WHERE principal = $1 AND key = $2 AND NOT done AND locked_at = $6
+				RETURNING `+idempotencyColumns, p.Principal, p.Key, p.Fingerprint, now, p.ExpiresAt, rec.LockedAt))
+			if isNoRows(err) {
+				return nil // cannot happen under the row lock; the record read stands
+			}
+			if err != nil {
+				return err
+			}
+			res.Taken, res.Record = true, rec
+			return nil
+		}
+		return fmt.Errorf("the record was deleted under each of 10 attempts")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("begin idempotency key %q: %w", p.Key, err)
+	}
+	return res, nil
+}
+
+// scanIdempotency scans the idempotencyColumns of one record, times in UTC.
+func scanIdempotency(r row) (twicetype.IdempotencyRecord, error) {
+	var (
+		rec    twicetype.IdempotencyRecord
+		header string
+	)
+	if err := r.Scan(&rec.Principal, &rec.Key, &rec.Fingerprint, &rec.Done, &rec.Status, &header, &rec.Body,
+		&rec.LockedAt, &rec.CreatedAt, &rec.ExpiresAt); err != nil {
+		return rec, err
+	}
+	if err := json.Unmarshal([]byte(header), &rec.Header); err != nil {
+		return rec, fmt.Errorf("decode header: %w", err)
+	}
+	rec.LockedAt, rec.CreatedAt, rec.ExpiresAt = rec.LockedAt.UTC(), rec.CreatedAt.UTC(), rec.ExpiresAt.UTC()
+	return rec, nil
+}
+
+// IdempotencyComplete stores the response of the request that took the
+// key, or returns an error wrapping twicestore.ErrNotFound when there is no
+// record to store it in.
+func (e *executor) IdempotencyComplete(ctx context.Context, p *twicestore.IdempotencyCompleteParams) error {
+	header := []byte("{}")
+	if p.Header != nil {
+		var err error
+		if header, err = json.Marshal(p.Header); err != nil {
+			return fmt.Errorf("complete idempotency key %q: encode header: %w", p.Key, err)
+		}
+	}
+	body := p.Body
+	if body == nil {
+		body = []byte{} // nil would be sent as NULL
+	}
+	n, err := e.q.exec(ctx, `UPDATE twice_idempotency SET done = true, status = $3, header = $4::text::jsonb, body = $5
+		WHERE principal = $1 AND key = $2`, p.Principal, p.Key, p.Status, string(header), body)
+	if err == nil && n == 0 {
+		err = twicestore.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("complete idempotency key %q: %w", p.Key, err)
+	}
+	return nil
+}
+
+// IdempotencyRelease deletes the record; deleting one that is not stored is
+// not an error.
+func (e *executor) IdempotencyRelease(ctx context.Context, p *twicestore.IdempotencyKeyParams) error {
+	if _, err := e.q.exec(ctx, `DELETE FROM twice_idempotency WHERE principal = $1 AND key = $2`,
+		p.Principal, p.Key); err != nil {
+		return fmt.Errorf("release idempotency key %q: %w", p.Key, err)
+	}
+	return nil
+}
+
+// idempotencyPruneSQL deletes one batch of the earliest expired records.
+// SKIP LOCKED lets nodes prune at once without deleting the same rows or
+// waiting for each other, nor for a Begin that holds one of them.
+const idempotencyPruneSQL = `DELETE FROM twice_idempotency WHERE (principal, key) IN (
+	SELECT principal, key FROM twice_idempotency
+	WHERE expires_at < $1
+	ORDER BY expires_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)`
+
+// IdempotencyPrune deletes up to Limit records that expired before Before,
+// the earliest first; a Limit of zero or less deletes nothing.
+func (e *executor) IdempotencyPrune(ctx context.Context, p *twicestore.IdempotencyPruneParams) (*twicestore.IdempotencyPruneResult, error) {
+	if p.Limit <= 0 {
+		return &twicestore.IdempotencyPruneResult{}, nil
+	}
+	n, err := e.q.exec(ctx, idempotencyPruneSQL, p.Before, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("prune idempotency keys: %w", err)
+	}
+	return &twicestore.IdempotencyPruneResult{Deleted: int(n)}, nil
+}

@@ -1,0 +1,172 @@
+package twicesqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// IdempotencyBegin takes the key, or returns its record, in one
+// transaction (the caller's, when the executor runs in one). SQLite has one
+// writer at a time, and the transaction holds the write lock from its
+// first write, so concurrent Begins run one after the other and only the
+// first takes a key.
+//
+// An expired record is deleted first; the insert then takes the key unless
+// a record holds it. A running record whose lock is older than StaleAfter
+// is taken over, by an update guarded by the locked_at read.
+func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.IdempotencyBeginParams) (*twicestore.IdempotencyBeginResult, error) {
+	now := nowOr(p.Now)
+	res := &twicestore.IdempotencyBeginResult{}
+	err := e.inTx(ctx, func(q dbtx) error {
+		if _, err := q.ExecContext(ctx, `DELETE FROM twice_idempotency
+			WHERE principal = ? AND key = ? AND expires_at < ?`, p.Principal, p.Key, micros(now)); err != nil {
+			return err
+		}
+		r, err := q.ExecContext(ctx, `INSERT INTO twice_idempotency
+			(principal, key, fingerprint, locked_at, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (principal, key) DO NOTHING`,
+			p.Principal, p.Key, p.Fingerprint, micros(now), micros(now), micros(p.ExpiresAt))
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil || n == 1 {
+			res.Taken = n == 1
+			res.Record = twicetype.IdempotencyRecord{
+				Principal: p.Principal, Key: p.Key, Fingerprint: p.Fingerprint,
+				LockedAt: fromTime(now), CreatedAt: fromTime(now), ExpiresAt: fromTime(p.ExpiresAt),
+			}
+			return err
+		}
+		rec, err := idempotencyGet(ctx, q, p.Principal, p.Key)
+		if err != nil {
+			return err
+		}
+		res.Record = rec
+		if rec.Done || !rec.LockedAt.Before(now.Add(-p.StaleAfter)) {
+			return nil
+		}
+		r, err = q.ExecContext(ctx, `UPDATE twice_idempotency SET fingerprint = ?, locked_at = ?, expires_at = ?
+			WHERE principal = ? AND key = ? AND done = 0 AND locked_at = ?`,
+			p.Fingerprint, micros(now), micros(p.ExpiresAt), p.Principal, p.Key, micros(rec.LockedAt))
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		if err != nil || n == 0 {
+			return err
+		}
+		res.Taken = true
+		res.Record.Fingerprint, res.Record.LockedAt, res.Record.ExpiresAt = p.Fingerprint, fromTime(now), fromTime(p.ExpiresAt)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("begin idempotency key %q: %w", p.Key, err)
+	}
+	return res, nil
+}
+
+// idempotencyGet reads one record.
+func idempotencyGet(ctx context.Context, q dbtx, principal, key string) (twicetype.IdempotencyRecord, error) {
+	rec := twicetype.IdempotencyRecord{Principal: principal, Key: key}
+	var (
+		header                   string
+		locked, created, expires int64
+	)
+	err := q.QueryRowContext(ctx, `SELECT fingerprint, done, status, header, body, locked_at, created_at, expires_at
+		FROM twice_idempotency WHERE principal = ? AND key = ?`, principal, key).
+		Scan(&rec.Fingerprint, &rec.Done, &rec.Status, &header, &rec.Body, &locked, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rec, twicestore.ErrNotFound
+	}
+	if err != nil {
+		return rec, err
+	}
+	if err := json.Unmarshal([]byte(header), &rec.Header); err != nil {
+		return rec, fmt.Errorf("decode header: %w", err)
+	}
+	rec.LockedAt = time.UnixMicro(locked).UTC()
+	rec.CreatedAt = time.UnixMicro(created).UTC()
+	rec.ExpiresAt = time.UnixMicro(expires).UTC()
+	return rec, nil
+}
+
+// IdempotencyComplete stores the response of the request that took the
+// key, or returns an error wrapping twicestore.ErrNotFound when there is no
+// record to store it in.
+func (e *executor) IdempotencyComplete(ctx context.Context, p *twicestore.IdempotencyCompleteParams) error {
+	header, err := json.Marshal(p.Header)
+	if err != nil {
+		return fmt.Errorf("complete idempotency key %q: encode header: %w", p.Key, err)
+	}
+	if p.Header == nil {
+		header = []byte("{}")
+	}
+	body := p.Body
+	if body == nil {
+		body = []byte{} // nil would be stored as NULL
+	}
+	var n int64
+	err = e.write(ctx, func() error {
+		r, err := e.db.ExecContext(ctx, `UPDATE twice_idempotency SET done = 1, status = ?, header = ?, body = ?
+			WHERE principal = ? AND key = ?`, p.Status, string(header), body, p.Principal, p.Key)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	if err == nil && n == 0 {
+		err = twicestore.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("complete idempotency key %q: %w", p.Key, err)
+	}
+	return nil
+}
+
+// IdempotencyRelease deletes the record; deleting one that is not stored is
+// not an error.
+func (e *executor) IdempotencyRelease(ctx context.Context, p *twicestore.IdempotencyKeyParams) error {
+	err := e.write(ctx, func() error {
+		_, err := e.db.ExecContext(ctx, `DELETE FROM twice_idempotency WHERE principal = ? AND key = ?`, p.Principal, p.Key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release idempotency key %q: %w", p.Key, err)
+	}
+	return nil
+}
+
+// IdempotencyPrune deletes up to Limit records that expired before Before,
+// the earliest first; a Limit of zero or less deletes nothing.
+func (e *executor) IdempotencyPrune(ctx context.Context, p *twicestore.IdempotencyPruneParams) (*twicestore.IdempotencyPruneResult, error) {
+	if p.Limit <= 0 {
+		return &twicestore.IdempotencyPruneResult{}, nil
+	}
+	var n int64
+	err := e.write(ctx, func() error {
+		r, err := e.db.ExecContext(ctx, `DELETE FROM twice_idempotency WHERE rowid IN (
+			SELECT rowid FROM twice_idempotency WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`,
+			micros(p.Before), p.Limit)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prune idempotency keys: %w", err)
+	}
+	return &twicestore.IdempotencyPruneResult{Deleted: int(n)}, nil
+}
+
+// fromTime is t as it reads back from the database: at microsecond
+// precision, in UTC.
+func fromTime(t time.Time) time.Time { return time.UnixMicro(micros(t)).UTC() }

@@ -1,0 +1,371 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// On SQLite a transaction holds the database's only write lock, so the
+// transaction check uses the store only once the transaction is over.
+var idempotencyTests = []test{
+	{"BeginTakesNewKey", testIdemNew},
+	{"BeginWhileRunning", testIdemRunning},
+	{"BeginAfterCompleteReplays", testIdemReplay},
+	{"PrincipalsIndependent", testIdemPrincipals},
+	{"StaleTakeOver", testIdemStale},
+	{"DoneNeverTakenOver", testIdemDoneStale},
+	{"ExpiredIsAbsent", testIdemExpired},
+	{"Release", testIdemRelease},
+	{"CompleteMissing", testIdemCompleteMissing},
+	{"ConcurrentBeginTakesOnce", testIdemConcurrent},
+	{"ConcurrentTakeOverTakesOnce", testIdemConcurrentTakeOver},
+	{"Prune", testIdemPrune},
+	{"RolledBackBeginLeavesNothing", testIdemTx},
+}
+
+// idemStale is the StaleAfter of the suite's Begins.
+const idemStale = time.Minute
+
+// idemBegin returns the parameters of a Begin of (principal, key) at now,
+// expiring a day later.
+func idemBegin(principal, key, fingerprint string, now time.Time) *twicestore.IdempotencyBeginParams {
+	return &twicestore.IdempotencyBeginParams{
+		Principal: principal, Key: key, Fingerprint: fingerprint,
+		Now: now, ExpiresAt: now.Add(24 * time.Hour), StaleAfter: idemStale,
+	}
+}
+
+func (e *env) idemBeginWith(ex twicestore.Executor, p *twicestore.IdempotencyBeginParams) *twicestore.IdempotencyBeginResult {
+	e.t.Helper()
+	res, err := ex.IdempotencyBegin(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("IdempotencyBegin(%q, %q): %v", p.Principal, p.Key, err)
+	}
+	return res
+}
+
+func (e *env) idemBegin(p *twicestore.IdempotencyBeginParams) *twicestore.IdempotencyBeginResult {
+	e.t.Helper()
+	return e.idemBeginWith(e.s, p)
+}
+
+func (e *env) idemComplete(p *twicestore.IdempotencyCompleteParams) {
+	e.t.Helper()
+	if err := e.s.IdempotencyComplete(e.ctx, p); err != nil {
+		e.t.Fatalf("IdempotencyComplete(%q, %q): %v", p.Principal, p.Key, err)
+	}
+}
+
+func (e *env) idemRelease(principal, key string) {
+	e.t.Helper()
+	if err := e.s.IdempotencyRelease(e.ctx, &twicestore.IdempotencyKeyParams{Principal: principal, Key: key}); err != nil {
+		e.t.Fatalf("IdempotencyRelease(%q, %q): %v", principal, key, err)
+	}
+}
+
+// takenRecord is the record a Begin that took a fresh key must return.
+func takenRecord(p *twicestore.IdempotencyBeginParams) twicetype.IdempotencyRecord {
+	return twicetype.IdempotencyRecord{
+		Principal: p.Principal, Key: p.Key, Fingerprint: p.Fingerprint,
+		LockedAt: p.Now, CreatedAt: p.Now, ExpiresAt: p.ExpiresAt,
+	}
+}
+
+// checkBegin fails the test unless res is a Begin result with taken and
+// the record want: times compared with Equal and required in UTC, a nil
+// Header or Body equal to an empty one.
+func checkBegin(t *testing.T, what string, res *twicestore.IdempotencyBeginResult, taken bool, want twicetype.IdempotencyRecord) {
+	t.Helper()
+	got := res.Record
+	if res.Taken != taken || got.Principal != want.Principal || got.Key != want.Key ||
+		got.Fingerprint != want.Fingerprint || got.Done != want.Done || got.Status != want.Status ||
+		!sameHeader(got.Header, want.Header) || !bytes.Equal(got.Body, want.Body) ||
+		!got.LockedAt.Equal(want.LockedAt) || !got.CreatedAt.Equal(want.CreatedAt) ||
+		!got.ExpiresAt.Equal(want.ExpiresAt) {
+		t.Fatalf("%s: IdempotencyBegin = taken=%t %s\nwant taken=%t %s", what, res.Taken, fmtIdem(got), taken, fmtIdem(want))
+	}
+	for name, at := range map[string]time.Time{"LockedAt": got.LockedAt, "CreatedAt": got.CreatedAt, "ExpiresAt": got.ExpiresAt} {
+		if at.Location() != time.UTC {
+			t.Errorf("%s: %s is in %s, want UTC", what, name, at.Location())
+		}
+	}
+}
+
+func sameHeader(a, b map[string][]string) bool {
+	return maps.EqualFunc(a, b, func(x, y []string) bool { return slices.Equal(x, y) })
+}
+
+func fmtIdem(r twicetype.IdempotencyRecord) string {
+	return fmt.Sprintf("{principal=%q key=%q fingerprint=%q done=%t status=%d header=%v body=%q locked=%s created=%s expires=%s}",
+		r.Principal, r.Key, r.Fingerprint, r.Done, r.Status, r.Header, r.Body, r.LockedAt, r.CreatedAt, r.ExpiresAt)
+}
+
+func testIdemNew(t *testing.T, e *env) {
+	p := idemBegin("alice", "key-1", "fp-1", e.base)
+	checkBegin(t, "first Begin", e.idemBegin(p), true, takenRecord(p))
+}
+
+func testIdemRunning(t *testing.T, e *env) {
+	first := idemBegin("alice", "key-1", "fp-1", e.base)
+	e.idemBegin(first)
+	want := takenRecord(first)
+	// Within StaleAfter, up to and including its very end; a different
+	// fingerprint is the caller's to compare, so it changes nothing.
+	for _, d := range []time.Duration{0, time.Second, idemStale} {
+		for _, fp := range []string{"fp-1", "fp-other"} {
+			p := idemBegin("alice", "key-1", fp, e.at(d))
+			checkBegin(t, fmt.Sprintf("Begin %s later with %s", d, fp), e.idemBegin(p), false, want)
+		}
+	}
+}
+
+func testIdemReplay(t *testing.T, e *env) {
+	binary := make([]byte, 256)
+	for i := range binary {
+		binary[i] = byte(i)
+	}
+	for i, c := range []struct {
+		status int
+		header map[string][]string
+		body   []byte
+	}{
+		{200, map[string][]string{"Content-Type": {"application/json"}, "Set-Cookie": {"a=1", "b=2"}}, []byte(`{"id":42}`)},
+		{201, map[string][]string{"X-Empty": {""}, "X-Unicode": {"héllo — ✓"}}, binary},
+		{204, nil, nil},
+		{202, map[string][]string{}, []byte{}},
+		{500, map[string][]string{"Retry-After": {"1"}}, []byte("\x00\x00trailing zeros\x00")},
+	} {
+		key := fmt.Sprintf("key-%d", i)
+		p := idemBegin("alice", key, "fp", e.base)
+		e.idemBegin(p)
+		e.idemComplete(&twicestore.IdempotencyCompleteParams{Principal: "alice", Key: key,
+			Status: c.status, Header: c.header, Body: c.body})
+		want := takenRecord(p)
+		want.Done, want.Status, want.Header, want.Body = true, c.status, c.header, c.body
+		// A done record is replayed whatever its lock's age.
+		for _, d := range []time.Duration{time.Second, 2 * idemStale} {
+			checkBegin(t, fmt.Sprintf("case %d: Begin %s after Complete", i, d),
+				e.idemBegin(idemBegin("alice", key, "fp-retry", e.at(d))), false, want)
+		}
+	}
+}
+
+func testIdemPrincipals(t *testing.T, e *env) {
+	a := idemBegin("alice", "shared", "fp-a", e.base)
+	b := idemBegin("bob", "shared", "fp-b", e.at(time.Second))
+	checkBegin(t, "alice's Begin", e.idemBegin(a), true, takenRecord(a))
+	checkBegin(t, "bob's Begin of the same key", e.idemBegin(b), true, takenRecord(b))
+	e.idemComplete(&twicestore.IdempotencyCompleteParams{Principal: "alice", Key: "shared", Status: 200, Body: []byte("alice")})
+	want := takenRecord(b)
+	checkBegin(t, "bob's record after alice's Complete",
+		e.idemBegin(idemBegin("bob", "shared", "fp-b", e.at(2*time.Second))), false, want)
+	e.idemRelease("bob", "shared")
+	done := takenRecord(a)
+	done.Done, done.Status, done.Body = true, 200, []byte("alice")
+	checkBegin(t, "alice's record after bob's Release",
+		e.idemBegin(idemBegin("alice", "shared", "fp-a", e.at(3*time.Second))), false, done)
+}
+
+func testIdemStale(t *testing.T, e *env) {
+	first := idemBegin("alice", "key-1", "fp-1", e.base)
+	e.idemBegin(first)
+	// The first request crashed: a retry after StaleAfter takes the key
+	// over. The record keeps its CreatedAt and expires as the new one says.
+	p := idemBegin("alice", "key-1", "fp-2", e.at(idemStale+time.Microsecond))
+	want := takenRecord(p)
+	want.CreatedAt = first.Now
+	checkBegin(t, "Begin after StaleAfter", e.idemBegin(p), true, want)
+	// The new lock is fresh: the next retry finds it running.
+	checkBegin(t, "Begin right after the take-over",
+		e.idemBegin(idemBegin("alice", "key-1", "fp-3", p.Now.Add(time.Second))), false, want)
+	// The request that took it over completes.
+	e.idemComplete(&twicestore.IdempotencyCompleteParams{Principal: "alice", Key: "key-1", Status: 200, Body: []byte("ok")})
+	want.Done, want.Status, want.Body = true, 200, []byte("ok")
+	checkBegin(t, "Begin after the take-over's Complete",
+		e.idemBegin(idemBegin("alice", "key-1", "fp-2", p.Now.Add(time.Hour))), false, want)
+}
+
+func testIdemDoneStale(t *testing.T, e *env) {
+	p := idemBegin("alice", "key-1", "fp-1", e.base)
+	e.idemBegin(p)
+	e.idemComplete(&twicestore.IdempotencyCompleteParams{Principal: "alice", Key: "key-1", Status: 201})
+	want := takenRecord(p)
+	want.Done, want.Status = true, 201
+	checkBegin(t, "Begin long after Complete",
+		e.idemBegin(idemBegin("alice", "key-1", "fp-2", e.at(10*idemStale))), false, want)
+}
+
+func testIdemExpired(t *testing.T, e *env) {
+	for _, done := range []bool{false, true} {
+		key := fmt.Sprintf("key-done-%t", done)
+		p := idemBegin("alice", key, "fp-old", e.base)
+		p.ExpiresAt = e.at(time.Hour)
+		p.StaleAfter = 24 * time.Hour // never stale: only expiry frees the key
+		e.idemBegin(p)
+		want := takenRecord(p)
+		if done {
+			e.idemComplete(&twicestore.IdempotencyCompleteParams{Principal: "alice", Key: key,
+				Status: 200, Header: map[string][]string{"A": {"b"}}, Body: []byte("old")})
+			want.Done, want.Status, want.Header, want.Body = true, 200, map[string][]string{"A": {"b"}}, []byte("old")
+		}
+		// At ExpiresAt the record still holds.
+		at := idemBegin("alice", key, "fp-new", p.ExpiresAt)
+		at.StaleAfter = p.StaleAfter
+		checkBegin(t, fmt.Sprintf("done=%t: Begin at ExpiresAt", done), e.idemBegin(at), false, want)
+		// After it, the key is absent: a fresh record.
+		after := idemBegin("alice", key, "fp-new", p.ExpiresAt.Add(time.Microsecond))
+		after.StaleAfter = p.StaleAfter
+		checkBegin(t, fmt.Sprintf("done=%t: Begin after ExpiresAt", done), e.idemBegin(after), true, takenRecord(after))
+	}
+}
+
+func testIdemRelease(t *testing.T, e *env) {
+	p := idemBegin("alice", "key-1", "fp-1", e.base)
+	e.idemBegin(p)
+	e.idemRelease("alice", "key-1")
+	retry := idemBegin("alice", "key-1", "fp-1", e.at(time.Second))
+	checkBegin(t, "Begin after Release", e.idemBegin(retry), true, takenRecord(retry))
+	e.idemRelease("alice", "key-1")
+	e.idemRelease("alice", "key-1") // releasing twice is not an error
+	e.idemRelease("alice", "never") // nor is releasing a key never taken
+	e.idemRelease("bob", "key-1")
+}
+
+func testIdemCompleteMissing(t *testing.T, e *env) {
+	e.idemBegin(idemBegin("alice", "key-1", "fp-1", e.base))
+	for _, k := range []twicestore.IdempotencyKeyParams{{Principal: "alice", Key: "never"}, {Principal: "bob", Key: "key-1"}} {
+		err := e.s.IdempotencyComplete(e.ctx, &twicestore.IdempotencyCompleteParams{Principal: k.Principal, Key: k.Key, Status: 200})
+		if !errors.Is(err, twicestore.ErrNotFound) {
+			t.Errorf("IdempotencyComplete(%q, %q) of a missing record = %v, want an error wrapping ErrNotFound", k.Principal, k.Key, err)
+		}
+	}
+	e.idemRelease("alice", "key-1")
+	err := e.s.IdempotencyComplete(e.ctx, &twicestore.IdempotencyCompleteParams{Principal: "alice", Key: "key-1", Status: 200})
+	if !errors.Is(err, twicestore.ErrNotFound) {
+		t.Errorf("IdempotencyComplete of a released record = %v, want an error wrapping ErrNotFound", err)
+	}
+}
+
+// idemRace runs n Begins of ps at once and fails the test unless exactly
+// one took the key; it returns the index of that one.
+func (e *env) idemRace(ps []*twicestore.IdempotencyBeginParams) int {
+	e.t.Helper()
+	results := make([]*twicestore.IdempotencyBeginResult, len(ps))
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range ps {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = e.s.IdempotencyBegin(e.ctx, ps[i])
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		if err != nil {
+			e.t.Fatalf("IdempotencyBegin %d: %v", i, err)
+		}
+		if results[i].Taken {
+			if winner >= 0 {
+				e.t.Fatalf("Begins %d and %d both took the key", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		e.t.Fatal("no Begin took the key")
+	}
+	for i, res := range results {
+		if i != winner && (res.Record.Done || res.Record.Fingerprint != ps[winner].Fingerprint) {
+			e.t.Errorf("Begin %d: record %s, want the running one of Begin %d", i, fmtIdem(res.Record), winner)
+		}
+	}
+	return winner
+}
+
+func testIdemConcurrent(t *testing.T, e *env) {
+	ps := make([]*twicestore.IdempotencyBeginParams, 50)
+	for i := range ps {
+		ps[i] = idemBegin("alice", "race", fmt.Sprintf("fp-%d", i), e.base)
+	}
+	e.idemRace(ps)
+}
+
+func testIdemConcurrentTakeOver(t *testing.T, e *env) {
+	e.idemBegin(idemBegin("alice", "race", "fp-crashed", e.base))
+	now := e.at(2 * idemStale)
+	ps := make([]*twicestore.IdempotencyBeginParams, 50)
+	for i := range ps {
+		ps[i] = idemBegin("alice", "race", fmt.Sprintf("fp-%d", i), now)
+	}
+	w := e.idemRace(ps)
+	want := takenRecord(ps[w])
+	want.CreatedAt = e.base
+	checkBegin(t, "Begin after the race", e.idemBegin(idemBegin("alice", "race", "fp-late", now.Add(time.Second))), false, want)
+}
+
+func testIdemPrune(t *testing.T, e *env) {
+	prune := func(before time.Time, limit int) int {
+		t.Helper()
+		res, err := e.s.IdempotencyPrune(e.ctx, &twicestore.IdempotencyPruneParams{Before: before, Limit: limit})
+		if err != nil {
+			t.Fatalf("IdempotencyPrune(limit %d): %v", limit, err)
+		}
+		return res.Deleted
+	}
+	if n := prune(e.at(time.Hour), 10); n != 0 {
+		t.Fatalf("IdempotencyPrune of an empty store deleted %d", n)
+	}
+	// Five records expiring one hour apart, the second one done.
+	for i := 1; i <= 5; i++ {
+		p := idemBegin("alice", fmt.Sprintf("key-%d", i), "fp", e.base)
+		p.ExpiresAt = e.at(time.Duration(i) * time.Hour)
+		e.idemBegin(p)
+	}
+	e.idemComplete(&twicestore.IdempotencyCompleteParams{Principal: "alice", Key: "key-2", Status: 200})
+	before := e.at(3 * time.Hour) // key-1 and key-2 expired before it; key-3 expires at it
+	if n := prune(before, 0); n != 0 {
+		t.Fatalf("IdempotencyPrune with a zero Limit deleted %d, want 0", n)
+	}
+	if n := prune(before, 1); n != 1 {
+		t.Fatalf("IdempotencyPrune with Limit 1 deleted %d, want 1", n)
+	}
+	if n := prune(before, 10); n != 1 {
+		t.Fatalf("IdempotencyPrune of the rest deleted %d, want 1", n)
+	}
+	if n := prune(before, 10); n != 0 {
+		t.Fatalf("IdempotencyPrune again deleted %d, want 0", n)
+	}
+	// Seen from before any expiry, a kept record holds its key; a pruned
+	// one is gone and the key is taken afresh.
+	for i := 1; i <= 5; i++ {
+		res := e.idemBegin(idemBegin("alice", fmt.Sprintf("key-%d", i), "fp", e.at(time.Second)))
+		if kept := i >= 3; res.Taken == kept {
+			t.Errorf("key-%d: Begin after the prune Taken = %t, want %t", i, res.Taken, !kept)
+		}
+	}
+}
+
+func testIdemTx(t *testing.T, e *env) {
+	tx := e.begin()
+	p := idemBegin("alice", "key-1", "fp-tx", e.base)
+	checkBegin(t, "Begin in a transaction", e.idemBeginWith(tx, p), true, takenRecord(p))
+	checkBegin(t, "Begin again in the transaction",
+		e.idemBeginWith(tx, idemBegin("alice", "key-1", "fp-2", e.at(time.Second))), false, takenRecord(p))
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := idemBegin("alice", "key-1", "fp-after", e.at(2*time.Second))
+	checkBegin(t, "Begin after rollback", e.idemBegin(after), true, takenRecord(after))
+}
