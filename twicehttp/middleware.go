@@ -1,0 +1,314 @@
+package twicehttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// The header names the middleware reads and writes.
+const (
+	// HeaderKey carries the client's idempotency key.
+	HeaderKey = "Idempotency-Key"
+	// HeaderReplayed is set to "true" on a response replayed from the
+	// store, so a client can tell a replay from a fresh run.
+	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderExpires is set, on every response the handler gives under a
+	// key and on its replays, to the HTTP date until which the key is
+	// remembered; after it, the key is new again.
+	HeaderExpires = "Idempotency-Key-Expires"
+)
+
+// Defaults for Options.
+const (
+	// ExpiryDefault is how long a record is kept.
+	ExpiryDefault = 24 * time.Hour
+	// LockTimeoutDefault is how long a running request holds its key.
+	LockTimeoutDefault = time.Minute
+	// MaxBodyBytesDefault is the largest request body accepted.
+	MaxBodyBytesDefault = 1 << 20
+	// StoreTimeout bounds writing the record after the handler returned;
+	// it runs detached from the request's context, so a client that hangs
+	// up does not lose the response its retry will ask for.
+	StoreTimeout = 10 * time.Second
+	// RetryAfter is the delay, in seconds, a 409 suggests before retrying.
+	RetryAfter = 1
+)
+
+// MethodsDefault are the methods the middleware applies to by default: the
+// ones that are not idempotent by definition.
+var MethodsDefault = []string{http.MethodPost, http.MethodPatch}
+
+// Options configure Middleware. The zero value of each field but Principal
+// means its default.
+type Options struct {
+	// Principal names the caller of a request (a user or API client id).
+	// Records are scoped by principal and key, so one caller can never
+	// replay another's response. An error, or an empty principal, answers
+	// 401: an application without users returns a constant. Required.
+	Principal func(*http.Request) (string, error)
+	// Required answers 400 to a request without the Idempotency-Key
+	// header. When false, such a request passes through untouched.
+	// Defaults to false.
+	Required bool
+	// Methods the middleware applies to; requests with other methods pass
+	// through untouched. Defaults to MethodsDefault (POST and PATCH).
+	Methods []string
+	// Expiry is how long a key and its response are remembered, from the
+	// first request. Defaults to ExpiryDefault (24 h).
+	Expiry time.Duration
+	// LockTimeout is how long a request that is still running holds its
+	// key; after it, the request is taken for crashed and a retry runs
+	// again. Set it above the handler's longest run. Defaults to
+	// LockTimeoutDefault (1 min).
+	LockTimeout time.Duration
+	// ReleaseServerErrors gives the key back when the handler answers 5xx,
+	// so a retry runs again. By default a 5xx is stored and replayed like
+	// any response, as Stripe does: the handler may have had effects
+	// before it failed, and running it again could repeat them. Defaults
+	// to false.
+	ReleaseServerErrors bool
+	// MaxBodyBytes is the largest request body accepted; a larger one is
+	// answered 413 and not stored. The whole body is read before the
+	// handler runs, to fingerprint it. Defaults to MaxBodyBytesDefault
+	// (1 MiB).
+	MaxBodyBytes int64
+	// Logger receives the errors the client cannot be told about (storing
+	// a response that was already sent). Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of o with zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if len(o.Methods) == 0 {
+		o.Methods = MethodsDefault
+	}
+	if o.Expiry == 0 {
+		o.Expiry = ExpiryDefault
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = LockTimeoutDefault
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// validate reports the first wiring mistake in o.
+func (o Options) validate(store twicestore.Store) error {
+	switch {
+	case store == nil:
+		return errors.New("twicehttp.Middleware: store is nil; pass the twicestore.Store the records live in")
+	case o.Principal == nil:
+		return errors.New("twicehttp.Middleware: Options.Principal is nil; set it to a func returning the caller's id, so callers never share keys")
+	case o.Expiry < 0, o.LockTimeout < 0, o.MaxBodyBytes < 0:
+		return fmt.Errorf("twicehttp.Middleware: Expiry (%v), LockTimeout (%v) and MaxBodyBytes (%d) must not be negative; zero means the default", o.Expiry, o.LockTimeout, o.MaxBodyBytes)
+	case o.LockTimeout > o.Expiry:
+		return fmt.Errorf("twicehttp.Middleware: LockTimeout (%v) exceeds Expiry (%v); a key must outlive its lock", o.LockTimeout, o.Expiry)
+	}
+	return nil
+}
+
+// Middleware returns net/http middleware that makes requests carrying an
+// Idempotency-Key header run at most once per principal and key, replaying
+// the stored response to retries. See the package doc for the protocol.
+//
+// It panics when store is nil or opts is invalid (Principal nil, a negative
+// duration or size): a wiring mistake, found at startup.
+func Middleware(store twicestore.Store, opts Options) func(http.Handler) http.Handler {
+	o := opts.withDefaults()
+	if err := o.validate(store); err != nil {
+		panic(err)
+	}
+	return func(next http.Handler) http.Handler {
+		return &middleware{store: store, opts: o, next: next}
+	}
+}
+
+// middleware is the handler Middleware wraps around next.
+type middleware struct {
+	store twicestore.Store
+	opts  Options
+	next  http.Handler
+}
+
+// ServeHTTP validates the request, then runs, replays or refuses it. Only
+// a response from next is stored: anything answered before next runs is
+// judged afresh on retry.
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !slices.Contains(m.opts.Methods, r.Method) {
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	values := r.Header.Values(HeaderKey)
+	if len(values) == 0 {
+		if m.opts.Required {
+			writeProblem(w, problemKeyMissing)
+			return
+		}
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	if len(values) > 1 {
+		writeProblem(w, problemKeyInvalid)
+		return
+	}
+	key, err := parseKey(values[0])
+	if err != nil {
+		writeProblem(w, problemKeyInvalid)
+		return
+	}
+	principal, err := m.opts.Principal(r)
+	if err != nil || principal == "" {
+		writeProblem(w, problemPrincipal)
+		return
+	}
+	body, p := m.readBody(w, r)
+	if p != nil {
+		writeProblem(w, *p)
+		return
+	}
+
+	fp := fingerprint(r, body)
+	now := time.Now()
+	begin, err := m.store.IdempotencyBegin(r.Context(), &twicestore.IdempotencyBeginParams{
+		Principal:   principal,
+		Key:         key,
+		Fingerprint: fp,
+		Now:         now,
+		ExpiresAt:   now.Add(m.opts.Expiry),
+		StaleAfter:  m.opts.LockTimeout,
+	})
+	if err != nil {
+		m.opts.Logger.ErrorContext(r.Context(), "idempotency: take key",
+			slog.Any(logattr.Err, err), slog.String(logattr.Component, "twicehttp"))
+		writeProblem(w, problemStore)
+		return
+	}
+	rec := begin.Record
+	switch {
+	case begin.Taken:
+		m.run(w, r, principal, key, body, rec.ExpiresAt)
+	case rec.Fingerprint != fp:
+		writeProblem(w, problemKeyReused)
+	case !rec.Done:
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+		writeProblem(w, problemInProgress)
+	default:
+		// Headers set by outer middleware (CORS, tracing) stay; the
+		// stored ones win where both set a name.
+		h := w.Header()
+		for k, v := range rec.Header {
+			h[k] = slices.Clone(v)
+		}
+		h.Set(HeaderReplayed, "true")
+		w.WriteHeader(rec.Status)
+		_, _ = w.Write(rec.Body)
+	}
+}
+
+// readBody reads the whole body, up to MaxBodyBytes, or returns the problem
+// to answer.
+func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	if r.ContentLength > m.opts.MaxBodyBytes {
+		return nil, &problemBodyTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.opts.MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, &problemBodyTooLarge
+		}
+		return nil, &problemBodyUnreadable
+	}
+	return body, nil
+}
+
+// run calls next with the key held and the body restored, then stores the
+// response, or releases the key when next panics (or answers 5xx with
+// ReleaseServerErrors) so a retry runs again.
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, principal, key string, body []byte, expiresAt time.Time) {
+	keyParams := &twicestore.IdempotencyKeyParams{Principal: principal, Key: key}
+	w.Header().Set(HeaderExpires, expiresAt.UTC().Format(http.TimeFormat))
+	cw := &captureWriter{ResponseWriter: w}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// next panicked (http.ErrAbortHandler included): the response is
+		// cut short, so nothing is worth replaying.
+		m.release(r, keyParams)
+	}()
+	m.next.ServeHTTP(cw, r)
+	finished = true
+
+	status, header, respBody := cw.result()
+	if status >= 500 && m.opts.ReleaseServerErrors {
+		m.release(r, keyParams)
+		return
+	}
+	ctx, cancel := storeContext(r)
+	defer cancel()
+	err := m.store.IdempotencyComplete(ctx, &twicestore.IdempotencyCompleteParams{
+		Principal: principal,
+		Key:       key,
+		Status:    status,
+		Header:    header,
+		Body:      respBody,
+	})
+	if err != nil {
+		// The client has its response; a retry gets 409 until the lock
+		// times out, then runs again.
+		m.opts.Logger.ErrorContext(ctx, "idempotency: store response; a retry will run again after the lock timeout",
+			slog.Any(logattr.Err, err), slog.String(logattr.Component, "twicehttp"))
+	}
+}
+
+// release gives the key back, detached from the request's cancellation.
+func (m *middleware) release(r *http.Request, p *twicestore.IdempotencyKeyParams) {
+	ctx, cancel := storeContext(r)
+	defer cancel()
+	if err := m.store.IdempotencyRelease(ctx, p); err != nil {
+		m.opts.Logger.ErrorContext(ctx, "idempotency: release key; a retry will run again after the lock timeout",
+			slog.Any(logattr.Err, err), slog.String(logattr.Component, "twicehttp"))
+	}
+}
+
+// storeContext is the context records are written on after next ran: the
+// request's values without its cancellation, bounded by StoreTimeout.
+func storeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), StoreTimeout)
+}
+
+// fingerprint identifies a request by method, path with query, and body;
+// each part is length-prefixed so no two requests share an encoding.
+func fingerprint(r *http.Request, body []byte) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(r.Method), []byte(r.URL.RequestURI()), body} {
+		_ = binary.Write(h, binary.BigEndian, uint64(len(part)))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
