@@ -60,8 +60,9 @@ func (c *Client) rescueLoop(ctx context.Context) {
 var errLeaseExpired = errors.New("lease expired on the final attempt")
 
 // pruneLoop deletes finished jobs and markers older than their retention,
-// in bounded batches, so no statement holds locks for long. Any node may
-// run it; the batches of two nodes never delete a row twice.
+// and expired Idempotency-Key records, in bounded batches, so no statement
+// holds locks for long. Any node may run it; the batches of two nodes never
+// delete a row twice.
 func (c *Client) pruneLoop(ctx context.Context) {
 	logger := c.logger.With(logattr.Component, "pruner")
 	periodic.Run(ctx, pruneInterval, func(ctx context.Context) {
@@ -83,6 +84,18 @@ func (c *Client) pruneLoop(ctx context.Context) {
 			if err != nil {
 				if ctx.Err() == nil {
 					logger.WarnContext(ctx, "deleting finished jobs failed", logattr.Err, err)
+				}
+				break
+			}
+			if res.Deleted < maintenanceBatch {
+				break
+			}
+		}
+		for ctx.Err() == nil { // expired Idempotency-Key records (twicehttp)
+			res, err := c.store.IdempotencyPrune(ctx, &twicestore.IdempotencyPruneParams{Before: now, Limit: maintenanceBatch})
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.WarnContext(ctx, "pruning expired idempotency keys failed", logattr.Err, err)
 				}
 				break
 			}

@@ -205,7 +205,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := begin.Record
 	switch {
 	case begin.Taken:
-		m.run(w, r, principal, key, body, rec.ExpiresAt)
+		m.run(w, r, principal, key, body, rec.ExpiresAt, rec.LockedAt)
 	case rec.Fingerprint != fp:
 		writeProblem(w, problemKeyReused)
 	case !rec.Done:
@@ -246,8 +246,12 @@ func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *
 // run calls next with the key held and the body restored, then stores the
 // response, or releases the key when next panics (or answers 5xx with
 // ReleaseServerErrors) so a retry runs again.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, principal, key string, body []byte, expiresAt time.Time) {
-	keyParams := &twicestore.IdempotencyKeyParams{Principal: principal, Key: key}
+//
+// Both writes carry the lock this request took, so a request whose key was
+// taken over after its lock went stale cannot overwrite or delete the
+// newer request's record.
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, principal, key string, body []byte, expiresAt, lockedAt time.Time) {
+	keyParams := &twicestore.IdempotencyKeyParams{Principal: principal, Key: key, LockedAt: lockedAt}
 	w.Header().Set(HeaderExpires, expiresAt.UTC().Format(http.TimeFormat))
 	cw := &captureWriter{ResponseWriter: w}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -274,6 +278,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, principal, key 
 	err := m.store.IdempotencyComplete(ctx, &twicestore.IdempotencyCompleteParams{
 		Principal: principal,
 		Key:       key,
+		LockedAt:  lockedAt,
 		Status:    status,
 		Header:    header,
 		Body:      respBody,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -111,7 +112,8 @@ func (e *executor) IdempotencyComplete(ctx context.Context, p *twicestore.Idempo
 		body = []byte{} // nil would be sent as NULL
 	}
 	n, err := e.q.exec(ctx, `UPDATE twice_idempotency SET done = true, status = $3, header = $4::text::jsonb, body = $5
-		WHERE principal = $1 AND key = $2`, p.Principal, p.Key, p.Status, string(header), body)
+		WHERE principal = $1 AND key = $2 AND ($6::timestamptz IS NULL OR (NOT done AND locked_at = $6))`,
+		p.Principal, p.Key, p.Status, string(header), body, lockArg(p.LockedAt))
 	if err == nil && n == 0 {
 		err = twicestore.ErrNotFound
 	}
@@ -124,8 +126,9 @@ func (e *executor) IdempotencyComplete(ctx context.Context, p *twicestore.Idempo
 // IdempotencyRelease deletes the record; deleting one that is not stored is
 // not an error.
 func (e *executor) IdempotencyRelease(ctx context.Context, p *twicestore.IdempotencyKeyParams) error {
-	if _, err := e.q.exec(ctx, `DELETE FROM twice_idempotency WHERE principal = $1 AND key = $2`,
-		p.Principal, p.Key); err != nil {
+	if _, err := e.q.exec(ctx, `DELETE FROM twice_idempotency
+		WHERE principal = $1 AND key = $2 AND ($3::timestamptz IS NULL OR (NOT done AND locked_at = $3))`,
+		p.Principal, p.Key, lockArg(p.LockedAt)); err != nil {
 		return fmt.Errorf("release idempotency key %q: %w", p.Key, err)
 	}
 	return nil
@@ -153,4 +156,13 @@ func (e *executor) IdempotencyPrune(ctx context.Context, p *twicestore.Idempoten
 		return nil, fmt.Errorf("prune idempotency keys: %w", err)
 	}
 	return &twicestore.IdempotencyPruneResult{Deleted: int(n)}, nil
+}
+
+// lockArg is a lock guard's argument: the lock's time, or NULL for no
+// guard.
+func lockArg(lockedAt time.Time) any {
+	if lockedAt.IsZero() {
+		return nil
+	}
+	return lockedAt
 }

@@ -115,7 +115,8 @@ func (e *executor) IdempotencyComplete(ctx context.Context, p *twicestore.Idempo
 	var n int64
 	err = e.write(ctx, func() error {
 		r, err := e.db.ExecContext(ctx, `UPDATE twice_idempotency SET done = 1, status = ?, header = ?, body = ?
-			WHERE principal = ? AND key = ?`, p.Status, string(header), body, p.Principal, p.Key)
+			WHERE principal = ? AND key = ? AND (? = 0 OR (done = 0 AND locked_at = ?))`,
+			p.Status, string(header), body, p.Principal, p.Key, lockArg(p.LockedAt), lockArg(p.LockedAt))
 		if err != nil {
 			return err
 		}
@@ -135,7 +136,9 @@ func (e *executor) IdempotencyComplete(ctx context.Context, p *twicestore.Idempo
 // not an error.
 func (e *executor) IdempotencyRelease(ctx context.Context, p *twicestore.IdempotencyKeyParams) error {
 	err := e.write(ctx, func() error {
-		_, err := e.db.ExecContext(ctx, `DELETE FROM twice_idempotency WHERE principal = ? AND key = ?`, p.Principal, p.Key)
+		_, err := e.db.ExecContext(ctx, `DELETE FROM twice_idempotency
+			WHERE principal = ? AND key = ? AND (? = 0 OR (done = 0 AND locked_at = ?))`,
+			p.Principal, p.Key, lockArg(p.LockedAt), lockArg(p.LockedAt))
 		return err
 	})
 	if err != nil {
@@ -170,3 +173,11 @@ func (e *executor) IdempotencyPrune(ctx context.Context, p *twicestore.Idempoten
 // fromTime is t as it reads back from the database: at microsecond
 // precision, in UTC.
 func fromTime(t time.Time) time.Time { return time.UnixMicro(micros(t)).UTC() }
+
+// lockArg is a lock guard's argument: the lock's time, or 0 for no guard.
+func lockArg(lockedAt time.Time) int64 {
+	if lockedAt.IsZero() {
+		return 0
+	}
+	return micros(lockedAt)
+}

@@ -467,6 +467,11 @@ type ScheduleListResult struct {
 type IdempotencyKeyParams struct {
 	Principal string
 	Key       string
+	// LockedAt, when set, is the lock the caller took (Begin's
+	// Record.LockedAt): the call then acts only while that lock still holds
+	// the key, so a request whose key was taken over cannot touch the newer
+	// request's record. Zero acts on the record whatever holds it.
+	LockedAt time.Time
 }
 
 // IdempotencyBeginParams describe the request taking a key.
@@ -493,9 +498,13 @@ type IdempotencyBeginResult struct {
 type IdempotencyCompleteParams struct {
 	Principal string
 	Key       string
-	Status    int
-	Header    map[string][]string
-	Body      []byte
+	// LockedAt, when set, is the lock the caller took: the response is
+	// stored only while that lock still holds the key, else the call fails
+	// with ErrNotFound (see IdempotencyKeyParams.LockedAt).
+	LockedAt time.Time
+	Status   int
+	Header   map[string][]string
+	Body     []byte
 }
 
 // IdempotencyPruneParams select expired records.

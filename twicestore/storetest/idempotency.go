@@ -22,6 +22,7 @@ var idempotencyTests = []test{
 	{"BeginAfterCompleteReplays", testIdemReplay},
 	{"PrincipalsIndependent", testIdemPrincipals},
 	{"StaleTakeOver", testIdemStale},
+	{"StaleHolderCannotTouchTheNewRecord", testIdemFenced},
 	{"DoneNeverTakenOver", testIdemDoneStale},
 	{"ExpiredIsAbsent", testIdemExpired},
 	{"Release", testIdemRelease},
@@ -368,4 +369,34 @@ func testIdemTx(t *testing.T, e *env) {
 	}
 	after := idemBegin("alice", "key-1", "fp-after", e.at(2*time.Second))
 	checkBegin(t, "Begin after rollback", e.idemBegin(after), true, takenRecord(after))
+}
+
+// testIdemFenced: after a take-over, the first request's late Complete and
+// Release, carrying its own lock, touch nothing; the new holder's work.
+func testIdemFenced(t *testing.T, e *env) {
+	first := e.idemBegin(idemBegin("alice", "fenced", "fp-1", e.at(0)))
+	second := e.idemBegin(idemBegin("alice", "fenced", "fp-2", e.at(idemStale+time.Second)))
+	if !first.Taken || !second.Taken {
+		t.Fatalf("taken: first %v, take-over %v; want both", first.Taken, second.Taken)
+	}
+	err := e.s.IdempotencyComplete(e.ctx, &twicestore.IdempotencyCompleteParams{
+		Principal: "alice", Key: "fenced", LockedAt: first.Record.LockedAt, Status: 500, Body: []byte("late")})
+	if !errors.Is(err, twicestore.ErrNotFound) {
+		t.Fatalf("stale holder's Complete = %v, want an error wrapping ErrNotFound", err)
+	}
+	if err := e.s.IdempotencyRelease(e.ctx, &twicestore.IdempotencyKeyParams{
+		Principal: "alice", Key: "fenced", LockedAt: first.Record.LockedAt}); err != nil {
+		t.Fatalf("stale holder's Release: %v", err)
+	}
+	again := e.idemBegin(idemBegin("alice", "fenced", "fp-2", e.at(idemStale+2*time.Second)))
+	if again.Taken || again.Record.Done || again.Record.Fingerprint != "fp-2" {
+		t.Fatalf("after the stale holder's writes: taken %v done %v fingerprint %q; want the new holder's running record",
+			again.Taken, again.Record.Done, again.Record.Fingerprint)
+	}
+	e.idemComplete(&twicestore.IdempotencyCompleteParams{
+		Principal: "alice", Key: "fenced", LockedAt: second.Record.LockedAt, Status: 201, Body: []byte("new")})
+	done := e.idemBegin(idemBegin("alice", "fenced", "fp-2", e.at(idemStale+3*time.Second)))
+	if !done.Record.Done || done.Record.Status != 201 || string(done.Record.Body) != "new" {
+		t.Fatalf("new holder's response not stored: %+v", done.Record)
+	}
 }
