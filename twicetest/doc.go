@@ -1,0 +1,39 @@
+// Package twicetest proves that a handler converges, the way net/http/httptest
+// lets a test drive an http.Handler: it runs the handler exactly as it is
+// registered in production, through the real twice runtime on a real store,
+// and checks the user's effect counter against what the kind's strategy
+// promises.
+//
+// RunTwice delivers one message in three scenarios:
+//
+//   - in a row: the message is delivered, completed, and delivered again
+//     (same MessageID, so the same idempotency key), as after a lost
+//     acknowledgement;
+//   - concurrently: two workers (two Clients, each with its own store handle
+//     on the same database) lease the same message at once, as on two nodes;
+//   - crash: the first delivery dies after the handler returned and before
+//     its outcome (and ClaimAfter's claim riding with it, or Transactional's
+//     commit) is written; the lease expires, the rescuer requeues the job and
+//     it is delivered again.
+//
+// The strategy is not passed in: it is read from what the registration does
+// on the store during the first delivery (a marker peek is ClaimAfter, a
+// marker claim before the effect is ClaimBefore, a transaction is
+// Transactional, no marker at all is None), and the report names it. The
+// promises checked are:
+//
+//   - ClaimAfter: at least one effect in every scenario, exactly one in a
+//     row, at most two concurrently (both copies may pass the peek before
+//     either claims) and at most two after the crash (the effect happened,
+//     its claim was lost);
+//   - Transactional: exactly one effect in every scenario;
+//   - ClaimBefore: at most one effect in every scenario (a crash may lose it);
+//   - None: nothing guards the handler, so the effect itself must converge:
+//     after every scenario Case.Effects must report exactly 1.
+//
+// Effects other than None's are counted as the change of Case.Effects over a
+// scenario. Each scenario runs on a fresh SQLite database in t.TempDir()
+// unless Case.Store is set; on a caller's store the scenarios share one
+// database, so a marker written by an earlier scenario may rightly turn a
+// later delivery into a no-op, and only the upper bounds are checked there.
+package twicetest

@@ -1,0 +1,199 @@
+package twicetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// errInjectedCrash is what an injected crash makes a transaction's commit
+// fail with.
+var errInjectedCrash = errors.New("twicetest: injected crash between the effect and its commit")
+
+// probe watches the store traffic of one scenario, shared by every store
+// handle of that scenario. It is safe for concurrent use.
+type probe struct {
+	kind string
+
+	mu      sync.Mutex
+	fetched map[int64]bool // distinct jobs of kind leased
+	fetches int            // deliveries: leases of jobs of kind
+	peeks   int            // MarkerPeek calls on the store
+	claims  int            // MarkerClaim calls on the store (not in a transaction)
+	begins  int            // transactions begun
+
+	// barrier, when above zero, holds each fetch of kind until that many
+	// distinct jobs were leased, so they run at once.
+	barrier int
+	arrived chan struct{} // closed when the barrier is reached
+
+	// crash, when set, makes the first job of kind fetched die after its
+	// handler returned.
+	crash        bool
+	target       int64
+	commitDone   bool // the target's transaction commit was failed
+	finishLost   bool // the target's first outcome was dropped
+	crashedAfter bool // the crash fired
+}
+
+func newProbe(kind string) *probe {
+	return &probe{kind: kind, fetched: map[int64]bool{}, arrived: make(chan struct{})}
+}
+
+// counts returns the deliveries and the marker traffic seen so far.
+func (p *probe) counts() (fetches, peeks, claims, begins int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fetches, p.peeks, p.claims, p.begins
+}
+
+func (p *probe) crashFired() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.crashedAfter
+}
+
+// spyStore is a real store with the calls the probe watches overridden;
+// everything else goes straight through.
+type spyStore struct {
+	twicestore.Store
+	p *probe
+}
+
+// JobFetch counts the deliveries of the probed kind and holds them at the
+// barrier, if one is set.
+func (s *spyStore) JobFetch(ctx context.Context, params *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
+	res, err := s.Store.JobFetch(ctx, params)
+	if err != nil {
+		return res, err
+	}
+	p := s.p
+	ours := false
+	p.mu.Lock()
+	for _, row := range res.Jobs {
+		if row.Kind != p.kind {
+			continue
+		}
+		ours = true
+		p.fetches++
+		p.fetched[row.ID] = true
+		if p.crash && p.target == 0 {
+			p.target = row.ID
+		}
+	}
+	wait := ours && p.barrier > 0
+	if wait && len(p.fetched) >= p.barrier {
+		select {
+		case <-p.arrived:
+		default:
+			close(p.arrived)
+		}
+	}
+	p.mu.Unlock()
+	if wait {
+		t := time.NewTimer(2 * time.Second)
+		defer t.Stop()
+		select {
+		case <-p.arrived:
+		case <-t.C: // the other copy never came; run this one anyway
+		case <-ctx.Done():
+		}
+	}
+	return res, nil
+}
+
+// MarkerPeek counts ClaimAfter's peeks.
+func (s *spyStore) MarkerPeek(ctx context.Context, params *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
+	s.p.mu.Lock()
+	s.p.peeks++
+	s.p.mu.Unlock()
+	return s.Store.MarkerPeek(ctx, params)
+}
+
+// MarkerClaim counts ClaimBefore's claims.
+func (s *spyStore) MarkerClaim(ctx context.Context, params *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
+	s.p.mu.Lock()
+	s.p.claims++
+	s.p.mu.Unlock()
+	return s.Store.MarkerClaim(ctx, params)
+}
+
+// Begin counts Transactional's transactions and wraps them, so a crash can
+// strike at the commit.
+func (s *spyStore) Begin(ctx context.Context) (twicestore.Tx, error) {
+	tx, err := s.Store.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.p.mu.Lock()
+	s.p.begins++
+	s.p.mu.Unlock()
+	return &spyTx{Tx: tx, p: s.p}, nil
+}
+
+// JobFinish writes every outcome but the crashed job's first one (its
+// ClaimAfter claim included), which it reports as not applied, the way a
+// lost lease is: the worker forgets the job and its lease runs out.
+func (s *spyStore) JobFinish(ctx context.Context, params *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	p := s.p
+	keep := make([]*twicestore.JobOutcome, 0, len(params.Outcomes))
+	kept := make([]int, 0, len(params.Outcomes))
+	p.mu.Lock()
+	for i, o := range params.Outcomes {
+		if p.crash && o.ID == p.target && !p.finishLost {
+			p.finishLost, p.crashedAfter = true, true
+			continue
+		}
+		keep = append(keep, o)
+		kept = append(kept, i)
+	}
+	p.mu.Unlock()
+	res := &twicestore.JobFinishResult{Applied: make([]bool, len(params.Outcomes))}
+	if len(keep) == 0 {
+		return res, nil
+	}
+	inner, err := s.Store.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: keep})
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range kept {
+		res.Applied[i] = inner.Applied[j]
+	}
+	return res, nil
+}
+
+// spyTx is a transaction whose commit an injected crash can fail.
+type spyTx struct {
+	twicestore.Tx
+	p    *probe
+	jobs []int64 // jobs this transaction completes
+}
+
+// JobFinish notes the jobs the transaction completes.
+func (t *spyTx) JobFinish(ctx context.Context, params *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	for _, o := range params.Outcomes {
+		t.jobs = append(t.jobs, o.ID)
+	}
+	return t.Tx.JobFinish(ctx, params)
+}
+
+// Commit rolls back instead, once, when the transaction completes the job
+// whose crash is armed: the process died before the commit.
+func (t *spyTx) Commit(ctx context.Context) error {
+	t.p.mu.Lock()
+	crash := false
+	for _, id := range t.jobs {
+		if t.p.crash && id == t.p.target && !t.p.commitDone {
+			t.p.commitDone, crash = true, true
+		}
+	}
+	t.p.mu.Unlock()
+	if crash {
+		_ = t.Tx.Rollback(ctx)
+		return errInjectedCrash
+	}
+	return t.Tx.Commit(ctx)
+}

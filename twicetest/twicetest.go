@@ -1,0 +1,389 @@
+package twicetest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicesqlite"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// Case is the handler under test and the message it is given.
+type Case[T twice.Args] struct {
+	// Register registers the kind's handler exactly as production does,
+	// strategy and handler name included. It is called once per worker,
+	// each time on a new Registry, so it must not register into a shared
+	// one.
+	Register func(reg *twice.Registry) error
+	// Args is the message delivered. It is enqueued on the default queue,
+	// which the helper's workers work, whatever queue the kind is
+	// registered for; everything else (strategy, handler name, attempts,
+	// timeout) comes from the registration.
+	Args T
+	// Setup, if set, prepares a store before its scenario runs (creating
+	// the tables a Transactional handler writes in, say). It is called on
+	// every fresh store, and once on Store when that is set.
+	Setup func(ctx context.Context, store twicestore.Store) error
+	// Effects counts the effect of Args as it stands now: emails sent, rows
+	// written. store is the scenario's store, for effects written in it.
+	Effects func(ctx context.Context, store twicestore.Store) (int, error)
+	// Store, if set, is the store every scenario runs on, one after
+	// another; two workers then share this one handle. Defaults to a fresh
+	// SQLite database in t.TempDir() per scenario, opened twice for the
+	// concurrent one.
+	Store twicestore.Store
+}
+
+// Scenario names, as they appear in a Report and in failures.
+const (
+	ScenarioInARow      = "in a row"
+	ScenarioConcurrent  = "concurrently"
+	ScenarioCrashBefore = "crash between effect and claim"
+)
+
+// Report is what RunTwice observed.
+type Report struct {
+	// Strategy is the strategy the registration applied, as read from its
+	// store traffic.
+	Strategy twice.Strategy
+	// Scenarios are the scenarios run, in order.
+	Scenarios []ScenarioReport
+}
+
+// ScenarioReport is what one scenario observed.
+type ScenarioReport struct {
+	// Name is one of the Scenario constants.
+	Name string
+	// Deliveries is how many times a worker leased the message's jobs.
+	Deliveries int
+	// Effects is how much the effect changed over the scenario (for None:
+	// the count Effects reported after it).
+	Effects int
+	// Promise is what the strategy promises in this scenario.
+	Promise string
+	// Broken reports that Effects broke the promise.
+	Broken bool
+}
+
+// String renders the report as one line per scenario.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "strategy %s", r.Strategy)
+	for _, s := range r.Scenarios {
+		verdict := "ok"
+		if s.Broken {
+			verdict = "BROKEN"
+		}
+		fmt.Fprintf(&b, "\n  %s: %d deliveries, %d effects (%s): %s", s.Name, s.Deliveries, s.Effects, s.Promise, verdict)
+	}
+	return b.String()
+}
+
+// testQueue is the one queue the helper's workers work; every message is
+// enqueued there, whatever queue the kind is registered for.
+const testQueue = twice.QueueDefault
+
+// scenarioTimeout bounds the wait for one scenario's jobs to finish.
+const scenarioTimeout = 15 * time.Second
+
+// RunTwice runs c's handler through the three scenarios and fails t, with
+// a readable report, for each promise of the strategy it broke; set-up
+// errors and jobs that never finish stop the test with Fatalf. It returns
+// what it observed.
+func RunTwice[T twice.Args](t testing.TB, c Case[T]) *Report {
+	t.Helper()
+	if c.Register == nil || c.Effects == nil {
+		t.Fatalf("twicetest: Case.Register and Case.Effects are required")
+	}
+	r := &runner[T]{t: t, c: c, kind: c.Args.Kind()}
+	rep := &Report{}
+	for i, run := range []func() (ScenarioReport, twice.Strategy){r.inARow, r.concurrently, r.crash} {
+		sr, strategy := run()
+		if i == 0 {
+			rep.Strategy = strategy
+		}
+		sr.Promise, sr.Broken = judge(rep.Strategy, sr.Name, r.fresh(), sr.Effects)
+		rep.Scenarios = append(rep.Scenarios, sr)
+		if sr.Broken {
+			t.Errorf("twicetest: kind %q, strategy %s, scenario %q: %d deliveries, %d effects observed; strategy %s promises %s",
+				r.kind, rep.Strategy, sr.Name, sr.Deliveries, sr.Effects, rep.Strategy, sr.Promise)
+		}
+	}
+	return rep
+}
+
+// judge tells what strategy s promises in a scenario and whether n effects
+// keep it. fresh reports that the scenario started on an empty store.
+func judge(s twice.Strategy, scenario string, fresh bool, n int) (promise string, broken bool) {
+	lo, hi := 0, 1
+	switch s {
+	case twice.ClaimAfter:
+		lo = 1
+		if scenario != ScenarioInARow {
+			hi = 2
+		}
+	case twice.Transactional:
+		lo = 1
+	case twice.None:
+		return "the effect converges to one state: Effects must report exactly 1 after every delivery", n != 1
+	}
+	if !fresh {
+		lo = 0 // an earlier scenario's marker may rightly make this one a no-op
+	}
+	switch {
+	case lo == hi:
+		promise = fmt.Sprintf("exactly %d effect", lo)
+	case lo == 0:
+		promise = fmt.Sprintf("at most %d effect", hi)
+	default:
+		promise = fmt.Sprintf("between %d and %d effect", lo, hi)
+	}
+	if hi > 1 {
+		promise += "s"
+	}
+	switch {
+	case s == twice.ClaimAfter && scenario == ScenarioConcurrent:
+		promise += " (both copies may pass the peek before either claims)"
+	case s == twice.ClaimAfter && scenario == ScenarioCrashBefore:
+		promise += " (the effect happened, its claim was lost with the process)"
+	}
+	return promise, n < lo || n > hi
+}
+
+// runner runs the scenarios of one Case.
+type runner[T twice.Args] struct {
+	t    testing.TB
+	c    Case[T]
+	kind string
+	set  bool // Setup ran on c.Store
+}
+
+func (r *runner[T]) fresh() bool { return r.c.Store == nil }
+
+// stores returns n handles on the scenario's database, each spied on by p.
+func (r *runner[T]) stores(n int, p *probe) []*spyStore {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	out := make([]*spyStore, n)
+	if r.c.Store != nil {
+		if err := r.c.Store.Migrate(ctx); err != nil {
+			t.Fatalf("twicetest: migrate Case.Store: %v", err)
+		}
+		if !r.set && r.c.Setup != nil {
+			if err := r.c.Setup(ctx, r.c.Store); err != nil {
+				t.Fatalf("twicetest: Case.Setup: %v", err)
+			}
+		}
+		r.set = true
+		for i := range out {
+			out[i] = &spyStore{Store: r.c.Store, p: p}
+		}
+		return out
+	}
+	path := filepath.Join(t.TempDir(), "twice.db")
+	for i := range out {
+		s, err := twicesqlite.Open(ctx, path)
+		if err != nil {
+			t.Fatalf("twicetest: open store: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		out[i] = &spyStore{Store: s, p: p}
+	}
+	if r.c.Setup != nil {
+		if err := r.c.Setup(ctx, out[0].Store); err != nil {
+			t.Fatalf("twicetest: Case.Setup: %v", err)
+		}
+	}
+	return out
+}
+
+// start registers the kind on a new Registry and starts a worker on store;
+// the returned stop stops it.
+func (r *runner[T]) start(store twicestore.Store) (*twice.Client, func()) {
+	t := r.t
+	t.Helper()
+	reg := twice.NewRegistry()
+	if err := r.c.Register(reg); err != nil {
+		t.Fatalf("twicetest: Case.Register: %v", err)
+	}
+	client, err := twice.NewClient(store, twice.Config{
+		Registry:       reg,
+		Queues:         []twice.QueueConfig{{Name: testQueue, Concurrency: 4}},
+		LeaseDuration:  time.Second,
+		RescueInterval: 50 * time.Millisecond,
+		PollInterval:   10 * time.Millisecond,
+		FetchLimit:     1, // so two workers share two copies
+		Backoff:        func(int) time.Duration { return time.Millisecond },
+		Logger:         slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatalf("twicetest: new client: %v", err)
+	}
+	if err := client.Start(context.Background()); err != nil {
+		t.Fatalf("twicetest: start client: %v", err)
+	}
+	return client, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = client.Stop(ctx)
+	}
+}
+
+// effects reads Case.Effects.
+func (r *runner[T]) effects(store twicestore.Store) int {
+	r.t.Helper()
+	n, err := r.c.Effects(context.Background(), store)
+	if err != nil {
+		r.t.Fatalf("twicetest: Case.Effects: %v", err)
+	}
+	return n
+}
+
+// enqueue delivers copies of the message, all with messageID.
+func (r *runner[T]) enqueue(client *twice.Client, messageID string, copies int) []int64 {
+	r.t.Helper()
+	jobs := make([]twice.EnqueueParams, copies)
+	for i := range jobs {
+		jobs[i] = twice.EnqueueParams{Args: r.c.Args, Opts: &twice.EnqueueOpts{Queue: testQueue, MessageID: messageID}}
+	}
+	res, err := client.EnqueueMany(context.Background(), jobs)
+	if err != nil {
+		r.t.Fatalf("twicetest: enqueue: %v", err)
+	}
+	ids := make([]int64, len(res))
+	for i, j := range res {
+		ids[i] = j.Job.ID
+	}
+	return ids
+}
+
+// await polls the store until every job finished, and fails the test when
+// one did not complete.
+func (r *runner[T]) await(store twicestore.Store, scenario string, ids ...int64) {
+	t := r.t
+	t.Helper()
+	deadline := time.Now().Add(scenarioTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for _, id := range ids {
+		for {
+			row, err := store.JobGet(context.Background(), &twicestore.JobGetParams{ID: id})
+			if err != nil {
+				t.Fatalf("twicetest: scenario %q: get job %d: %v", scenario, id, err)
+			}
+			if row.State == twicetype.JobStateCompleted {
+				break
+			}
+			if row.State == twicetype.JobStateDead || row.State == twicetype.JobStateDiscarded {
+				t.Fatalf("twicetest: kind %q, scenario %q: job %d ended %s instead of completed: %s",
+					r.kind, scenario, id, row.State, lastError(row))
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("twicetest: kind %q, scenario %q: job %d did not complete within %s: state %s, attempt %d, %s",
+					r.kind, scenario, id, scenarioTimeout, row.State, row.Attempt, lastError(row))
+			}
+			<-tick.C
+		}
+	}
+}
+
+func lastError(row *twicetype.JobRow) string {
+	if len(row.Errors) == 0 {
+		return "no error recorded"
+	}
+	return "last error: " + row.Errors[len(row.Errors)-1].Error
+}
+
+// measure runs a scenario body between two readings of Case.Effects and
+// reports the change, or for None (which promises a state, not a count of
+// runs) the count after it.
+func (r *runner[T]) measure(name string, p *probe, store twicestore.Store, body func()) ScenarioReport {
+	before := r.effects(store)
+	body()
+	after := r.effects(store)
+	n := after - before
+	if p.strategy() == twice.None {
+		n = after
+	}
+	fetches, _, _, _ := p.counts()
+	return ScenarioReport{Name: name, Deliveries: fetches, Effects: n}
+}
+
+// strategy is the strategy seen in a probe's traffic: ClaimAfter peeks,
+// ClaimBefore claims on the store, Transactional claims in a transaction.
+// When Store is shared, later deliveries may be no-ops, but each still
+// shows its strategy's first store call.
+func (p *probe) strategy() twice.Strategy {
+	_, peeks, claims, begins := p.counts()
+	switch {
+	case peeks > 0:
+		return twice.ClaimAfter
+	case claims > 0:
+		return twice.ClaimBefore
+	case begins > 0:
+		return twice.Transactional
+	}
+	return twice.None
+}
+
+// inARow delivers the message, waits for it to complete, and delivers it
+// again.
+func (r *runner[T]) inARow() (ScenarioReport, twice.Strategy) {
+	p := newProbe(r.kind)
+	store := r.stores(1, p)[0]
+	client, stop := r.start(store)
+	defer stop()
+	msg := newMessageID("row")
+	sr := r.measure(ScenarioInARow, p, store.Store, func() {
+		r.await(store, ScenarioInARow, r.enqueue(client, msg, 1)...)
+		r.await(store, ScenarioInARow, r.enqueue(client, msg, 1)...)
+	})
+	return sr, p.strategy()
+}
+
+// concurrently has two workers, each on its own store handle, lease two
+// copies of the message at once.
+func (r *runner[T]) concurrently() (ScenarioReport, twice.Strategy) {
+	p := newProbe(r.kind)
+	p.barrier = 2
+	stores := r.stores(2, p)
+	a, stopA := r.start(stores[0])
+	defer stopA()
+	_, stopB := r.start(stores[1])
+	defer stopB()
+	sr := r.measure(ScenarioConcurrent, p, stores[0].Store, func() {
+		r.await(stores[0], ScenarioConcurrent, r.enqueue(a, newMessageID("concurrent"), 2)...)
+	})
+	return sr, p.strategy()
+}
+
+// crash makes the first delivery die after its handler returned; the
+// lease expires and the message is delivered again.
+func (r *runner[T]) crash() (ScenarioReport, twice.Strategy) {
+	p := newProbe(r.kind)
+	p.crash = true
+	store := r.stores(1, p)[0]
+	client, stop := r.start(store)
+	defer stop()
+	sr := r.measure(ScenarioCrashBefore, p, store.Store, func() {
+		r.await(store, ScenarioCrashBefore, r.enqueue(client, newMessageID("crash"), 1)...)
+	})
+	if !p.crashFired() {
+		r.t.Fatalf("twicetest: kind %q, scenario %q: the injected crash never fired", r.kind, ScenarioCrashBefore)
+	}
+	return sr, p.strategy()
+}
+
+// newMessageID names a scenario's message; it is unique per run so that a
+// shared store does not mistake one scenario's message for another's.
+func newMessageID(scenario string) string {
+	return fmt.Sprintf("twicetest-%s-%d", scenario, time.Now().UnixNano())
+}
