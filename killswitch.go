@@ -147,7 +147,13 @@ func (c *Client) storeSwitchLoop(ctx context.Context) {
 			}
 		})
 	}
-	var lastKeys []string
+	// Start warned about the keys it loaded; warn again only when they change.
+	c.switches.mu.RLock()
+	lastKeys := make([]string, len(c.switches.store))
+	for i, t := range c.switches.store {
+		lastKeys[i] = t.Kind
+	}
+	c.switches.mu.RUnlock()
 	for {
 		res, err := c.store.ToggleList(ctx, &twicestore.ToggleListParams{})
 		switch {

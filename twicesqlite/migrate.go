@@ -14,7 +14,7 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migrations lists the embedded migrations in version order.
+// embedded lists the embedded migrations in version order.
 var embedded = migrations.MustLoad("twicesqlite", migrationFS, "migrations")
 
 func latestVersion() int { return len(embedded) }

@@ -81,19 +81,11 @@ switches about once a second.`,
 			if err := twice.ValidateKind(kind); err != nil {
 				return &usageError{err: err}
 			}
-			fileToggles, err := loadTogglesFile(*file)
-			if err != nil {
-				return err
-			}
-			store, err := c.openStore(cmd.Context(), false)
+			store, fileToggles, cat, err := c.openToggles(cmd.Context(), *file)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			cat, err := loadCatalog(cmd.Context(), store)
-			if err != nil {
-				return err
-			}
 			if !cat.known(kind) && !force {
 				msg := fmt.Sprintf("kind %q is neither registered in this binary nor handled by a live worker, so the switch would switch nothing", kind)
 				if u := toggles.Unknown([]string{kind}, cat.kinds); len(u) == 1 && u[0].Suggestion != "" {
@@ -178,19 +170,11 @@ this binary does not register it). Then list the toggle keys, in the store
 and in --file, that name no known kind: they switch nothing.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			fileToggles, err := loadTogglesFile(*file)
-			if err != nil {
-				return err
-			}
-			store, err := c.openStore(cmd.Context(), false)
+			store, fileToggles, cat, err := c.openToggles(cmd.Context(), *file)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			cat, err := loadCatalog(cmd.Context(), store)
-			if err != nil {
-				return err
-			}
 			res, err := store.ToggleList(cmd.Context(), &twicestore.ToggleListParams{})
 			if err != nil {
 				return err
@@ -396,6 +380,25 @@ func printToggleTable(w io.Writer, rows []toggleRow, file string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Kind, storeValue(r.Store), boolValue(r.File), hint)
 	}
 	tw.Flush()
+}
+
+// openToggles reads --file, opens the store and loads the kinds it knows:
+// what set and ls start from. The caller closes the store.
+func (c *cli) openToggles(ctx context.Context, file string) (twicestore.Store, map[string]bool, *catalog, error) {
+	fileToggles, err := loadTogglesFile(file)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	store, err := c.openStore(ctx, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cat, err := loadCatalog(ctx, store)
+	if err != nil {
+		store.Close()
+		return nil, nil, nil, err
+	}
+	return store, fileToggles, cat, nil
 }
 
 // loadTogglesFile reads --file, if given.
