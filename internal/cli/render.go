@@ -12,6 +12,7 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/demo"
+	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/twicetype"
 )
 
@@ -87,13 +88,10 @@ var argsTypes = func() map[string]reflect.Type {
 	return m
 }()
 
-// redactedMark replaces the value of a sensitive field.
-const redactedMark = "[redacted]"
-
 // redactedArgs returns a job's args with the fields its type tags
-// `twice:"sensitive"` replaced by redactedMark, the names of those fields,
-// and whether the kind's type is known to this binary (when it is not, no
-// field can be recognised as sensitive).
+// `twice:"sensitive"` replaced by ops.RedactedMark, the names of those
+// fields, and whether the kind's type is known to this binary (when it is
+// not, no field can be recognised as sensitive).
 func redactedArgs(kind string, raw []byte) (json.RawMessage, []string, bool) {
 	t, known := argsTypes[kind]
 	if !known {
@@ -103,34 +101,9 @@ func redactedArgs(kind string, raw []byte) (json.RawMessage, []string, bool) {
 	return args, redacted, true
 }
 
-// redact replaces the named top-level fields of a JSON object and returns
-// the names it replaced. Args that are not an object are returned as they
-// are: nothing in them has a name.
-func redact(raw []byte, fields []string) (json.RawMessage, []string) {
-	if len(fields) == 0 {
-		return json.RawMessage(raw), nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return json.RawMessage(raw), nil
-	}
-	mark, _ := json.Marshal(redactedMark)
-	var redacted []string
-	for _, f := range fields {
-		if _, ok := obj[f]; ok {
-			obj[f] = mark
-			redacted = append(redacted, f)
-		}
-	}
-	if len(redacted) == 0 {
-		return json.RawMessage(raw), nil
-	}
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return mark, redacted // never show what could not be redacted
-	}
-	return b, redacted
-}
+// redact replaces the named top-level fields of a JSON object; see
+// ops.Redact.
+func redact(raw []byte, fields []string) (json.RawMessage, []string) { return ops.Redact(raw, fields) }
 
 // printJobTable prints jobs one per line.
 func printJobTable(w io.Writer, jobs []*twicetype.JobRow) {

@@ -15,14 +15,11 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/demo"
+	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/internal/toggles"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
-
-// nodeAliveWindow is how recent a node's heartbeat must be for the kinds it
-// handles to count as known: three of the runtime's 10s heartbeats.
-const nodeAliveWindow = 30 * time.Second
 
 func (c *cli) togglesCommand() *cobra.Command {
 	var file string
@@ -86,9 +83,9 @@ switches about once a second.`,
 				return err
 			}
 			defer store.Close()
-			if !cat.known(kind) && !force {
+			if !cat.Known(kind) && !force {
 				msg := fmt.Sprintf("kind %q is neither registered in this binary nor handled by a live worker, so the switch would switch nothing", kind)
-				if u := toggles.Unknown([]string{kind}, cat.kinds); len(u) == 1 && u[0].Suggestion != "" {
+				if u := toggles.Unknown([]string{kind}, cat.Kinds); len(u) == 1 && u[0].Suggestion != "" {
 					msg += "; did you mean " + u[0].Suggestion + "?"
 				}
 				return usagef("%s (--force stores it anyway, for a kind whose workers are not running)", msg)
@@ -179,7 +176,7 @@ and in --file, that name no known kind: they switch nothing.`,
 			if err != nil {
 				return err
 			}
-			rows := toggleRows(cat, fileToggles, res.Toggles)
+			rows := ops.ToggleRows(cat, fileToggles, res.Toggles)
 			if asJSON {
 				return writeJSON(c.stdout, rows)
 			}
@@ -191,59 +188,24 @@ and in --file, that name no known kind: they switch nothing.`,
 	return cmd
 }
 
-// catalog is what the CLI knows about kinds: those this binary registers,
-// which say whether they are fail-closed, and those live workers handle.
-type catalog struct {
-	reg   *twice.Registry
-	live  map[string]bool
-	kinds []string // both, sorted, each once
-}
-
-func loadCatalog(ctx context.Context, store twicestore.Store) (*catalog, error) {
+// loadCatalog is what the CLI knows about kinds: those this binary
+// registers (the demo's), which say whether they are fail-closed, and those
+// live workers handle.
+func loadCatalog(ctx context.Context, store twicestore.Store) (*ops.Catalog, error) {
 	reg, err := demo.NewRegistry(nil)
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := store.NodeList(ctx, &twicestore.NodeListParams{AliveSince: time.Now().Add(-nodeAliveWindow)})
-	if err != nil {
-		return nil, err
-	}
-	cat := &catalog{reg: reg, live: map[string]bool{}, kinds: reg.Kinds()}
-	for _, n := range nodes {
-		for _, k := range n.Kinds {
-			cat.live[k] = true
-			if !slices.Contains(cat.kinds, k) {
-				cat.kinds = append(cat.kinds, k)
-			}
-		}
-	}
-	slices.Sort(cat.kinds)
-	return cat, nil
-}
-
-// registered reports whether this binary registers kind.
-func (c *catalog) registered(kind string) bool { return slices.Contains(c.reg.Kinds(), kind) }
-
-// known reports whether kind is registered here or handled by a live worker.
-func (c *catalog) known(kind string) bool {
-	return slices.ContainsFunc(c.kinds, func(k string) bool { return strings.EqualFold(k, kind) })
-}
-
-// decide is the kind's decision and whether its state is known: a kind
-// this binary does not register, with no toggle in either source, is on
-// or off as its workers registered it.
-func (c *catalog) decide(set toggles.Set, kind string) (d toggles.Decision, stateKnown bool) {
-	d = set.Decide(kind, c.reg.FailClosed(kind))
-	return d, d.DecidedBy != toggles.SourceDefault || c.registered(kind)
+	return ops.LoadCatalog(ctx, store, reg)
 }
 
 // printEffective prints kind's effective state after a change.
-func (c *cli) printEffective(ctx context.Context, store twicestore.Store, cat *catalog, file map[string]bool, kind string) error {
+func (c *cli) printEffective(ctx context.Context, store twicestore.Store, cat *ops.Catalog, file map[string]bool, kind string) error {
 	res, err := store.ToggleList(ctx, &twicestore.ToggleListParams{})
 	if err != nil {
 		return err
 	}
-	d, stateKnown := cat.decide(toggles.NewSet(file, res.Toggles), kind)
+	d, stateKnown := cat.Decide(toggles.NewSet(file, res.Toggles), kind)
 	var line string
 	switch {
 	case !stateKnown:
@@ -256,89 +218,14 @@ func (c *cli) printEffective(ctx context.Context, store twicestore.Store, cat *c
 	}
 	poll := twice.TogglePollIntervalDefault
 	fmt.Fprintf(c.stdout, "now: %s; workers pick it up within about %s\n", line, poll)
-	if !cat.known(kind) {
+	if !cat.Known(kind) {
 		fmt.Fprintf(c.stdout, "note: no live worker handles %s and this binary does not register it: the switch has no effect until a worker for it starts\n", kind)
 	}
 	return nil
 }
 
-// toggleRow is one line of 'toggles ls': a known kind, or a toggle key
-// that names none. It is also the --json form.
-type toggleRow struct {
-	// Kind is the kind, or the unknown key, lower-cased.
-	Kind string `json:"kind"`
-	// Known reports whether the kind is registered in this binary or
-	// handled by a live worker; an unknown key switches nothing.
-	Known bool `json:"known"`
-	// Registered: this binary registers the kind. Live: a live worker
-	// handles it.
-	Registered bool `json:"registered"`
-	Live       bool `json:"live"`
-	// State is on, off or "?" (decided by a default this binary does not
-	// know); empty for an unknown key.
-	State string `json:"state,omitempty"`
-	// DecidedBy is file, store or default; empty for an unknown key.
-	DecidedBy string `json:"decided_by,omitempty"`
-	// FailClosed is null when this binary does not register the kind.
-	FailClosed *bool `json:"fail_closed"`
-	// File is the --file's value for the kind, null when it has no key.
-	File *bool `json:"file"`
-	// Store is the store's switch for the kind, null when there is none.
-	Store *storeToggleJSON `json:"store"`
-	// Suggestion is, for an unknown key, the closest known kind, if any is
-	// close enough to be a typo.
-	Suggestion string `json:"suggestion,omitempty"`
-}
-
-// storeToggleJSON is a switch in the store: its value, who set it, when
-// and why.
-type storeToggleJSON struct {
-	Enabled bool      `json:"enabled"`
-	By      string    `json:"by"`
-	Reason  string    `json:"reason"`
-	At      time.Time `json:"at"`
-}
-
-// toggleRows lists the known kinds, sorted, then the unknown keys, sorted.
-func toggleRows(cat *catalog, file map[string]bool, stored []twicetype.Toggle) []toggleRow {
-	set := toggles.NewSet(file, stored)
-	rows := make([]toggleRow, 0, len(cat.kinds))
-	for _, k := range cat.kinds {
-		d, stateKnown := cat.decide(set, k)
-		r := toggleRow{
-			Kind: k, Known: true, Registered: cat.registered(k), Live: cat.live[k],
-			State: onOff(d.Enabled), DecidedBy: string(d.DecidedBy),
-		}
-		if !stateKnown {
-			r.State = "?"
-		}
-		if r.Registered {
-			fc := d.FailClosed
-			r.FailClosed = &fc
-		}
-		if d.FileSet {
-			v := d.FileEnabled
-			r.File = &v
-		}
-		if d.StoreSet {
-			r.Store = &storeToggleJSON{Enabled: d.Store.Enabled, By: d.Store.By, Reason: d.Store.Reason, At: d.Store.At}
-		}
-		rows = append(rows, r)
-	}
-	for _, u := range toggles.Unknown(set.Keys(), cat.kinds) {
-		d := set.Decide(u.Key, false)
-		r := toggleRow{Kind: u.Key, Suggestion: u.Suggestion}
-		if d.FileSet {
-			v := d.FileEnabled
-			r.File = &v
-		}
-		if d.StoreSet {
-			r.Store = &storeToggleJSON{Enabled: d.Store.Enabled, By: d.Store.By, Reason: d.Store.Reason, At: d.Store.At}
-		}
-		rows = append(rows, r)
-	}
-	return rows
-}
+// toggleRow is one line of 'toggles ls', and its --json form.
+type toggleRow = ops.ToggleRow
 
 // printToggleTable prints the known kinds, then the unknown keys, if any.
 func printToggleTable(w io.Writer, rows []toggleRow, file string) {
@@ -384,7 +271,7 @@ func printToggleTable(w io.Writer, rows []toggleRow, file string) {
 
 // openToggles reads --file, opens the store and loads the kinds it knows:
 // what set and ls start from. The caller closes the store.
-func (c *cli) openToggles(ctx context.Context, file string) (twicestore.Store, map[string]bool, *catalog, error) {
+func (c *cli) openToggles(ctx context.Context, file string) (twicestore.Store, map[string]bool, *ops.Catalog, error) {
 	fileToggles, err := loadTogglesFile(file)
 	if err != nil {
 		return nil, nil, nil, err
@@ -427,12 +314,7 @@ func defaultBy() string {
 	return name + "@" + host
 }
 
-func onOff(on bool) string {
-	if on {
-		return "on"
-	}
-	return "off"
-}
+func onOff(on bool) string { return ops.OnOff(on) }
 
 func yesNo(b bool) string {
 	if b {
@@ -448,7 +330,7 @@ func boolValue(b *bool) string {
 	return onOff(*b)
 }
 
-func storeValue(t *storeToggleJSON) string {
+func storeValue(t *ops.StoreToggle) string {
 	if t == nil {
 		return "-"
 	}
