@@ -77,6 +77,14 @@ type Executor interface {
 	// JobOrphans lists kinds with available jobs that no node whose
 	// heartbeat is at or after AliveSince handles.
 	JobOrphans(ctx context.Context, p *JobOrphansParams) (*JobOrphansResult, error)
+	// JobThroughput counts the jobs that finished completed or dead at or
+	// after Since and before Until, in buckets of Bucket counted from
+	// Since, for the dashboard's chart.
+	JobThroughput(ctx context.Context, p *JobThroughputParams) (*JobThroughputResult, error)
+	// JobQueueStats reports, per queue with available jobs, how many are
+	// due at Now and how long the oldest due one has waited: the queue
+	// depth and age metrics.
+	JobQueueStats(ctx context.Context, p *JobQueueStatsParams) (*JobQueueStatsResult, error)
 
 	// MarkerPeek reports whether handler has processed key, without writing.
 	MarkerPeek(ctx context.Context, p *MarkerParams) (*MarkerPeekResult, error)
@@ -369,6 +377,61 @@ type JobOrphansParams struct {
 // JobOrphansResult lists the orphaned kinds.
 type JobOrphansResult struct {
 	Kinds []twicetype.OrphanKind
+}
+
+// JobThroughputParams select a window of finished jobs.
+type JobThroughputParams struct {
+	Since, Until time.Time
+	// Bucket is the width of one bucket; it must be positive.
+	Bucket time.Duration
+}
+
+// Validate refuses a window that has no buckets; drivers call it first.
+func (p *JobThroughputParams) Validate() error {
+	switch {
+	case p.Bucket <= 0:
+		return fmt.Errorf("job throughput: bucket %s is not positive", p.Bucket)
+	case !p.Until.After(p.Since):
+		return fmt.Errorf("job throughput: Until %s is not after Since %s", p.Until, p.Since)
+	}
+	return nil
+}
+
+// ThroughputBucket counts the jobs that finished in [Start, Start+Bucket).
+type ThroughputBucket struct {
+	Start     time.Time
+	Completed int
+	Dead      int
+}
+
+// JobThroughputResult holds the buckets that have jobs, oldest first;
+// buckets with none are left out.
+type JobThroughputResult struct {
+	Buckets []ThroughputBucket
+}
+
+// JobQueueStatsParams give the time jobs are due by.
+type JobQueueStatsParams struct {
+	Now time.Time
+}
+
+// QueueStat describes one queue's waiting jobs.
+type QueueStat struct {
+	Queue string
+	// Due counts available jobs whose RunAt is at or before Now.
+	Due int
+	// Scheduled counts available jobs due later (delays, retry backoffs,
+	// snoozes).
+	Scheduled int
+	// OldestDue is the earliest RunAt of the due jobs; zero when none is
+	// due.
+	OldestDue time.Time
+}
+
+// JobQueueStatsResult holds one stat per queue with available jobs, by
+// queue name.
+type JobQueueStatsResult struct {
+	Queues []QueueStat
 }
 
 // MarkerParams name one marker.

@@ -80,6 +80,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Tx", txTests},
 		{"Marker", markerTests},
 		{"Admin", adminTests},
+		{"Stats", statsTests},
 		{"Toggle", toggleTests},
 		{"Schedule", scheduleTests},
 		{"Idempotency", idempotencyTests},

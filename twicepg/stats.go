@@ -1,0 +1,84 @@
+package twicepg
+
+// Aggregates for the dashboard and the metrics: throughput over a window
+// and the depth and age of each queue.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// JobThroughput counts completed and dead jobs by the bucket their
+// FinishedAt falls in, the bucket computed in whole microseconds so it
+// matches SQLite's.
+func (e *executor) JobThroughput(ctx context.Context, p *twicestore.JobThroughputParams) (*twicestore.JobThroughputResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	width := p.Bucket.Microseconds()
+	rs, err := e.q.query(ctx, `SELECT b, count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'dead')
+		FROM (
+			SELECT state, floor(extract(epoch FROM finished_at - $1::timestamptz) * 1000000 / $2)::bigint AS b
+			FROM twice_jobs
+			WHERE state IN ('completed', 'dead') AND finished_at >= $1 AND finished_at < $3
+		) AS f
+		GROUP BY b ORDER BY b`, p.Since, width, p.Until)
+	if err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	defer rs.Close()
+	res := &twicestore.JobThroughputResult{}
+	for rs.Next() {
+		var (
+			b int64
+			t twicestore.ThroughputBucket
+		)
+		if err := rs.Scan(&b, &t.Completed, &t.Dead); err != nil {
+			return nil, fmt.Errorf("job throughput: %w", err)
+		}
+		t.Start = p.Since.Add(time.Duration(b*width) * time.Microsecond).UTC()
+		res.Buckets = append(res.Buckets, t)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	return res, nil
+}
+
+// JobQueueStats counts the available jobs of each queue, due and
+// scheduled, with the oldest due RunAt.
+func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStatsParams) (*twicestore.JobQueueStatsResult, error) {
+	now := p.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	rs, err := e.q.query(ctx, `SELECT queue, count(*) FILTER (WHERE run_at <= $1), count(*) FILTER (WHERE run_at > $1),
+			min(run_at) FILTER (WHERE run_at <= $1)
+		FROM twice_jobs WHERE state = 'available'
+		GROUP BY queue ORDER BY queue COLLATE "C"`, now)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	defer rs.Close()
+	res := &twicestore.JobQueueStatsResult{}
+	for rs.Next() {
+		var (
+			q      twicestore.QueueStat
+			oldest *time.Time
+		)
+		if err := rs.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest); err != nil {
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		if oldest != nil {
+			q.OldestDue = oldest.UTC()
+		}
+		res.Queues = append(res.Queues, q)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	return res, nil
+}

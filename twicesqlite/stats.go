@@ -1,0 +1,79 @@
+package twicesqlite
+
+// Aggregates for the dashboard and the metrics: throughput over a window
+// and the depth and age of each queue.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// JobThroughput counts completed and dead jobs by the bucket their
+// FinishedAt falls in. Times are stored as microseconds, so the bucket is
+// integer arithmetic on the column.
+func (e *executor) JobThroughput(ctx context.Context, p *twicestore.JobThroughputParams) (*twicestore.JobThroughputResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	since, width := micros(p.Since), p.Bucket.Microseconds()
+	rows, err := e.db.QueryContext(ctx, `SELECT (finished_at - ?) / ? AS b,
+			SUM(state = 'completed'), SUM(state = 'dead')
+		FROM twice_jobs
+		WHERE state IN ('completed', 'dead') AND finished_at >= ? AND finished_at < ?
+		GROUP BY b ORDER BY b`, since, width, since, micros(p.Until))
+	if err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	defer rows.Close()
+	res := &twicestore.JobThroughputResult{}
+	for rows.Next() {
+		var (
+			b int64
+			t twicestore.ThroughputBucket
+		)
+		if err := rows.Scan(&b, &t.Completed, &t.Dead); err != nil {
+			return nil, fmt.Errorf("job throughput: %w", err)
+		}
+		t.Start = time.UnixMicro(since + b*width).UTC()
+		res.Buckets = append(res.Buckets, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	return res, nil
+}
+
+// JobQueueStats counts the available jobs of each queue, due and
+// scheduled, with the oldest due RunAt.
+func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStatsParams) (*twicestore.JobQueueStatsResult, error) {
+	now := micros(nowOr(p.Now))
+	rows, err := e.db.QueryContext(ctx, `SELECT queue,
+			SUM(run_at <= ?), SUM(run_at > ?), MIN(CASE WHEN run_at <= ? THEN run_at END)
+		FROM twice_jobs WHERE state = 'available'
+		GROUP BY queue ORDER BY queue`, now, now, now)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	defer rows.Close()
+	res := &twicestore.JobQueueStatsResult{}
+	for rows.Next() {
+		var (
+			q      twicestore.QueueStat
+			oldest *int64
+		)
+		if err := rows.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest); err != nil {
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		if oldest != nil {
+			q.OldestDue = time.UnixMicro(*oldest).UTC()
+		}
+		res.Queues = append(res.Queues, q)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	return res, nil
+}
