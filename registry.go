@@ -203,3 +203,15 @@ func strictUnmarshal(raw []byte, v any) error {
 	}
 	return nil
 }
+
+// SensitiveFields lists the JSON names of kind's args fields tagged
+// `twice:"sensitive"`, for redaction where args are shown, and reports
+// whether kind is registered: when it is not, no field can be recognised
+// as sensitive.
+func (r *Registry) SensitiveFields(kind string) (fields []string, registered bool) {
+	e := r.lookup(kind)
+	if e == nil {
+		return nil, false
+	}
+	return SensitiveFields(e.argsType), true
+}

@@ -1,0 +1,237 @@
+package twiceweb
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/internal/ops"
+	"github.com/twicejobs/twice/internal/toggles"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// confirmation is the page an action shows before it does something that
+// needs a second look: it repeats the form with confirm=yes.
+type confirmation struct {
+	Message string
+	Detail  string
+	Action  string // the path the form posts to, under the base
+	Button  string
+	Cancel  string // where "cancel" goes, under the base
+	Fields  []field
+}
+
+type field struct{ Name, Value string }
+
+// confirmed reports whether the form carries the operator's confirmation;
+// when it does not, it returns the confirmation page repeating the form.
+func confirmed(r *http.Request, c *confirmation) (bool, *confirmation) {
+	if r.PostForm.Get("confirm") == "yes" {
+		return true, nil
+	}
+	for name, values := range r.PostForm {
+		if name == "csrf" || name == "confirm" {
+			continue
+		}
+		for _, v := range values {
+			c.Fields = append(c.Fields, field{name, v})
+		}
+	}
+	c.Action = r.URL.Path
+	return false, c
+}
+
+// parseFilter reads state, kind and queue from a query or form.
+func parseFilter(q url.Values, withState bool) (twicestore.JobFilter, error) {
+	f := twicestore.JobFilter{Kind: strings.TrimSpace(q.Get("kind")), Queue: strings.TrimSpace(q.Get("queue"))}
+	if s := strings.TrimSpace(q.Get("state")); s != "" && withState {
+		f.State = twicetype.JobState(s)
+		if !f.State.Valid() {
+			names := make([]string, len(twicetype.AllJobStates))
+			for i, st := range twicetype.AllJobStates {
+				names[i] = string(st)
+			}
+			return f, badInputf("state %q is not a job state: use one of %s", s, strings.Join(names, ", "))
+		}
+	}
+	return f, nil
+}
+
+// filterQuery renders a filter's state, kind and queue as query values.
+func filterQuery(f twicestore.JobFilter) url.Values {
+	q := url.Values{}
+	if f.State != "" && f.State != twicetype.JobStateDead {
+		q.Set("state", string(f.State))
+	}
+	if f.Kind != "" {
+		q.Set("kind", f.Kind)
+	}
+	if f.Queue != "" {
+		q.Set("queue", f.Queue)
+	}
+	return q
+}
+
+// deadSelection reads which dead jobs an action applies to: the ids given,
+// or with all=yes every dead job matching kind and queue. It describes the
+// selection for the confirmation and the log.
+func (h *Handler) deadSelection(r *http.Request) (twicestore.JobFilter, string, error) {
+	f, err := parseFilter(r.PostForm, false)
+	if err != nil {
+		return f, "", err
+	}
+	f.State = twicetype.JobStateDead
+	for _, s := range r.PostForm["id"] {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id <= 0 {
+			return f, "", badInputf("id %q is not a job id: give a positive integer", s)
+		}
+		f.IDs = append(f.IDs, id)
+	}
+	all := r.PostForm.Get("all") == "yes"
+	switch {
+	case len(f.IDs) > 0 && all:
+		return f, "", badInputf("give either job ids or all=yes, not both")
+	case len(f.IDs) == 1:
+		return f, fmt.Sprintf("dead job %d", f.IDs[0]), nil
+	case len(f.IDs) > 1:
+		return f, fmt.Sprintf("%d dead jobs", len(f.IDs)), nil
+	case !all:
+		return f, "", badInputf("no job selected: give a job id, or all=yes for every dead job matching the filter")
+	}
+	res, err := h.store.JobCount(r.Context(), &twicestore.JobCountParams{Filter: f})
+	if err != nil {
+		return f, "", err
+	}
+	n := 0
+	for _, c := range res.Counts {
+		n += c.Count
+	}
+	what := fmt.Sprintf("all %d dead jobs", n)
+	if f.Kind != "" {
+		what += " of kind " + f.Kind
+	}
+	if f.Queue != "" {
+		what += " in queue " + f.Queue
+	}
+	return f, what, nil
+}
+
+func (h *Handler) retryDead(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+	return h.bulkDead(r, who, "retry", h.store.JobRetry)
+}
+
+func (h *Handler) discardDead(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+	return h.bulkDead(r, who, "discard", h.store.JobDiscard)
+}
+
+// bulkDead retries or discards the selected dead jobs once confirmed.
+func (h *Handler) bulkDead(r *http.Request, who, verb string,
+	do func(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error)) (string, *confirmation, error) {
+	f, what, err := h.deadSelection(r)
+	if err != nil {
+		return "", nil, err
+	}
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	detail := "Retried jobs go back to their queue with their attempts reset and their error history kept."
+	if verb == "discard" {
+		detail = "Discarded jobs are never run again; they are deleted after the discarded-job retention."
+	}
+	if ok, c := confirmed(r, &confirmation{
+		Message: fmt.Sprintf("%s %s?", strings.ToUpper(verb[:1])+verb[1:], what),
+		Detail:  detail, Button: "Yes, " + verb + " " + what, Cancel: "/dead" + queryOf(filterQuery(f)),
+	}); !ok {
+		return "", c, nil
+	}
+	res, err := do(r.Context(), &twicestore.JobBulkParams{Filter: f, Now: time.Now()})
+	if err != nil {
+		return "", nil, err
+	}
+	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", verb+" dead jobs",
+		"what", what, "ids", res.IDs, "kind", f.Kind, "queue", f.Queue, "reason", reason)
+	if len(f.IDs) == 1 {
+		return "/jobs/" + strconv.FormatInt(f.IDs[0], 10), nil, nil
+	}
+	return "/dead" + queryOf(filterQuery(f)), nil, nil
+}
+
+func queryOf(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+func (h *Handler) setSwitch(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+	kind := strings.TrimSpace(r.PostForm.Get("kind"))
+	state := r.PostForm.Get("state")
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	if kind == "" {
+		return "", nil, badInputf("no kind given: say which kind to switch")
+	}
+	if state != "on" && state != "off" {
+		return "", nil, badInputf("state %q is not a switch state: say on or off", state)
+	}
+	if reason == "" {
+		return "", nil, badInputf("a reason is required: say why the switch is flipped, e.g. \"incident 42: smtp down\"")
+	}
+	rows, cat, err := h.toggleRows(r)
+	if err != nil {
+		return "", nil, err
+	}
+	if !cat.Known(kind) {
+		msg := fmt.Sprintf("kind %q is neither registered here nor handled by a live worker, so the switch would switch nothing", kind)
+		if u := toggles.Unknown([]string{kind}, cat.Kinds); len(u) == 1 && u[0].Suggestion != "" {
+			msg += "; did you mean " + u[0].Suggestion + "?"
+		}
+		return "", nil, badInputf("%s (use twice toggles set --force for a kind whose workers are not running)", msg)
+	}
+	enable := state == "on"
+	if enable && cat.FailClosed(kind) {
+		current := "off"
+		for _, row := range rows {
+			if strings.EqualFold(row.Kind, kind) {
+				current = row.State
+			}
+		}
+		if ok, c := confirmed(r, &confirmation{
+			Message: fmt.Sprintf("Turn on %s, a fail-closed kind?", kind),
+			Detail: fmt.Sprintf("It is %s now. It is registered fail-closed because its jobs move money or cannot be undone: "+
+				"once on, its held jobs start running on every worker within seconds. Reason given: %q.", current, reason),
+			Button: "Yes, turn " + kind + " on", Cancel: "/switches",
+		}); !ok {
+			return "", c, nil
+		}
+	}
+	err = h.store.ToggleSet(r.Context(), &twicestore.ToggleSetParams{Toggle: twicetype.Toggle{
+		Kind: kind, Enabled: enable, Reason: reason, By: who, At: time.Now(),
+	}})
+	if err != nil {
+		return "", nil, err
+	}
+	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", "set kill switch",
+		"what", kind+" "+ops.OnOff(enable), "reason", reason)
+	return "/switches", nil, nil
+}
+
+func (h *Handler) unsetSwitch(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+	kind := strings.ToLower(strings.TrimSpace(r.PostForm.Get("kind")))
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	if kind == "" {
+		return "", nil, badInputf("no kind given: say whose stored switch to remove")
+	}
+	if reason == "" {
+		return "", nil, badInputf("a reason is required: say why the stored switch is removed")
+	}
+	if err := h.store.ToggleDelete(r.Context(), &twicestore.ToggleDeleteParams{Kind: kind}); err != nil {
+		return "", nil, err
+	}
+	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", "unset kill switch",
+		"what", kind, "reason", reason)
+	return "/switches", nil, nil
+}

@@ -1,0 +1,319 @@
+// Package twiceweb is twice's dashboard: an http.Handler that shows the
+// queues, jobs, dead letters, recurring schedules, kill switches, orphaned
+// kinds and markers of a store, and lets an operator retry or discard dead
+// jobs and flip kill switches.
+//
+// Pages are rendered on the server with html/template and read without
+// JavaScript; a few lines of plain JavaScript refresh them live. Every
+// asset is embedded: nothing is fetched from the network.
+//
+// Mount it under any prefix with http.StripPrefix:
+//
+//	dash, err := twiceweb.New(store, twiceweb.Options{Registry: reg, Authenticate: myAuth})
+//	mux.Handle("/admin/jobs/", http.StripPrefix("/admin/jobs", dash))
+//
+// It is safe by default: every state-changing action is a POST carrying a
+// CSRF token (and refused cross-origin), ReadOnly turns the actions off,
+// every action is logged with who did what and why, and Listen refuses to
+// serve on an address other than loopback unless authentication is
+// configured.
+package twiceweb
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// RefreshIntervalDefault is how often open pages refresh themselves.
+const RefreshIntervalDefault = 5 * time.Second
+
+// Options configure the dashboard. The zero value serves a read-write
+// dashboard with no authentication, which Listen allows on loopback only.
+type Options struct {
+	// Registry, when set, tells which kinds this binary registers, which
+	// are fail-closed and which args fields are sensitive (redacted on the
+	// job page). Kinds handled by live workers are known without it.
+	// Defaults to none: fail-closed flags show as unknown, and only fields
+	// of registered kinds can be redacted, so args of other kinds are
+	// hidden entirely.
+	Registry *twice.Registry
+	// TogglesFile is the workers' TOML kill switch file, included in the
+	// effective states shown. Defaults to none.
+	TogglesFile string
+	// ReadOnly hides and refuses every action. Defaults to false.
+	ReadOnly bool
+	// BasicAuth, when set, requires HTTP basic authentication with this
+	// user and password. Defaults to none.
+	BasicAuth *BasicAuth
+	// BearerToken, when set, requires an "Authorization: Bearer" header
+	// with this token. Defaults to none.
+	BearerToken string
+	// Authenticate is the hook for the application's own authentication
+	// when the dashboard is mounted in it: it returns who is asking, or an
+	// error to refuse the request with 401. It is checked before
+	// BasicAuth and BearerToken (either of which then also lets a request
+	// in). Defaults to none.
+	Authenticate func(r *http.Request) (who string, err error)
+	// Metrics, when set, is served at /metrics behind the same
+	// authentication (see twicemetrics). Defaults to none.
+	Metrics http.Handler
+	// Logger receives one line per action (who, what, why) and errors.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+	// RefreshInterval is how often open pages refresh themselves; negative
+	// turns live refresh off. Defaults to RefreshIntervalDefault.
+	RefreshInterval time.Duration
+}
+
+// BasicAuth is a user and password for HTTP basic authentication.
+type BasicAuth struct {
+	User, Password string
+}
+
+// Handler is the dashboard. Create it with New.
+type Handler struct {
+	store  twicestore.Store
+	opts   Options
+	logger *slog.Logger
+	mux    *http.ServeMux
+	// csrfKey signs the per-browser CSRF nonce; it is new with every
+	// Handler, so a restart invalidates forms left open.
+	csrfKey []byte
+	pages   *pages
+}
+
+// New returns the dashboard over store. It refuses incomplete
+// authentication settings.
+func New(store twicestore.Store, opts Options) (*Handler, error) {
+	if store == nil {
+		return nil, errors.New("twiceweb: store is nil")
+	}
+	if b := opts.BasicAuth; b != nil && (b.User == "" || b.Password == "") {
+		return nil, errors.New("twiceweb: BasicAuth needs both a user and a password")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.RefreshInterval == 0 {
+		opts.RefreshInterval = RefreshIntervalDefault
+	}
+	p, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{
+		store:   store,
+		opts:    opts,
+		logger:  opts.Logger.With(logattr.Component, "dashboard"),
+		mux:     http.NewServeMux(),
+		csrfKey: make([]byte, 32),
+		pages:   p,
+	}
+	rand.Read(h.csrfKey)
+	h.routes()
+	return h, nil
+}
+
+// RequiresAuth reports whether every request must authenticate: Listen
+// serves on a non-loopback address only when it does.
+func (h *Handler) RequiresAuth() bool {
+	return h.opts.Authenticate != nil || h.opts.BasicAuth != nil || h.opts.BearerToken != ""
+}
+
+// ServeHTTP authenticates the request, then serves the page or action.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	who, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	r = r.WithContext(withRequestInfo(r.Context(), &requestInfo{who: who, base: basePath(r)}))
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	h.mux.ServeHTTP(w, r)
+}
+
+// authenticate returns who is asking, or answers 401 and returns false.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if !h.RequiresAuth() {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		return "anonymous@" + host, true
+	}
+	var reasons []string
+	if h.opts.Authenticate != nil {
+		who, err := h.opts.Authenticate(r)
+		if err == nil && who != "" {
+			return who, true
+		}
+		if err != nil {
+			reasons = append(reasons, err.Error())
+		}
+	}
+	if b := h.opts.BasicAuth; b != nil {
+		if u, p, ok := r.BasicAuth(); ok && equal(u, b.User) && equal(p, b.Password) {
+			return u, true
+		}
+	}
+	if tok := h.opts.BearerToken; tok != "" {
+		if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && equal(got, tok) {
+			return "bearer-token", true
+		}
+	}
+	if h.opts.BasicAuth != nil {
+		w.Header().Set("WWW-Authenticate", `Basic realm="twice dashboard", charset="UTF-8"`)
+	} else if h.opts.BearerToken != "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="twice dashboard"`)
+	}
+	h.logger.WarnContext(r.Context(), "dashboard request refused: not authenticated",
+		"remote", r.RemoteAddr, "path", r.URL.Path, "reasons", reasons)
+	http.Error(w, "401 unauthorized: the twice dashboard needs authentication", http.StatusUnauthorized)
+	return "", false
+}
+
+// equal compares secrets in constant time.
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// basePath is the prefix the dashboard is mounted under: what
+// http.StripPrefix removed from the path, so links work under any prefix.
+func basePath(r *http.Request) string {
+	full := r.URL.Path
+	if u := r.RequestURI; u != "" && !strings.HasPrefix(u, "http") {
+		if p, _, _ := strings.Cut(u, "?"); p != "" {
+			full = p
+		}
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(full, r.URL.EscapedPath()), "/")
+}
+
+const csrfCookie = "twice_csrf"
+
+// csrfToken returns the token forms carry: an HMAC of the browser's nonce
+// cookie, set here when missing. A cross-site page can make the browser
+// send the cookie but cannot read it, so it cannot forge the token.
+func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	nonce := ""
+	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) == 64 {
+		nonce = c.Value
+	} else {
+		b := make([]byte, 32)
+		rand.Read(b)
+		nonce = hex.EncodeToString(b)
+		http.SetCookie(w, &http.Cookie{
+			Name: csrfCookie, Value: nonce, Path: info(r).base + "/",
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		})
+	}
+	return h.sign(nonce)
+}
+
+func (h *Handler) sign(nonce string) string {
+	m := hmac.New(sha256.New, h.csrfKey)
+	m.Write([]byte(nonce))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// checkCSRF reports why a POST's token is missing or wrong, or nil.
+func (h *Handler) checkCSRF(r *http.Request) error {
+	c, err := r.Cookie(csrfCookie)
+	if err != nil {
+		return errors.New("no CSRF cookie: reload the page and try again")
+	}
+	got := r.PostFormValue("csrf")
+	if got == "" {
+		return errors.New("the form has no CSRF token")
+	}
+	if !hmac.Equal([]byte(got), []byte(h.sign(c.Value))) {
+		return errors.New("the CSRF token does not match: reload the page and try again")
+	}
+	return nil
+}
+
+// routes registers the pages and actions. Actions are POSTs only, behind
+// the CSRF check and the standard library's cross-origin protection.
+func (h *Handler) routes() {
+	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assetFS)))
+	h.mux.HandleFunc("GET /{$}", h.page(h.overview))
+	h.mux.HandleFunc("GET /jobs", h.page(h.jobs))
+	h.mux.HandleFunc("GET /jobs/{id}", h.page(h.job))
+	h.mux.HandleFunc("GET /dead", h.page(h.dead))
+	h.mux.HandleFunc("GET /recurring", h.page(h.recurring))
+	h.mux.HandleFunc("GET /switches", h.page(h.switches))
+	h.mux.HandleFunc("GET /orphans", h.page(h.orphans))
+	h.mux.HandleFunc("GET /markers", h.page(h.markers))
+	if h.opts.Metrics != nil {
+		h.mux.Handle("GET /metrics", h.opts.Metrics)
+	}
+	cop := http.NewCrossOriginProtection()
+	for path, fn := range map[string]actionFunc{
+		"POST /dead/retry":     h.retryDead,
+		"POST /dead/discard":   h.discardDead,
+		"POST /switches/set":   h.setSwitch,
+		"POST /switches/unset": h.unsetSwitch,
+	} {
+		h.mux.Handle(path, cop.Handler(h.action(fn)))
+	}
+}
+
+// actionFunc carries out one action and returns where to go next, or a
+// confirmation page to show instead (when confirm is non-nil).
+type actionFunc func(w http.ResponseWriter, r *http.Request, who string) (next string, confirm *confirmation, err error)
+
+// action wraps an actionFunc with the read-only, CSRF and input checks.
+func (h *Handler) action(fn actionFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.opts.ReadOnly {
+			h.fail(w, r, http.StatusForbidden, errors.New("the dashboard is read-only"))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if err := r.ParseForm(); err != nil {
+			h.fail(w, r, http.StatusBadRequest, fmt.Errorf("unreadable form: %w", err))
+			return
+		}
+		if err := h.checkCSRF(r); err != nil {
+			h.logger.WarnContext(r.Context(), "dashboard action refused: CSRF check failed",
+				"who", info(r).who, "path", r.URL.Path, logattr.Err, err)
+			h.fail(w, r, http.StatusForbidden, err)
+			return
+		}
+		next, confirm, err := fn(w, r, info(r).who)
+		var bad *badInput
+		switch {
+		case errors.As(err, &bad):
+			h.fail(w, r, http.StatusBadRequest, err)
+		case errors.Is(err, twicestore.ErrNotFound):
+			h.fail(w, r, http.StatusNotFound, err)
+		case err != nil:
+			h.logger.ErrorContext(r.Context(), "dashboard action failed", "who", info(r).who, "path", r.URL.Path, logattr.Err, err)
+			h.fail(w, r, http.StatusInternalServerError, err)
+		case confirm != nil:
+			h.render(w, r, "confirm", "Confirm", confirm)
+		default:
+			http.Redirect(w, r, info(r).base+next, http.StatusSeeOther)
+		}
+	}
+}
+
+// badInput is an error in what the operator typed: a 400 with the message.
+type badInput struct{ msg string }
+
+func (e *badInput) Error() string { return e.msg }
+
+func badInputf(format string, args ...any) error { return &badInput{msg: fmt.Sprintf(format, args...)} }

@@ -1,0 +1,279 @@
+package twiceweb_test
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/twicejobs/twice/twicetype"
+	"github.com/twicejobs/twice/twiceweb"
+)
+
+func TestPagesRender(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	id := e.dead(1)
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+	for _, tc := range []struct{ path, want string }{
+		{"/", `data-count="dead">1<`},
+		{"/jobs", "web.boom.v1"},
+		{"/jobs?state=dead&kind=web.boom.v1", "/jobs/" + strconv.FormatInt(id, 10)},
+		{"/jobs/" + strconv.FormatInt(id, 10), "boom: the provider said no"},
+		{"/dead", "Retry all 1 matching"},
+		{"/recurring", "no schedule has ticked yet"},
+		{"/switches", "web.money.v1"},
+		{"/orphans", "no orphaned kinds"},
+		{"/markers?handler=web.ok.v1&key=nope", "not processed"},
+	} {
+		status, body := b.get(tc.path)
+		if status != http.StatusOK || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s: %d, want 200 with %q in:\n%s", tc.path, status, tc.want, body)
+		}
+	}
+	_, body := b.get("/jobs/" + strconv.FormatInt(id, 10))
+	if strings.Contains(body, "hunter2") || !strings.Contains(body, "[redacted]") {
+		t.Errorf("job page does not redact the sensitive field:\n%s", body)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/jobs?state=bogus", 400, `state &#34;bogus&#34; is not a job state`},
+		{"/jobs?before=-3", 400, "is not a job id"},
+		{"/jobs/abc", 400, "is not a job id"},
+		{"/jobs/999999", 404, "not found"},
+		{"/markers?handler=web.ok.v1", 400, "needs both a handler"},
+		{"/nope", 404, ""},
+	} {
+		status, body := b.get(tc.path)
+		if status != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s: %d, want %d with %q in:\n%s", tc.path, status, tc.status, tc.want, body)
+		}
+	}
+	for _, tc := range []struct {
+		action string
+		form   url.Values
+		want   string
+	}{
+		{"/switches/set", url.Values{"kind": {"web.ok.v1"}, "state": {"off"}}, "a reason is required"},
+		{"/switches/set", url.Values{"kind": {"web.ok.v1"}, "state": {"maybe"}, "reason": {"x"}}, "not a switch state"},
+		{"/switches/set", url.Values{"kind": {"web.ko.v1"}, "state": {"off"}, "reason": {"x"}}, "did you mean web.ok.v1?"},
+		{"/dead/retry", url.Values{}, "no job selected"},
+		{"/dead/retry", url.Values{"id": {"x"}}, "is not a job id"},
+		{"/dead/discard", url.Values{"id": {"1"}, "all": {"yes"}}, "not both"},
+	} {
+		status, body := b.post("/switches", tc.action, tc.form)
+		if status != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("POST %s %v: %d, want 400 with %q in:\n%s", tc.action, tc.form, status, tc.want, body)
+		}
+	}
+}
+
+func TestRetryAndDiscardNeedConfirmation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	a, c := e.dead(1), e.dead(2)
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+
+	form := url.Values{"id": {strconv.FormatInt(a, 10)}, "reason": {"provider fixed"}}
+	status, body := b.post("/dead", "/dead/retry", form)
+	if status != http.StatusOK || !strings.Contains(body, "Retry dead job") || e.state(a) != twicetype.JobStateDead {
+		t.Fatalf("unconfirmed retry: %d, state %s; want the confirmation page and the job still dead:\n%s", status, e.state(a), body)
+	}
+	form.Set("confirm", "yes")
+	if status, body = b.post("/dead", "/dead/retry", form); status != http.StatusOK {
+		t.Fatalf("confirmed retry: %d\n%s", status, body)
+	}
+	if s := e.state(a); s == twicetype.JobStateDead {
+		t.Fatalf("job %d still dead after a confirmed retry", a)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "retry dead jobs") || !strings.Contains(logs, `reason="provider fixed"`) ||
+		!strings.Contains(logs, "who=anonymous@127.0.0.1") {
+		t.Errorf("the retry was not logged with who, what and why:\n%s", logs)
+	}
+
+	e.await("job to die again", func() bool { return e.state(a) == twicetype.JobStateDead })
+	status, body = b.post("/dead", "/dead/discard", url.Values{"all": {"yes"}, "kind": {"web.boom.v1"}, "confirm": {"yes"}})
+	if status != http.StatusOK {
+		t.Fatalf("discard all: %d\n%s", status, body)
+	}
+	for _, id := range []int64{a, c} {
+		if s := e.state(id); s != twicetype.JobStateDiscarded {
+			t.Errorf("job %d is %s after discard all, want discarded", id, s)
+		}
+	}
+}
+
+func TestCSRFAndReadOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+	b.get("/switches") // sets the nonce cookie
+	form := url.Values{"kind": {"web.ok.v1"}, "state": {"off"}, "reason": {"x"}}
+	if status, body := b.postRaw("/switches/set", form); status != http.StatusForbidden || !strings.Contains(body, "no CSRF token") {
+		t.Errorf("POST without a CSRF token: %d, want 403:\n%s", status, body)
+	}
+	form.Set("csrf", strings.Repeat("ab", 32))
+	if status, _ := b.postRaw("/switches/set", form); status != http.StatusForbidden {
+		t.Errorf("POST with a forged CSRF token: %d, want 403", status)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/switches/set", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site POST: %d, want 403", resp.StatusCode)
+	}
+	if status, _ := b.get("/switches/set"); status != http.StatusMethodNotAllowed {
+		t.Errorf("GET of an action: %d, want 405", status)
+	}
+
+	ro := httptest.NewServer(e.handler(twiceweb.Options{ReadOnly: true}))
+	defer ro.Close()
+	rb := newBrowser(t, ro.URL)
+	if _, body := rb.get("/switches"); strings.Contains(body, "Switch off") {
+		t.Error("a read-only dashboard shows the switch buttons")
+	}
+	if status, body := rb.postRaw("/switches/set", form); status != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Errorf("POST to a read-only dashboard: %d, want 403 saying read-only:\n%s", status, body)
+	}
+}
+
+func TestFailClosedNeedsConfirmation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+	form := url.Values{"kind": {"web.money.v1"}, "state": {"on"}, "reason": {"ledger migrated"}}
+	status, body := b.post("/switches", "/switches/set", form)
+	if status != http.StatusOK || !strings.Contains(body, "a fail-closed kind?") {
+		t.Fatalf("turning a fail-closed kind on: %d, want a confirmation:\n%s", status, body)
+	}
+	if _, body = b.get("/switches"); !strings.Contains(body, `data-state="web.money.v1">off<`) {
+		t.Fatal("the fail-closed kind was switched on before confirmation")
+	}
+	form.Set("confirm", "yes")
+	b.post("/switches", "/switches/set", form)
+	if _, body = b.get("/switches"); !strings.Contains(body, `data-state="web.money.v1">on<`) {
+		t.Fatalf("the fail-closed kind is not on after confirmation:\n%s", body)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := twiceweb.Listen("0.0.0.0:0", e.handler(twiceweb.Options{})); !errors.Is(err, twiceweb.ErrNeedsAuth) {
+		t.Fatalf("Listen on 0.0.0.0 without auth: %v, want ErrNeedsAuth", err)
+	}
+	if _, err := twiceweb.New(e.store, twiceweb.Options{BasicAuth: &twiceweb.BasicAuth{User: "ops"}}); err == nil {
+		t.Fatal("New accepted basic auth without a password")
+	}
+	h := e.handler(twiceweb.Options{BasicAuth: &twiceweb.BasicAuth{User: "ops", Password: "s3cret"}, BearerToken: "tok"})
+	ln, err := twiceweb.Listen("0.0.0.0:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	ctx, cancel := contextWithCancel(t)
+	go func() { done <- twiceweb.Serve(ctx, ln, h) }()
+	defer func() { cancel(); <-done }()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	base := "http://127.0.0.1:" + port
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for _, tc := range []struct {
+		name   string
+		set    func(*http.Request)
+		status int
+	}{
+		{"none", func(*http.Request) {}, 401},
+		{"wrong password", func(r *http.Request) { r.SetBasicAuth("ops", "nope") }, 401},
+		{"basic", func(r *http.Request) { r.SetBasicAuth("ops", "s3cret") }, 200},
+		{"wrong token", func(r *http.Request) { r.Header.Set("Authorization", "Bearer nope") }, 401},
+		{"token", func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok") }, 200},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+		tc.set(req)
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.status)
+		}
+	}
+	hook := e.handler(twiceweb.Options{Authenticate: func(r *http.Request) (string, error) {
+		if r.Header.Get("X-User") == "" {
+			return "", errors.New("no X-User")
+		}
+		return r.Header.Get("X-User"), nil
+	}})
+	rec := httptest.NewRecorder()
+	hook.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("hook refusing: %d, want 401", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set("X-User", "ada")
+	hook.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "ada") {
+		t.Errorf("hook accepting: %d, want 200 naming ada", rec.Code)
+	}
+}
+
+func TestMountedUnderPrefix(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux := http.NewServeMux()
+	mux.Handle("/admin/twice/", http.StripPrefix("/admin/twice", e.handler(twiceweb.Options{})))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+	status, body := b.get("/admin/twice/")
+	if status != http.StatusOK || !strings.Contains(body, `href="/admin/twice/jobs"`) || !strings.Contains(body, `/admin/twice/assets/style.css`) {
+		t.Fatalf("GET under a prefix: %d; links do not carry the prefix:\n%s", status, body)
+	}
+	if status, _ := b.get("/admin/twice/assets/app.js"); status != http.StatusOK {
+		t.Errorf("asset under a prefix: %d", status)
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8090": true, "localhost:1": true, "[::1]:80": true, "127.9.9.9:1": true,
+		":8090": false, "0.0.0.0:80": false, "10.0.0.1:80": false, "example.com:80": false, "nonsense": false,
+	} {
+		if got := twiceweb.IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
