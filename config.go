@@ -59,6 +59,13 @@ const (
 	RoundRobin
 )
 
+// Middleware wraps one call of a handler. job is the leased row (treat it as
+// read-only); next calls the rest of the chain and then the handler, with
+// the context it is given. A middleware normally calls next once and
+// returns its error; returning an error without calling next counts as the
+// handler failing with it, and a panic is recovered like the handler's own.
+type Middleware func(ctx context.Context, job *twicetype.JobRow, next func(ctx context.Context) error) error
+
 // DeadJob describes a job that was just dead-lettered, for the OnDead hook.
 type DeadJob struct {
 	Job *twicetype.JobRow
@@ -125,6 +132,12 @@ type Config struct {
 	// FetchLimit is the most jobs one fetch takes. Defaults to
 	// FetchLimitDefault.
 	FetchLimit int
+	// Middleware wraps every call of a handler, the first entry outermost:
+	// tracing, metrics, a test's call counter. It runs inside the kind's
+	// strategy, so a delivery that the marker turns into a no-op never
+	// reaches it, and for Transactional kinds it runs inside the
+	// transaction. Defaults to none.
+	Middleware []Middleware
 	// OnDead is called after a job is dead-lettered (for alerting). It runs
 	// on the completion path, so it should be quick.
 	OnDead func(ctx context.Context, dead DeadJob)

@@ -144,7 +144,7 @@ func mergeDeliveries(d1, d2 delivery) delivery {
 
 // deliver applies the kind's strategy around one call of the handler.
 func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger) delivery {
-	marker := &twicestore.MarkerParams{Handler: entry.opts.HandlerName, Key: row.Key}
+	marker := &twicestore.MarkerParams{Handler: entry.opts.HandlerName, Key: row.Key, JobID: row.ID, Epoch: row.Epoch}
 	switch entry.opts.Strategy {
 	case ClaimAfter:
 		peek, err := c.store.MarkerPeek(ctx, marker)
@@ -154,7 +154,7 @@ func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.J
 		if peek.Processed {
 			return delivery{noop: "already processed"}
 		}
-		err = runHandler(ctx, entry, row, nil)
+		err = c.runHandler(ctx, entry, row, nil)
 		if err != nil {
 			return delivery{err: err} // never claim after an error: the retry must really re-run
 		}
@@ -170,9 +170,16 @@ func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.J
 			return delivery{err: fmt.Errorf("claim marker: %w", err)}
 		}
 		if claim.AlreadyProcessed {
+			if interrupted(claim.Existing, row) {
+				m := claim.Existing
+				return delivery{err: Permanent(fmt.Errorf("%w: handler %q claimed key %q at %s in lease epoch %d of this job "+
+					"(this is epoch %d); check whether the effect happened: if not, run `twice markers release %s %s` "+
+					"and retry the job, if so, discard it", ErrEffectUncertain, m.Handler, m.Key,
+					m.ProcessedAt.Format(time.RFC3339), m.Epoch, row.Epoch, m.Handler, m.Key))}
+			}
 			return delivery{noop: "already processed"}
 		}
-		err = runHandler(ctx, entry, row, nil)
+		err = c.runHandler(ctx, entry, row, nil)
 		var notApplied *NotAppliedError
 		var snooze *SnoozeError
 		var noop *NoOpError
@@ -197,8 +204,20 @@ func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.J
 		return c.deliverTx(ctx, entry, row, marker)
 
 	default: // None
-		return delivery{err: runHandler(ctx, entry, row, nil)}
+		return delivery{err: c.runHandler(ctx, entry, row, nil)}
 	}
+}
+
+// interrupted reports whether a claim found by a ClaimBefore delivery was
+// made by an earlier delivery of the same job that did not finish its
+// effect for sure: it crashed or lost its lease before recording an
+// outcome, was cut short by a shutdown, or failed and was dead-lettered
+// and then retried by hand without its claim released. A success would have
+// completed the job, and NotApplied and Snooze release the claim. A claim of the same epoch is this
+// very delivery's twin (redelivery mode), and a claim by another job is
+// another copy of the message: both are plain duplicates.
+func interrupted(m *twicetype.Marker, row *twicetype.JobRow) bool {
+	return m != nil && m.JobID == row.ID && m.Epoch != 0 && m.Epoch < row.Epoch
 }
 
 // deliverTx claims the marker, runs the handler and completes the job in one
@@ -217,7 +236,7 @@ func (c *Client) deliverTx(ctx context.Context, entry *kindEntry, row *twicetype
 	if claim.AlreadyProcessed {
 		return delivery{noop: "already processed"}
 	}
-	if err := runHandler(ctx, entry, row, tx); err != nil {
+	if err := c.runHandler(ctx, entry, row, tx); err != nil {
 		return delivery{err: err}
 	}
 	now := time.Now()
@@ -236,14 +255,20 @@ func (c *Client) deliverTx(ctx context.Context, entry *kindEntry, row *twicetype
 	return delivery{committed: true}
 }
 
-// runHandler calls the handler, turning a panic into a *PanicError.
-func runHandler(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, tx twicestore.Tx) (err error) {
+// runHandler calls the handler through the configured middleware, turning
+// a panic into a *PanicError.
+func (c *Client) runHandler(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, tx twicestore.Tx) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Stack: string(debug.Stack())}
 		}
 	}()
-	return entry.run(ctx, row, tx)
+	next := func(ctx context.Context) error { return entry.run(ctx, row, tx) }
+	for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
+		mw, inner := c.cfg.Middleware[i], next
+		next = func(ctx context.Context) error { return mw(ctx, row, inner) }
+	}
+	return next(ctx)
 }
 
 // classify turns a delivery into the job's outcome.

@@ -72,6 +72,15 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 // without spending an attempt.
 var ErrShutdown = errors.New("twice: worker shutting down")
 
+// ErrEffectUncertain is why a ClaimBefore job is dead-lettered when it finds
+// its own claim from an earlier delivery that never recorded an outcome (the
+// process crashed, or the lease was lost, between the claim and the end of
+// the handler): the effect may or may not have happened, and only a person
+// can tell. The dead job's error names the marker; if the effect did not
+// happen, release the marker (twice markers release) and retry the job; if
+// it did, discard the job.
+var ErrEffectUncertain = errors.New("twice: an earlier delivery claimed this job's marker and never finished, so the effect may have happened")
+
 // ErrLeaseLost is the cause a job's context is cancelled with when its lease
 // could not be extended: another worker may hold the job now.
 var ErrLeaseLost = errors.New("twice: job lease lost")

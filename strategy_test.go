@@ -3,10 +3,12 @@ package twice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicestore"
@@ -191,6 +193,99 @@ func TestClaimBefore(t *testing.T) {
 			t.Errorf("calls = %v, want [claim release claim]", got)
 		}
 	})
+}
+
+// lostOutcomeStore drops the first outcome written, reporting it not
+// applied, as when the process dies before writing it: the lease runs out
+// and the job is delivered again under a newer epoch. Tests using it run
+// one job at a time.
+type lostOutcomeStore struct {
+	twicestore.Store
+	lost atomic.Bool
+}
+
+func (s *lostOutcomeStore) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	if s.lost.CompareAndSwap(false, true) {
+		return &twicestore.JobFinishResult{Applied: make([]bool, len(p.Outcomes))}, nil
+	}
+	return s.Store.JobFinish(ctx, p)
+}
+
+// TestClaimBeforeCrash: a ClaimBefore job whose delivery died after its
+// claim is dead-lettered when redelivered, because its effect may have
+// happened; it is neither run again nor completed as a silent no-op.
+func TestClaimBeforeCrash(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		handler func(context.Context, *twice.Job[emailArgs]) error
+	}{
+		{"after the effect", func(context.Context, *twice.Job[emailArgs]) error { return nil }},
+		{"after a failed effect", func(context.Context, *twice.Job[emailArgs]) error { return errors.New("connection reset") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := &lostOutcomeStore{Store: newStore(t)}
+			var calls atomic.Int32
+			reg := twice.NewRegistry()
+			twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
+				calls.Add(1)
+				return tc.handler(ctx, job)
+			}), &twice.KindOpts{Strategy: twice.ClaimBefore, MaxAttempts: 5})
+			cfg := testConfig(reg)
+			cfg.LeaseDuration, cfg.RescueInterval = time.Second, 50*time.Millisecond
+			client := startClient(t, store, cfg)
+			res, err := client.Enqueue(context.Background(), emailArgs{UserID: 7, Key: "charge-crash"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead := waitJob(t, store, res.Job.ID, "dead", isState(twicetype.JobStateDead))
+			if calls.Load() != 1 {
+				t.Errorf("handler ran %d times, want 1: the redelivery must not run it again", calls.Load())
+			}
+			// The first attempt's error is the rescuer's "lease expired".
+			if dead.Attempt != 2 || len(dead.Errors) != 2 {
+				t.Fatalf("dead job: attempt %d, errors %v; want the second attempt dead-lettered", dead.Attempt, dead.Errors)
+			}
+			msg := dead.Errors[1].Error
+			for _, want := range []string{"may have happened", "lease epoch 1", "twice markers release " + emailHandler + " charge-crash"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("dead job's error %q does not say %q", msg, want)
+				}
+			}
+			if !markerProcessed(t, store, emailHandler, "charge-crash") {
+				t.Error("the claim was released: a retry would repeat a maybe-applied effect")
+			}
+		})
+	}
+}
+
+// TestClaimBeforeRedeliveredTwinIsNoOp: in redelivery mode the second
+// delivery of a ClaimBefore job carries the same lease epoch as the first,
+// so finding the first one's claim is a duplicate, not a crash.
+func TestClaimBeforeRedeliveredTwinIsNoOp(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	var calls atomic.Int32
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
+		calls.Add(1)
+		return nil
+	}), &twice.KindOpts{Strategy: twice.ClaimBefore})
+	cfg := testConfig(reg)
+	cfg.Redeliver = true
+	client := startClient(t, store, cfg)
+	for i := range 6 { // redelivery is concurrent half the time
+		key := fmt.Sprintf("twin-%d", i)
+		res, err := client.Enqueue(context.Background(), emailArgs{UserID: 1, Key: key}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitJob(t, store, res.Job.ID, "completed", isState(twicetype.JobStateCompleted))
+	}
+	if calls.Load() != 6 {
+		t.Errorf("handler ran %d times for 6 jobs delivered twice each, want 6", calls.Load())
+	}
 }
 
 func TestNoneRunsEveryDelivery(t *testing.T) {

@@ -369,8 +369,9 @@ func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]int6
 // key order, so batches claiming the same keys wait for each other in the
 // same order.
 const finishSQL = `WITH claimed AS (
-	INSERT INTO twice_markers (handler, key, processed_at)
-	SELECT * FROM unnest($9::text[], $10::text[], $11::timestamptz[]) AS m(handler, key, processed_at)
+	INSERT INTO twice_markers (handler, key, processed_at, job_id, epoch)
+	SELECT * FROM unnest($9::text[], $10::text[], $11::timestamptz[], $12::bigint[], $13::bigint[])
+		AS m(handler, key, processed_at, job_id, epoch)
 	ORDER BY handler, key
 	ON CONFLICT (handler, key) DO NOTHING
 )
@@ -403,6 +404,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		refunds             = make([]bool, n)
 		handlers, keys      []string
 		processedAts        []time.Time
+		claimants, claimEps []int64 // the job and epoch claiming each marker
 	)
 	// The outcomes go in id order: where the plan drives the update from
 	// the arrays (the usual plan once the table is large), batches that
@@ -439,13 +441,19 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				at = nowOr(o.FinishedAt)
 			}
 			handlers, keys, processedAts = append(handlers, m.Handler), append(keys, m.Key), append(processedAts, at)
+			jobID, epoch := m.JobID, m.Epoch
+			if jobID == 0 { // the claimant is the job finishing
+				jobID, epoch = o.ID, o.Epoch
+			}
+			claimants, claimEps = append(claimants, jobID), append(claimEps, epoch)
 		}
 	}
 	if handlers == nil { // a nil slice would be a NULL array
 		handlers, keys, processedAts = []string{}, []string{}, []time.Time{}
+		claimants, claimEps = []int64{}, []int64{}
 	}
 	rs, err := e.q.query(ctx, finishSQL, ids, epochs, states, runAts, refunds, errs, notes, finishedAts,
-		handlers, keys, processedAts)
+		handlers, keys, processedAts, claimants, claimEps)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}

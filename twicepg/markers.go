@@ -8,18 +8,39 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 // MarkerPeek reports whether handler has processed key.
 func (e *executor) MarkerPeek(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
-	var processed bool
-	err := e.q.queryRow(ctx,
-		`SELECT EXISTS (SELECT 1 FROM twice_markers WHERE handler = $1 AND key = $2)`, p.Handler, p.Key,
-	).Scan(&processed)
-	if err != nil {
+	m, err := e.marker(ctx, p)
+	switch {
+	case errors.Is(err, twicestore.ErrNotFound):
+		return &twicestore.MarkerPeekResult{}, nil
+	case err != nil:
 		return nil, fmt.Errorf("peek marker %q/%q: %w", p.Handler, p.Key, err)
 	}
-	return &twicestore.MarkerPeekResult{Processed: processed}, nil
+	return &twicestore.MarkerPeekResult{Processed: true, Marker: m}, nil
+}
+
+// marker reads one claim, or ErrNotFound.
+func (e *executor) marker(ctx context.Context, p *twicestore.MarkerParams) (*twicetype.Marker, error) {
+	m := &twicetype.Marker{Handler: p.Handler, Key: p.Key}
+	var jobID, epoch *int64
+	err := e.q.queryRow(ctx,
+		`SELECT processed_at, job_id, epoch FROM twice_markers WHERE handler = $1 AND key = $2`, p.Handler, p.Key,
+	).Scan(&m.ProcessedAt, &jobID, &epoch)
+	if isNoRows(err) {
+		return nil, twicestore.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.ProcessedAt = m.ProcessedAt.UTC()
+	if jobID != nil && epoch != nil {
+		m.JobID, m.Epoch = *jobID, *epoch
+	}
+	return m, nil
 }
 
 // claimSQL names the primary key as its conflict target, so a duplicate is
@@ -29,17 +50,31 @@ func (e *executor) MarkerPeek(ctx context.Context, p *twicestore.MarkerParams) (
 // PostgreSQL any error does), so a handler can go on in its transaction
 // after a duplicate claim, and it leaves no ERROR line in the server's log
 // for what twice treats as routine.
-const claimSQL = `INSERT INTO twice_markers (handler, key, processed_at) VALUES ($1, $2, $3)
+const claimSQL = `INSERT INTO twice_markers (handler, key, processed_at, job_id, epoch)
+VALUES ($1, $2, $3, NULLIF($4::bigint, 0), NULLIF($5::bigint, 0))
 ON CONFLICT (handler, key) DO NOTHING`
 
 // MarkerClaim records that handler processed key at Now (the current time
-// when zero). A pair already claimed reports AlreadyProcessed.
+// when zero). A pair already claimed reports AlreadyProcessed and the claim
+// found.
 func (e *executor) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
-	n, err := e.q.exec(ctx, claimSQL, p.Handler, p.Key, nowOr(p.Now))
+	n, err := e.q.exec(ctx, claimSQL, p.Handler, p.Key, nowOr(p.Now), p.JobID, p.Epoch)
 	if err != nil {
 		return nil, fmt.Errorf("claim marker %q/%q: %w", p.Handler, p.Key, err)
 	}
-	return &twicestore.MarkerClaimResult{AlreadyProcessed: n == 0}, nil
+	if n == 1 {
+		return &twicestore.MarkerClaimResult{}, nil
+	}
+	// The conflicting claim is committed (ON CONFLICT waited for it), so it
+	// can be read; a release in between reads as a claim without details.
+	existing, err := e.marker(ctx, p)
+	if errors.Is(err, twicestore.ErrNotFound) {
+		existing, err = &twicetype.Marker{Handler: p.Handler, Key: p.Key}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim marker %q/%q: read the existing claim: %w", p.Handler, p.Key, err)
+	}
+	return &twicestore.MarkerClaimResult{AlreadyProcessed: true, Existing: existing}, nil
 }
 
 // sqlStateUniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.

@@ -392,6 +392,9 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				if m.Now.IsZero() {
 					m.Now = nowOr(o.FinishedAt)
 				}
+				if m.JobID == 0 { // the claimant is the job finishing
+					m.JobID, m.Epoch = o.ID, o.Epoch
+				}
 				if _, err := claimMarker(ctx, func(args ...any) (sql.Result, error) {
 					return claim.ExecContext(ctx, args...)
 				}, &m); err != nil {

@@ -10,33 +10,62 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 // MarkerPeek reports whether handler has processed key.
 func (e *executor) MarkerPeek(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
-	var processed bool
-	err := e.db.QueryRowContext(ctx,
-		`SELECT EXISTS (SELECT 1 FROM twice_markers WHERE handler = ? AND key = ?)`, p.Handler, p.Key,
-	).Scan(&processed)
-	if err != nil {
+	m, err := e.marker(ctx, p)
+	switch {
+	case errors.Is(err, twicestore.ErrNotFound):
+		return &twicestore.MarkerPeekResult{}, nil
+	case err != nil:
 		return nil, fmt.Errorf("peek marker %q/%q: %w", p.Handler, p.Key, err)
 	}
-	return &twicestore.MarkerPeekResult{Processed: processed}, nil
+	return &twicestore.MarkerPeekResult{Processed: true, Marker: m}, nil
+}
+
+// marker reads one claim, or ErrNotFound.
+func (e *executor) marker(ctx context.Context, p *twicestore.MarkerParams) (*twicetype.Marker, error) {
+	m := &twicetype.Marker{Handler: p.Handler, Key: p.Key}
+	var at, jobID, epoch sql.NullInt64
+	err := e.db.QueryRowContext(ctx,
+		`SELECT processed_at, job_id, epoch FROM twice_markers WHERE handler = ? AND key = ?`, p.Handler, p.Key,
+	).Scan(&at, &jobID, &epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, twicestore.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.ProcessedAt, m.JobID, m.Epoch = fromMicros(at), jobID.Int64, epoch.Int64
+	return m, nil
 }
 
 // claimSQL is a plain INSERT on purpose: INSERT OR IGNORE would also swallow
 // NOT NULL and CHECK failures, while a classified uniqueness error says
 // exactly "already processed" and nothing else.
-const claimSQL = `INSERT INTO twice_markers (handler, key, processed_at) VALUES (?, ?, ?)`
+const claimSQL = `INSERT INTO twice_markers (handler, key, processed_at, job_id, epoch) VALUES (?, ?, ?, ?, ?)`
 
 // MarkerClaim records that handler processed key at Now (the current time
-// when zero). A pair already claimed reports AlreadyProcessed.
+// when zero). A pair already claimed reports AlreadyProcessed and the claim
+// found.
 func (e *executor) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
 	var res *twicestore.MarkerClaimResult
 	err := e.write(ctx, func() (err error) {
 		res, err = claimMarker(ctx, func(args ...any) (sql.Result, error) {
 			return e.db.ExecContext(ctx, claimSQL, args...)
 		}, p)
+		if err != nil || !res.AlreadyProcessed {
+			return err
+		}
+		// Still under the write gate, so the claim read is the one that
+		// refused this one (unless released in between, which reads as
+		// a claim without details).
+		res.Existing, err = e.marker(ctx, p)
+		if errors.Is(err, twicestore.ErrNotFound) {
+			res.Existing, err = &twicetype.Marker{Handler: p.Handler, Key: p.Key}, nil
+		}
 		return err
 	})
 	return res, err
@@ -45,7 +74,7 @@ func (e *executor) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) 
 // claimMarker is the one claim both MarkerClaim and JobFinish use; exec runs
 // claimSQL, directly or as a statement prepared for a batch.
 func claimMarker(ctx context.Context, exec func(args ...any) (sql.Result, error), p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
-	_, err := exec(p.Handler, p.Key, micros(nowOr(p.Now)))
+	_, err := exec(p.Handler, p.Key, micros(nowOr(p.Now)), nullID(p.JobID), nullID(p.Epoch))
 	switch {
 	case err == nil:
 		return &twicestore.MarkerClaimResult{}, nil
@@ -54,6 +83,9 @@ func claimMarker(ctx context.Context, exec func(args ...any) (sql.Result, error)
 	}
 	return nil, fmt.Errorf("claim marker %q/%q: %w", p.Handler, p.Key, err)
 }
+
+// nullID stores a zero job id or epoch as NULL: no claimant recorded.
+func nullID(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: v != 0} }
 
 // isUniqueViolation reports whether err is SQLite refusing a duplicate. Both
 // extended codes mean it: a PRIMARY KEY conflict is reported as

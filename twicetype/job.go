@@ -79,6 +79,10 @@ type Marker struct {
 	Handler     string
 	Key         string
 	ProcessedAt time.Time
+	// JobID and Epoch name the delivery that claimed it: the job and its
+	// lease epoch. Both are zero for a claim that recorded no claimant.
+	JobID int64
+	Epoch int64
 }
 
 // Node is a worker process as it last reported itself.

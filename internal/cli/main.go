@@ -99,6 +99,7 @@ else ` + DBDefault + `.`,
 		c.orphansCommand(),
 		c.recurringCommand(),
 		c.togglesCommand(),
+		c.markersCommand(),
 	)
 	return root
 }

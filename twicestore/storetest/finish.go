@@ -160,6 +160,13 @@ func testFinishMarker(t *testing.T, e *env) {
 			t.Errorf("marker %q not claimed", key)
 		}
 	}
+	// A claim riding with an outcome names the job finishing as claimant.
+	if m := e.marker("h.send", "k-current"); m.JobID != current.ID || m.Epoch != current.Epoch {
+		t.Errorf("claimant of k-current = job %d epoch %d, want job %d epoch %d", m.JobID, m.Epoch, current.ID, current.Epoch)
+	}
+	if m := e.marker("h.send", "pre-claimed"); m.JobID != 0 {
+		t.Errorf("a refused claim overwrote the claimant: job %d", m.JobID)
+	}
 	if got := e.get(stale.ID).State; got != twicetype.JobStateRunning {
 		t.Errorf("fenced job's state changed to %s", got)
 	}

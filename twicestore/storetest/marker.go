@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 var markerTests = []test{
@@ -16,6 +17,56 @@ var markerTests = []test{
 	{"ReleaseThenClaim", testMarkerRelease},
 	{"PruneOldUpToLimit", testMarkerPrune},
 	{"ConcurrentClaimsOneWinner", testMarkerConcurrent},
+	{"ClaimantRecorded", testMarkerClaimant},
+}
+
+// testMarkerClaimant: a claim records the job and epoch that made it, and a
+// refused claim reports the claim that was there, so a redelivered job can
+// tell its own interrupted claim from another message's.
+func testMarkerClaimant(t *testing.T, e *env) {
+	first := &twicestore.MarkerParams{Handler: "h.charge", Key: "msg-1", Now: e.base, JobID: 41, Epoch: 3}
+	res, err := e.s.MarkerClaim(e.ctx, first)
+	if err != nil || res.AlreadyProcessed || res.Existing != nil {
+		t.Fatalf("first claim = %+v, %v; want a fresh claim", res, err)
+	}
+	again := &twicestore.MarkerParams{Handler: "h.charge", Key: "msg-1", Now: e.at(time.Minute), JobID: 41, Epoch: 4}
+	res, err = e.s.MarkerClaim(e.ctx, again)
+	if err != nil || !res.AlreadyProcessed {
+		t.Fatalf("second claim = %+v, %v; want AlreadyProcessed", res, err)
+	}
+	want := twicetype.Marker{Handler: "h.charge", Key: "msg-1", ProcessedAt: e.base, JobID: 41, Epoch: 3}
+	if res.Existing == nil || !markerEqual(*res.Existing, want) {
+		t.Fatalf("second claim's Existing = %+v, want %+v", res.Existing, want)
+	}
+	if got := e.marker("h.charge", "msg-1"); !markerEqual(*got, want) {
+		t.Fatalf("peeked marker = %+v, want %+v", got, want)
+	}
+	// Without a claimant, a claim records none.
+	e.claim("h.charge", "msg-2", e.base)
+	if got := e.marker("h.charge", "msg-2"); got.JobID != 0 || got.Epoch != 0 {
+		t.Fatalf("claim without claimant recorded job %d epoch %d", got.JobID, got.Epoch)
+	}
+	if res, err := e.s.MarkerPeek(e.ctx, &twicestore.MarkerParams{Handler: "h.charge", Key: "msg-3"}); err != nil || res.Processed || res.Marker != nil {
+		t.Fatalf("peek of an unclaimed key = %+v, %v", res, err)
+	}
+}
+
+func markerEqual(a, b twicetype.Marker) bool {
+	return a.Handler == b.Handler && a.Key == b.Key && a.ProcessedAt.Equal(b.ProcessedAt) &&
+		a.JobID == b.JobID && a.Epoch == b.Epoch
+}
+
+// marker peeks a claim that must exist and returns it.
+func (e *env) marker(handler, key string) *twicetype.Marker {
+	e.t.Helper()
+	res, err := e.s.MarkerPeek(e.ctx, &twicestore.MarkerParams{Handler: handler, Key: key})
+	if err != nil {
+		e.t.Fatalf("MarkerPeek(%q, %q): %v", handler, key, err)
+	}
+	if !res.Processed || res.Marker == nil {
+		e.t.Fatalf("MarkerPeek(%q, %q) = %+v: no claim", handler, key, res)
+	}
+	return res.Marker
 }
 
 func testMarkerClaim(t *testing.T, e *env) {

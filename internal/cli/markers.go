@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+func (c *cli) markersCommand() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:   "markers",
+		Short: "Idempotency markers: look one up, or release it so its effect may run again",
+	})
+	cmd.AddCommand(c.markersGetCommand(), c.markersReleaseCommand())
+	return cmd
+}
+
+// markerJSON is one marker as `markers get --json` prints it.
+type markerJSON struct {
+	Handler     string    `json:"handler"`
+	Key         string    `json:"key"`
+	ProcessedAt time.Time `json:"processed_at"`
+	JobID       int64     `json:"job_id,omitempty"`
+	Epoch       int64     `json:"epoch,omitempty"`
+}
+
+func (c *cli) markersGetCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get HANDLER KEY",
+		Short: "Show whether HANDLER has processed KEY, when, and which job claimed it",
+		Args:  exactArgs(2, "HANDLER KEY"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			store, err := c.openStore(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			res, err := store.MarkerPeek(cmd.Context(), &twicestore.MarkerParams{Handler: args[0], Key: args[1]})
+			if err != nil {
+				return err
+			}
+			if !res.Processed {
+				return fmt.Errorf("handler %q has not processed key %q: there is no marker (a handler's name is its kind unless registered with KindOpts.HandlerName)", args[0], args[1])
+			}
+			m := res.Marker
+			if asJSON {
+				return writeJSON(c.stdout, markerJSON{Handler: m.Handler, Key: m.Key, ProcessedAt: m.ProcessedAt, JobID: m.JobID, Epoch: m.Epoch})
+			}
+			fmt.Fprintf(c.stdout, "handler %s processed key %s at %s", m.Handler, m.Key, m.ProcessedAt.Format(time.RFC3339))
+			if m.JobID != 0 {
+				fmt.Fprintf(c.stdout, ", claimed by job %d in lease epoch %d", m.JobID, m.Epoch)
+			}
+			fmt.Fprintln(c.stdout)
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (c *cli) markersReleaseCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "release HANDLER KEY",
+		Short: "Delete HANDLER's marker for KEY, so the next delivery runs the effect again",
+		Long: "Delete HANDLER's marker for KEY, so the next delivery of that message runs its effect again.\n\n" +
+			"Use it after checking that an effect did NOT happen, typically for a claim-before job dead-lettered\n" +
+			"because an earlier delivery claimed its marker and never finished; then retry the job with 'twice dlq retry'.",
+		Args: exactArgs(2, "HANDLER KEY"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			store, err := c.openStore(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			p := &twicestore.MarkerParams{Handler: args[0], Key: args[1]}
+			res, err := store.MarkerPeek(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if !res.Processed {
+				return fmt.Errorf("handler %q has no marker for key %q: nothing to release (check the handler name and key with 'twice markers get')", args[0], args[1])
+			}
+			if err := store.MarkerRelease(cmd.Context(), p); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "released handler %s's marker for key %s: the next delivery runs the effect again\n", args[0], args[1])
+			return nil
+		}),
+	}
+	return cmd
+}
