@@ -138,6 +138,10 @@ type Config struct {
 	// reaches it, and for Transactional kinds it runs inside the
 	// transaction. Defaults to none.
 	Middleware []Middleware
+	// Observer is told what happens to jobs (enqueued, started,
+	// completed, retried, dead, skipped, duplicates), for metrics: see
+	// twicemetrics. Defaults to none.
+	Observer Observer
 	// OnDead is called after a job is dead-lettered (for alerting). It runs
 	// on the completion path, so it should be quick.
 	OnDead func(ctx context.Context, dead DeadJob)

@@ -256,6 +256,7 @@ func (c *Client) insert(ctx context.Context, exec twicestore.Executor, params []
 	if err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w", err)
 	}
+	c.observeInserted(res)
 	out := make([]*EnqueueResult, len(res.Jobs))
 	due := false
 	for i, r := range res.Jobs {

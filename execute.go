@@ -53,6 +53,7 @@ func (c *Client) work(row *twicetype.JobRow) {
 			ID: row.ID, Epoch: row.Epoch, State: twicetype.JobStateAvailable, RunAt: time.Now(), RefundAttempt: true,
 			Note: "held: kill switch off",
 		}, nil)
+		c.observe(EventSkipped, row)
 		return
 	}
 
@@ -65,6 +66,7 @@ func (c *Client) work(row *twicetype.JobRow) {
 		defer cancelTimeout()
 	}
 	ctx = withLogger(WithCorrelationID(ctx, row.CorrelationID), logger)
+	ctx = c.observeStart(ctx, row)
 	c.track(row, cancel)
 
 	if c.cfg.Redeliver {
@@ -78,6 +80,7 @@ func (c *Client) work(row *twicetype.JobRow) {
 // and calls written, if set, once that is settled, telling whether the
 // outcome was recorded.
 func (c *Client) record(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger, d delivery, written func(recorded bool)) {
+	c.observeDelivery(ctx, row, d)
 	if d.committed {
 		c.untrack(row)
 		logger.DebugContext(ctx, "job completed", logattr.Component, "executor")
@@ -86,7 +89,8 @@ func (c *Client) record(ctx context.Context, entry *kindEntry, row *twicetype.Jo
 		}
 		return
 	}
-	c.finish(row, logger, c.classify(ctx, entry, row, logger, d), written)
+	o := c.classify(ctx, entry, row, logger, d)
+	c.finish(row, logger, o, c.observeWritten(ctx, row, o, written))
 }
 
 // redeliver delivers the job twice on purpose, so a handler that does not

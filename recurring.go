@@ -256,6 +256,7 @@ func (c *Client) fireTick(ctx context.Context, logger *slog.Logger, s *schedule,
 	}
 	if p.Job == nil {
 		logger.WarnContext(ctx, "recurring tick skipped: the kind is switched off", "schedule", s.name, logattr.Kind, s.kind, "tick", tick)
+		c.observeSkippedTick(s.kind, s.opts.Enqueue)
 		return
 	}
 	logger.InfoContext(ctx, "recurring tick enqueued", "schedule", s.name, logattr.Kind, s.kind, "tick", tick, logattr.JobID, res.Job.ID)

@@ -1,0 +1,184 @@
+package twice
+
+import (
+	"context"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// EventType says what happened to a job, for an Observer.
+type EventType int
+
+// The events an Observer is told about.
+const (
+	// EventEnqueued: a job was inserted (a unique-key duplicate is not).
+	// Jobs enqueued in a transaction count when inserted, even if the
+	// transaction later rolls back.
+	EventEnqueued EventType = iota + 1
+	// EventStarted: an attempt started, past the kill switch.
+	EventStarted
+	// EventCompleted: a job completed, a no-op included.
+	EventCompleted
+	// EventRetried: an attempt failed and the job will run again.
+	EventRetried
+	// EventDead: a job was dead-lettered.
+	EventDead
+	// EventSkipped: a job was held, or a recurring tick skipped, because
+	// its kind is switched off.
+	EventSkipped
+	// EventDuplicate: the marker absorbed a delivery, already processed,
+	// which completed as a no-op without its effect.
+	EventDuplicate
+)
+
+// String names the event type.
+func (t EventType) String() string {
+	switch t {
+	case EventEnqueued:
+		return "enqueued"
+	case EventStarted:
+		return "started"
+	case EventCompleted:
+		return "completed"
+	case EventRetried:
+		return "retried"
+	case EventDead:
+		return "dead"
+	case EventSkipped:
+		return "skipped"
+	case EventDuplicate:
+		return "duplicate"
+	}
+	return "unknown"
+}
+
+// Event is one thing that happened to a job.
+type Event struct {
+	Type  EventType
+	Kind  string
+	Queue string
+	// Wait is set on the EventStarted of a job's first attempt: how long it
+	// waited from when it was due (enqueued, or its delay over) to start.
+	Wait time.Duration
+	// Run is set on EventCompleted, EventRetried and EventDead: how long
+	// the attempt ran.
+	Run time.Duration
+	// FirstStart reports, on EventStarted, that this is the job's first
+	// attempt, so Wait is meaningful.
+	FirstStart bool
+}
+
+// Observer is told what happens to jobs, for metrics (twicemetrics
+// implements it for Prometheus). Observe is called on the runtime's hot
+// paths: it must be quick and must not block.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to an Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+func (c *Client) observe(t EventType, row *twicetype.JobRow) {
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Observe(Event{Type: t, Kind: row.Kind, Queue: row.Queue})
+	}
+}
+
+// observeSkippedTick reports a recurring tick skipped because its kind is
+// switched off, in the queue its job would have gone to.
+func (c *Client) observeSkippedTick(kind string, opts *EnqueueOpts) {
+	if c.cfg.Observer == nil {
+		return
+	}
+	var queue string
+	if opts != nil {
+		queue = opts.Queue
+	}
+	if e := c.registry.lookup(kind); e != nil {
+		queue = firstNonZero(queue, e.opts.Queue)
+	}
+	c.cfg.Observer.Observe(Event{Type: EventSkipped, Kind: kind, Queue: firstNonZero(queue, c.cfg.DefaultQueue)})
+}
+
+// observeInserted reports the jobs an insert stored.
+func (c *Client) observeInserted(res *twicestore.JobInsertManyResult) {
+	if c.cfg.Observer == nil {
+		return
+	}
+	for _, r := range res.Jobs {
+		if !r.Duplicate {
+			c.observe(EventEnqueued, r.Job)
+		}
+	}
+}
+
+type startedKey struct{}
+
+// observeStart reports an attempt's start and returns ctx carrying the
+// start time, which observeWritten measures the run time from.
+func (c *Client) observeStart(ctx context.Context, row *twicetype.JobRow) context.Context {
+	if c.cfg.Observer == nil {
+		return ctx
+	}
+	now := time.Now()
+	e := Event{Type: EventStarted, Kind: row.Kind, Queue: row.Queue, FirstStart: row.Attempt == 1}
+	if e.FirstStart {
+		e.Wait = max(now.Sub(row.RunAt), 0)
+	}
+	c.cfg.Observer.Observe(e)
+	return context.WithValue(ctx, startedKey{}, now)
+}
+
+// observeDelivery reports what a delivery says before its outcome is
+// written: a duplicate the marker absorbed, or a completion already
+// committed in the strategy's transaction.
+func (c *Client) observeDelivery(ctx context.Context, row *twicetype.JobRow, d delivery) {
+	if c.cfg.Observer == nil {
+		return
+	}
+	if d.noop == "already processed" {
+		c.observe(EventDuplicate, row)
+	}
+	if d.committed {
+		c.observeOutcome(ctx, row, &twicestore.JobOutcome{State: twicetype.JobStateCompleted})
+	}
+}
+
+// observeWritten wraps a finish callback so the outcome is reported once
+// it is recorded.
+func (c *Client) observeWritten(ctx context.Context, row *twicetype.JobRow, o *twicestore.JobOutcome, written func(bool)) func(bool) {
+	if c.cfg.Observer == nil {
+		return written
+	}
+	return func(ok bool) {
+		if ok {
+			c.observeOutcome(ctx, row, o)
+		}
+		if written != nil {
+			written(ok)
+		}
+	}
+}
+
+func (c *Client) observeOutcome(ctx context.Context, row *twicetype.JobRow, o *twicestore.JobOutcome) {
+	e := Event{Kind: row.Kind, Queue: row.Queue}
+	switch {
+	case o.State == twicetype.JobStateCompleted:
+		e.Type = EventCompleted
+	case o.State == twicetype.JobStateDead:
+		e.Type = EventDead
+	case o.Error != nil:
+		e.Type = EventRetried
+	default:
+		return // a snooze or a shutdown requeue: neither a result nor a failure
+	}
+	if start, ok := ctx.Value(startedKey{}).(time.Time); ok {
+		e.Run = time.Since(start)
+	}
+	c.cfg.Observer.Observe(e)
+}

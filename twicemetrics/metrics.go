@@ -1,0 +1,149 @@
+// Package twicemetrics exports twice's Prometheus metrics: per kind and
+// queue, the jobs enqueued, started, completed, retried, dead-lettered,
+// skipped by a kill switch and absorbed by a marker as duplicates, with
+// run-time and enqueue-to-start histograms; and, read from the store at
+// each scrape, the depth and oldest-job age of each queue and the orphaned
+// jobs.
+//
+//	m := twicemetrics.New(store)
+//	client, err := twice.NewClient(store, twice.Config{Registry: reg, Observer: m})
+//	http.Handle("/metrics", m.Handler())
+package twicemetrics
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/ops"
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// ScrapeTimeout bounds the store queries one scrape makes.
+const ScrapeTimeout = 5 * time.Second
+
+// Metrics is a twice.Observer that counts job events, and a
+// prometheus.Collector of the store's queue gauges.
+type Metrics struct {
+	store    twicestore.Executor
+	counters map[twice.EventType]*prometheus.CounterVec
+	run      *prometheus.HistogramVec
+	wait     *prometheus.HistogramVec
+	registry *prometheus.Registry
+
+	depthDesc, scheduledDesc, ageDesc, orphanDesc *prometheus.Desc
+}
+
+// New returns the metrics of the jobs in store, registered in a registry
+// of their own (with the Go and process collectors) that Handler serves.
+// Pass the Metrics as twice.Config.Observer to count the runtime's events.
+func New(store twicestore.Executor) *Metrics {
+	labels := []string{"kind", "queue"}
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "twice", Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		store: store,
+		counters: map[twice.EventType]*prometheus.CounterVec{
+			twice.EventEnqueued:  counter("jobs_enqueued_total", "Jobs inserted (unique-key duplicates excluded)."),
+			twice.EventStarted:   counter("jobs_started_total", "Attempts started."),
+			twice.EventCompleted: counter("jobs_completed_total", "Jobs completed, no-ops included."),
+			twice.EventRetried:   counter("jobs_retried_total", "Failed attempts that will run again."),
+			twice.EventDead:      counter("jobs_dead_total", "Jobs dead-lettered."),
+			twice.EventSkipped:   counter("jobs_skipped_total", "Jobs held and recurring ticks skipped because their kind is switched off."),
+			twice.EventDuplicate: counter("jobs_duplicates_total", "Deliveries a marker absorbed: already processed, completed as no-ops."),
+		},
+		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "twice", Name: "job_run_seconds", Help: "How long attempts ran, by outcome's kind and queue.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 4, 10),
+		}, labels),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "twice", Name: "job_wait_seconds", Help: "How long jobs waited from when they were due (enqueued, or delayed until) to their first start.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 4, 10),
+		}, labels),
+		registry:      prometheus.NewRegistry(),
+		depthDesc:     prometheus.NewDesc("twice_queue_depth", "Available jobs due now, by queue.", []string{"queue"}, nil),
+		scheduledDesc: prometheus.NewDesc("twice_queue_scheduled", "Available jobs due later (delays, backoffs, snoozes), by queue.", []string{"queue"}, nil),
+		ageDesc:       prometheus.NewDesc("twice_queue_oldest_age_seconds", "How long the oldest due job of the queue has waited; 0 when none is due.", []string{"queue"}, nil),
+		orphanDesc:    prometheus.NewDesc("twice_orphaned_jobs", "Available jobs whose kind no live worker handles.", []string{"kind", "queue"}, nil),
+	}
+	m.registry.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Observe counts one runtime event; it implements twice.Observer.
+func (m *Metrics) Observe(e twice.Event) {
+	if c := m.counters[e.Type]; c != nil {
+		c.WithLabelValues(e.Kind, e.Queue).Inc()
+	}
+	switch e.Type {
+	case twice.EventStarted:
+		if e.FirstStart {
+			m.wait.WithLabelValues(e.Kind, e.Queue).Observe(e.Wait.Seconds())
+		}
+	case twice.EventCompleted, twice.EventRetried, twice.EventDead:
+		if e.Run > 0 {
+			m.run.WithLabelValues(e.Kind, e.Queue).Observe(e.Run.Seconds())
+		}
+	}
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.counters {
+		c.Describe(ch)
+	}
+	m.run.Describe(ch)
+	m.wait.Describe(ch)
+	ch <- m.depthDesc
+	ch <- m.scheduledDesc
+	ch <- m.ageDesc
+	ch <- m.orphanDesc
+}
+
+// Collect implements prometheus.Collector: the counters and histograms,
+// and the gauges read from the store now. A store error fails the scrape
+// rather than reporting stale or zero gauges.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.counters {
+		c.Collect(ch)
+	}
+	m.run.Collect(ch)
+	m.wait.Collect(ch)
+
+	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
+	defer cancel()
+	now := time.Now()
+	qs, err := m.store.JobQueueStats(ctx, &twicestore.JobQueueStatsParams{Now: now})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(m.depthDesc, err)
+	} else {
+		for _, q := range qs.Queues {
+			ch <- prometheus.MustNewConstMetric(m.depthDesc, prometheus.GaugeValue, float64(q.Due), q.Queue)
+			ch <- prometheus.MustNewConstMetric(m.scheduledDesc, prometheus.GaugeValue, float64(q.Scheduled), q.Queue)
+			age := 0.0
+			if !q.OldestDue.IsZero() {
+				age = max(now.Sub(q.OldestDue).Seconds(), 0)
+			}
+			ch <- prometheus.MustNewConstMetric(m.ageDesc, prometheus.GaugeValue, age, q.Queue)
+		}
+	}
+	orphans, err := m.store.JobOrphans(ctx, &twicestore.JobOrphansParams{AliveSince: now.Add(-ops.NodeAliveWindow)})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(m.orphanDesc, err)
+		return
+	}
+	for _, o := range orphans.Kinds {
+		ch <- prometheus.MustNewConstMetric(m.orphanDesc, prometheus.GaugeValue, float64(o.Count), o.Kind, o.Queue)
+	}
+}

@@ -1,0 +1,136 @@
+package twicemetrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicemetrics"
+	"github.com/twicejobs/twice/twicesqlite"
+	"github.com/twicejobs/twice/twicestore"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type okArgs struct{ ID int }
+
+func (okArgs) Kind() string             { return "metrics.ok.v1" }
+func (a okArgs) IdempotencyKey() string { return strconv.Itoa(a.ID) }
+
+type boomArgs struct{}
+
+func (boomArgs) Kind() string { return "metrics.boom.v1" }
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "twice.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[okArgs](func(context.Context, *twice.Job[okArgs]) error { return nil }), nil)
+	twice.MustRegister(reg, twice.HandlerFunc[boomArgs](func(context.Context, *twice.Job[boomArgs]) error {
+		return errors.New("boom")
+	}), &twice.KindOpts{MaxAttempts: 2, Queue: twice.QueueBulk})
+	m := twicemetrics.New(store)
+	client, err := twice.NewClient(store, twice.Config{
+		Registry: reg, Observer: m, PollInterval: 20 * time.Millisecond,
+		Backoff: func(int) time.Duration { return time.Millisecond },
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		client.Stop(sctx)
+	}()
+
+	settle := func(id int64) {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			j, err := store.JobGet(ctx, &twicestore.JobGetParams{ID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.State.Finished() {
+				return
+			}
+			select {
+			case <-deadline:
+				t.Fatalf("job %d still %s", id, j.State)
+			case <-tick.C:
+			}
+		}
+	}
+	for _, args := range []twice.Args{okArgs{ID: 1}, okArgs{ID: 2}, okArgs{ID: 1}, boomArgs{}} {
+		res, err := client.Enqueue(ctx, args, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(res.Job.ID)
+	}
+	// A job no worker handles: orphaned, and in the queue's depth.
+	_, err = store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{{
+		Kind: "metrics.orphan.v1", Queue: "default", MessageID: "m1", Key: "k1", MaxAttempts: 1, Args: []byte(`{}`),
+		RunAt: time.Now().Add(-time.Minute),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	ok, boom := `kind="metrics.ok.v1",queue="default"`, `kind="metrics.boom.v1",queue="bulk"`
+	for _, want := range []string{
+		`twice_jobs_enqueued_total{` + ok + `} 3`,
+		`twice_jobs_started_total{` + ok + `} 3`,
+		`twice_jobs_completed_total{` + ok + `} 3`,
+		`twice_jobs_duplicates_total{` + ok + `} 1`,
+		`twice_jobs_enqueued_total{` + boom + `} 1`,
+		`twice_jobs_retried_total{` + boom + `} 1`,
+		`twice_jobs_dead_total{` + boom + `} 1`,
+		`twice_job_run_seconds_count{` + boom + `} 2`,
+		`twice_job_wait_seconds_count{` + ok + `} 3`,
+		`twice_queue_depth{queue="default"} 1`,
+		`twice_orphaned_jobs{kind="metrics.orphan.v1",queue="default"} 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	age := regexp.MustCompile(`twice_queue_oldest_age_seconds\{queue="default"\} ([0-9.e+]+)`).FindStringSubmatch(body)
+	if age == nil {
+		t.Fatalf("no oldest age for the default queue in:\n%s", body)
+	}
+	if v, _ := strconv.ParseFloat(age[1], 64); v < 60 {
+		t.Errorf("oldest age %s s, want at least 60 (the orphan was due a minute ago)", age[1])
+	}
+	if t.Failed() {
+		fmt.Println(body)
+	}
+}
