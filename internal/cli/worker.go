@@ -13,6 +13,9 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/demo"
+	"github.com/twicejobs/twice/twicemetrics"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twiceweb"
 )
 
 func (c *cli) serveCommand() *cobra.Command {
@@ -20,13 +23,18 @@ func (c *cli) serveCommand() *cobra.Command {
 		grace     time.Duration
 		objects   string
 		redeliver bool
+		dash      dashboardFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Work the jobs of the kinds this binary knows until SIGINT or SIGTERM",
 		Long: `Work the jobs of the kinds this binary knows (the demo's: ` + kindList() + `)
 until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
---grace, and put back, without spending an attempt, those that did not.`,
+--grace, and put back, without spending an attempt, those that did not.
+
+With --dashboard ADDR it also serves the dashboard and Prometheus metrics
+(/metrics) on ADDR. An address other than loopback needs
+--dashboard-basic-auth or --dashboard-token.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			if grace < 0 {
@@ -46,10 +54,18 @@ until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
 			if err != nil {
 				return err
 			}
-			client, err := twice.NewClient(app.Store(), twice.Config{Registry: reg, Logger: logger, Redeliver: redeliver})
+			metrics := twicemetrics.New(app.Store())
+			client, err := twice.NewClient(app.Store(), twice.Config{Registry: reg, Logger: logger, Redeliver: redeliver, Observer: metrics})
 			if err != nil {
 				return err
 			}
+			dashCtx, stopDash := context.WithCancel(ctx)
+			defer stopDash()
+			waitDash, err := dash.start(dashCtx, app.Store(), metrics, logger, c.stdout)
+			if err != nil {
+				return err
+			}
+			defer waitDash()
 			if err := client.Start(ctx); err != nil {
 				return err
 			}
@@ -61,6 +77,7 @@ until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
 		}),
 	}
 	cmd.Flags().DurationVar(&grace, "grace", twice.ShutdownGraceDefault, "how long running jobs may take to finish on shutdown")
+	dash.register(cmd, "", "serve the dashboard and /metrics on this address, e.g. 127.0.0.1:8090 (default: none)")
 	cmd.Flags().BoolVar(&redeliver, "redeliver", false, "deliver every job a second time, sometimes at once, so a handler that does not converge shows it (development and staging only)")
 	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to a SQLite --db; for a URL, one of its own under the temporary directory)")
 	return cmd
@@ -83,6 +100,7 @@ func (c *cli) demoCommand() *cobra.Command {
 		objects   string
 		interval  time.Duration
 		redeliver bool
+		dash      dashboardFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -121,13 +139,27 @@ system's temporary directory.`,
 			if interval <= 0 {
 				return usagef("--interval %s: use a positive duration", interval)
 			}
-			return demo.Run(cmd.Context(), demo.Options{DB: c.db, ObjectsDir: objects, Out: c.stdout, Logger: logger, Interval: interval, Redeliver: redeliver})
+			metrics := (*twicemetrics.Metrics)(nil)
+			waitDash := func() {}
+			defer func() { waitDash() }()
+			return demo.Run(cmd.Context(), demo.Options{
+				DB: c.db, ObjectsDir: objects, Out: c.stdout, Logger: logger, Interval: interval, Redeliver: redeliver,
+				Observer: func(store twicestore.Store) twice.Observer {
+					metrics = twicemetrics.New(store)
+					return metrics
+				},
+				Started: func(ctx context.Context, store twicestore.Store) (err error) {
+					waitDash, err = dash.start(ctx, store, metrics, logger, c.stdout)
+					return err
+				},
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "run the scripted scenario, check convergence and exit")
 	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to a SQLite --db; for a URL, one of its own under the temporary directory)")
 	cmd.Flags().DurationVar(&interval, "interval", 700*time.Millisecond, "time between two signups (without --once)")
 	cmd.Flags().BoolVar(&redeliver, "redeliver", false, "deliver every job a second time, sometimes at once: the demo's handlers must still converge")
+	dash.register(cmd, twiceweb.AddrDefault, "serve the dashboard and /metrics on this address (without --once); empty for none")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -27,6 +28,11 @@ func Run(ctx context.Context, opts Options) error {
 	defer a.Close()
 	if err := client.Start(ctx); err != nil {
 		return err
+	}
+	if opts.Started != nil {
+		if err := opts.Started(ctx, a.Store()); err != nil {
+			return errors.Join(err, stop(ctx, client))
+		}
 	}
 	printBanner(opts.Out, opts.DB, a.objects)
 	l := &traffic{a: a, c: client, out: opts.Out}

@@ -32,6 +32,14 @@ type Options struct {
 	// the demo's handlers must converge under it too.
 	Redeliver bool
 
+	// Observer, when set, makes the observer of the demo's runtime (its
+	// metrics) for the demo's store.
+	Observer func(store twicestore.Store) twice.Observer
+	// Started, when set, is called once the worker has started, with the
+	// demo's store (to serve the dashboard on it); ctx ends when the demo
+	// stops. An error stops the demo.
+	Started func(ctx context.Context, store twicestore.Store) error
+
 	// nonIdempotentWatermark registers a broken watermark handler, for
 	// tests that show the checker catching divergence.
 	nonIdempotentWatermark bool
@@ -89,6 +97,7 @@ func open(ctx context.Context, opts Options) (*App, *twice.Client, error) {
 		Backoff:        demoBackoff,
 		Logger:         opts.Logger,
 		Redeliver:      opts.Redeliver,
+		Observer:       observer(opts, a.Store()),
 		OnDead: func(ctx context.Context, dead twice.DeadJob) {
 			opts.Logger.ErrorContext(ctx, "demo: a job was dead-lettered; this is where an alert would page someone",
 				"job_id", dead.Job.ID, "kind", dead.Job.Kind, "err", dead.Err)
@@ -99,6 +108,13 @@ func open(ctx context.Context, opts Options) (*App, *twice.Client, error) {
 		return nil, nil, err
 	}
 	return a, client, nil
+}
+
+func observer(opts Options, store twicestore.Store) twice.Observer {
+	if opts.Observer == nil {
+		return nil
+	}
+	return opts.Observer(store)
 }
 
 // stop stops the client, giving running jobs a short grace period.
