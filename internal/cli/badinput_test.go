@@ -233,3 +233,18 @@ func TestDBFromEnvironment(t *testing.T) {
 		t.Errorf("--db with TWICE_DB set: exit %d, %q", r.code, r.stdout)
 	}
 }
+
+func TestDashboardRefusesNonLoopbackWithoutAuth(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	for _, args := range [][]string{
+		{"serve", "--dashboard", "0.0.0.0:0"},
+		{"serve", "--dashboard", ":0"},
+		{"serve", "--dashboard", "127.0.0.1:0", "--dashboard-basic-auth", "nopassword"},
+	} {
+		r := s.run(args...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, "--dashboard") {
+			t.Errorf("%v: exit %d, want %d with a --dashboard error:\n%s", args, r.code, ExitUsage, r.stderr)
+		}
+	}
+}

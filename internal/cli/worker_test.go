@@ -134,7 +134,8 @@ func testDemoLive(t *testing.T, db string, extra ...string) string {
 	defer cancel()
 	stdout := &syncBuffer{wait: "signup user004", seen: make(chan struct{})}
 	done := make(chan int, 1)
-	args := append([]string{"demo", "--db", db, "--interval", "20ms", "--log-level", "error"}, extra...)
+	// Port 0: parallel tests never fight over the dashboard's default port.
+	args := append([]string{"demo", "--db", db, "--interval", "20ms", "--log-level", "error", "--dashboard", "127.0.0.1:0"}, extra...)
 	go func() {
 		done <- Main(ctx, args, stdout, io.Discard)
 	}()
@@ -144,6 +145,9 @@ func testDemoLive(t *testing.T, db string, extra ...string) string {
 		t.Fatalf("demo exited %d before producing signups:\n%s", code, stdout.String())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no fourth signup after 30s:\n%s", stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "dashboard: http://127.0.0.1:") {
+		t.Errorf("the demo does not say where its dashboard is:\n%s", stdout.String())
 	}
 	cancel()
 	select {
