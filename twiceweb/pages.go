@@ -325,6 +325,8 @@ type markersData struct {
 	Handler, Key string
 	Asked        bool
 	Processed    bool
+	// Marker is the claim found, when Processed.
+	Marker *twicetype.Marker
 }
 
 func (markersData) page() string { return "markers" }
@@ -342,6 +344,6 @@ func (h *Handler) markers(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	d.Asked, d.Processed = true, res.Processed
+	d.Asked, d.Processed, d.Marker = true, res.Processed, res.Marker
 	return "Markers", d, nil
 }
