@@ -138,6 +138,12 @@ type Config struct {
 	// reaches it, and for Transactional kinds it runs inside the
 	// transaction. Defaults to none.
 	Middleware []Middleware
+	// EnqueueMetadata, when set, is called on every enqueue with the
+	// enqueuer's context and returns metadata stored with the job, which
+	// a Middleware can restore into the handler's context
+	// (twiceotel.Inject carries the OpenTelemetry trace context this way).
+	// Defaults to none.
+	EnqueueMetadata func(ctx context.Context) map[string]string
 	// Observer is told what happens to jobs (enqueued, started,
 	// completed, retried, dead, skipped, duplicates), for metrics: see
 	// twicemetrics. Defaults to none.

@@ -236,6 +236,9 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 		RunAt:         now,
 		CreatedAt:     now,
 	}
+	if c.cfg.EnqueueMetadata != nil {
+		p.Metadata = c.cfg.EnqueueMetadata(ctx)
+	}
 	p.Key = firstNonZero(key, p.MessageID)
 	switch {
 	case !o.RunAt.IsZero():

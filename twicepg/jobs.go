@@ -20,17 +20,17 @@ import (
 // jobColumnNames are the columns every job query returns, in scanJob's order.
 var jobColumnNames = []string{"id", "kind", "queue", "priority", "args", "message_id", "idempotency_key",
 	"correlation_id", "unique_key", "state", "attempt", "max_attempts", "epoch", "run_at", "lease_until",
-	"attempted_by", "errors", "note", "created_at", "finished_at"}
+	"attempted_by", "errors", "note", "created_at", "finished_at", "metadata"}
 
 // jobCols renders the job columns of the table or CTE named alias. The error
-// history is read as JSON text, which pgx and database/sql both scan into a
+// history and the metadata are read as JSON text, which pgx and database/sql both scan into a
 // string.
 func jobCols(alias string) string {
 	cols := make([]string, len(jobColumnNames))
 	for i, c := range jobColumnNames {
 		cols[i] = alias + "." + c
-		if c == "errors" {
-			cols[i] += "::text AS errors"
+		if c == "errors" || c == "metadata" {
+			cols[i] += "::text AS " + c
 		}
 	}
 	return strings.Join(cols, ", ")
@@ -44,12 +44,12 @@ var jobColumns = jobCols("j")
 func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
 	var (
 		j                      twicetype.JobRow
-		state, errs            string
+		state, errs, meta      string
 		leaseUntil, finishedAt sql.NullTime
 	)
 	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &j.CreatedAt, &finishedAt)
+		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta)
 	if err := r.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -64,6 +64,11 @@ func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
 	if errs != "" && errs != "[]" {
 		if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
 			return nil, fmt.Errorf("job %d: decode error history: %w", j.ID, err)
+		}
+	}
+	if meta != "" && meta != "{}" {
+		if err := json.Unmarshal([]byte(meta), &j.Metadata); err != nil {
+			return nil, fmt.Errorf("job %d: decode metadata: %w", j.ID, err)
 		}
 	}
 	return &j, nil
@@ -111,16 +116,16 @@ var insertSQL = `WITH notified AS (
 input AS MATERIALIZED (
 	SELECT nextval('twice_jobs_id_seq') AS id, t.*
 	FROM unnest($3::text[], $4::text[], $5::integer[], $6::bytea[], $7::text[], $8::text[], $9::text[],
-		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[])
+		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[], $14::text[])
 		WITH ORDINALITY AS t(kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-			unique_key, max_attempts, run_at, created_at, ord)
+			unique_key, max_attempts, run_at, created_at, metadata, ord)
 	CROSS JOIN notified
 ),
 inserted AS (
 	INSERT INTO twice_jobs AS j (id, kind, queue, priority, args, message_id, idempotency_key,
-		correlation_id, unique_key, max_attempts, run_at, created_at)
+		correlation_id, unique_key, max_attempts, run_at, created_at, metadata)
 	SELECT id, kind, queue, priority, args, message_id, idempotency_key,
-		correlation_id, unique_key, max_attempts, run_at, created_at
+		correlation_id, unique_key, max_attempts, run_at, created_at, metadata::jsonb
 	FROM input ORDER BY kind, unique_key, ord
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns + `
@@ -132,6 +137,15 @@ SELECT 0, true, ` + jobColumns + `
 FROM twice_jobs AS j
 WHERE j.unique_key <> '' AND j.state IN ('available', 'running')
 	AND (j.kind, j.unique_key) IN (SELECT kind, unique_key FROM input WHERE unique_key <> '')`
+
+// metadataJSON encodes job metadata for its column; none is "{}".
+func metadataJSON(m map[string]string) string {
+	if len(m) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(m) // a map of strings always encodes
+	return string(b)
+}
 
 // insertTries bounds how often an insert is repeated for inputs a concurrent
 // transaction made ambiguous (see JobInsertMany).
@@ -190,6 +204,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 	var (
 		kinds, queues, messageIDs, keys, correlationIDs, uniqueKeys = make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		metadata                = make([]string, n)
 		priorities, maxAttempts = make([]int32, n), make([]int32, n)
 		payloads                = make([][]byte, n)
 		runAts, createdAts      = make([]time.Time, n), make([]time.Time, n)
@@ -212,6 +227,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 		correlationIDs[i], uniqueKeys[i] = j.CorrelationID, j.UniqueKey
 		priorities[i], maxAttempts[i] = int32(j.Priority), int32(j.MaxAttempts)
 		payloads[i], runAts[i], createdAts[i] = payload, runAt, createdAt
+		metadata[i] = metadataJSON(j.Metadata)
 	}
 	out := make([]*twicestore.JobInsertResult, n)
 	if n == 0 {
@@ -220,7 +236,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 
 	rs, err := e.q.query(ctx, insertSQL, e.notify.channel, e.notify.due(queues, now),
 		kinds, queues, priorities, payloads, messageIDs, keys, correlationIDs,
-		uniqueKeys, maxAttempts, runAts, createdAts)
+		uniqueKeys, maxAttempts, runAts, createdAts, metadata)
 	if err != nil {
 		return nil, err
 	}

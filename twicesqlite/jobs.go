@@ -17,20 +17,20 @@ import (
 // jobColumns is the column list every job query returns, in scanJob's order.
 const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
-	errors, note, created_at, finished_at`
+	errors, note, created_at, finished_at, metadata`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 	var (
 		j                     twicetype.JobRow
-		state, errs           string
+		state, errs, meta     string
 		runAt, createdAt      int64
 		leaseUntil, finishedA sql.NullInt64
 	)
 	err := r.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &runAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &createdAt, &finishedA)
+		&errs, &j.Note, &createdAt, &finishedA, &meta)
 	if err != nil {
 		return nil, err
 	}
@@ -45,6 +45,11 @@ func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 	if errs != "" && errs != "[]" {
 		if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
 			return nil, fmt.Errorf("job %d: decode error history: %w", j.ID, err)
+		}
+	}
+	if meta != "" && meta != "{}" {
+		if err := json.Unmarshal([]byte(meta), &j.Metadata); err != nil {
+			return nil, fmt.Errorf("job %d: decode metadata: %w", j.ID, err)
 		}
 	}
 	return &j, nil
@@ -79,10 +84,19 @@ func jsonArg(v any) string {
 	return string(b)
 }
 
-// insertColumnCount is the number of values bound per inserted row.
-const insertColumnCount = 11
+// metadataJSON encodes job metadata for its column; none is "{}".
+func metadataJSON(m map[string]string) string {
+	if len(m) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(m) // a map of strings always encodes
+	return string(b)
+}
 
-// insertChunk is how many rows one INSERT carries: 500 rows × 11 values stays
+// insertColumnCount is the number of values bound per inserted row.
+const insertColumnCount = 12
+
+// insertChunk is how many rows one INSERT carries: 500 rows × 12 values stays
 // far below SQLite's bound-variable limit (32766 since 3.32).
 const insertChunk = 500
 
@@ -127,14 +141,14 @@ type uniqueRef struct{ kind, key string }
 func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, out []*twicestore.JobInsertResult) error {
 	var sb strings.Builder
 	sb.WriteString(`INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key,
-	correlation_id, unique_key, max_attempts, run_at, created_at) VALUES `)
+	correlation_id, unique_key, max_attempts, run_at, created_at, metadata) VALUES `)
 	args := make([]any, 0, len(jobs)*insertColumnCount)
 	now := time.Now()
 	for i, j := range jobs {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		createdAt := j.CreatedAt
 		if createdAt.IsZero() {
 			createdAt = now
@@ -148,7 +162,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 			payload = []byte{}
 		}
 		args = append(args, j.Kind, j.Queue, j.Priority, payload, j.MessageID, j.Key,
-			j.CorrelationID, j.UniqueKey, j.MaxAttempts, micros(runAt), micros(createdAt))
+			j.CorrelationID, j.UniqueKey, j.MaxAttempts, micros(runAt), micros(createdAt), metadataJSON(j.Metadata))
 	}
 	sb.WriteString(" ON CONFLICT DO NOTHING RETURNING ")
 	sb.WriteString(jobColumns)

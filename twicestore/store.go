@@ -204,6 +204,9 @@ type JobInsertParams struct {
 	MaxAttempts   int
 	RunAt         time.Time
 	CreatedAt     time.Time
+	// Metadata is carried from the enqueuer to the handler (a trace
+	// context, say); nil stores none.
+	Metadata map[string]string
 }
 
 // JobInsertManyParams are the jobs to insert, in order.

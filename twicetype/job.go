@@ -63,6 +63,9 @@ type JobRow struct {
 	Note          string // why a job finished as it did, e.g. a no-op reason
 	CreatedAt     time.Time
 	FinishedAt    time.Time // zero until the job reaches a terminal state
+	// Metadata is what the system carries from the enqueuer to the handler
+	// beside the args, such as the trace context; nil when there is none.
+	Metadata map[string]string
 }
 
 // AttemptError records one failed attempt.

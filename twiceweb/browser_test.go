@@ -2,7 +2,6 @@ package twiceweb_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -243,12 +242,12 @@ func TestBrowserRefusedWithoutAuth(t *testing.T) {
 	sctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- twiceweb.Serve(sctx, ln, h) }()
-	defer func() {
+	t.Cleanup(func() { // after the browser's cleanup: cleanups run last first
 		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Error(err)
+		if err := <-done; err != nil {
+			t.Errorf("Serve after shutdown: %v", err)
 		}
-	}()
+	})
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	ctx := newChrome(t)
 	resp := run(t, ctx, "open dashboard", chromedp.NavigateResponse("http://"+nonLoopbackIP(t)+":"+port+"/"))

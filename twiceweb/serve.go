@@ -51,8 +51,8 @@ func Listen(addr string, h *Handler) (net.Listener, error) {
 }
 
 // Serve serves handler on ln until ctx is done, then shuts the server
-// down, giving open requests a few seconds. It returns nil after a clean
-// shutdown.
+// down, giving open requests a few seconds before it closes their
+// connections. It returns nil once ctx ended it.
 func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
@@ -64,9 +64,13 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	err := srv.Shutdown(sctx)
-	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
+	if err := srv.Shutdown(sctx); err != nil {
+		// A browser's speculative connection that never sent a request
+		// counts as busy for a while; a dashboard can drop it.
+		srv.Close()
 	}
-	return err
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("twiceweb: serve: %w", err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 )
 
 var insertTests = []test{
+	{"Metadata", testInsertMetadata},
 	{"SingleRoundTrip", testInsertSingle},
 	{"ManyInInputOrder", testInsertMany},
 	{"ManyAcrossBatchSizes", testInsertLarge},
@@ -178,5 +180,25 @@ func testInsertEmpty(t *testing.T, e *env) {
 	}
 	if len(res.Jobs) != 0 {
 		t.Fatalf("got %d results for no jobs", len(res.Jobs))
+	}
+}
+
+func testInsertMetadata(t *testing.T, e *env) {
+	with := e.job("storetest.meta.v1")
+	with.Metadata = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "é": "ü \"q\""}
+	without := e.job("storetest.meta.v1")
+	res := e.insert(with, without)
+	if got := res[0].Job.Metadata; !maps.Equal(got, with.Metadata) {
+		t.Errorf("inserted metadata = %v, want %v", got, with.Metadata)
+	}
+	if got := res[1].Job.Metadata; len(got) != 0 {
+		t.Errorf("a job inserted without metadata has %v", got)
+	}
+	if got := e.get(res[0].Job.ID).Metadata; !maps.Equal(got, with.Metadata) {
+		t.Errorf("JobGet metadata = %v, want %v", got, with.Metadata)
+	}
+	fetched := e.fetch(e.base, 2, "node-a", "storetest.meta.v1")
+	if len(fetched) != 2 || !maps.Equal(fetched[0].Metadata, with.Metadata) || len(fetched[1].Metadata) != 0 {
+		t.Errorf("fetched %d jobs with metadata %v", len(fetched), fetched)
 	}
 }
