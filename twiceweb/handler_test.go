@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 	"github.com/twicejobs/twice/twiceweb"
 )
@@ -41,6 +42,17 @@ func TestPagesRender(t *testing.T) {
 	_, body := b.get("/jobs/" + strconv.FormatInt(id, 10))
 	if strings.Contains(body, "hunter2") || !strings.Contains(body, "[redacted]") {
 		t.Errorf("job page does not redact the sensitive field:\n%s", body)
+	}
+
+	ok := e.enqueue(okArgs{N: 7}) // ClaimAfter: its marker is claimed with its completion
+	e.await("ok job to complete", func() bool { return e.state(ok) == twicetype.JobStateCompleted })
+	j, err := e.store.JobGet(t.Context(), &twicestore.JobGetParams{ID: ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body = b.get("/markers?" + url.Values{"handler": {"web.ok.v1"}, "key": {j.Key}}.Encode())
+	if !strings.Contains(body, ">processed<") || !strings.Contains(body, `/jobs/`+strconv.FormatInt(ok, 10)+`"`) {
+		t.Errorf("marker page does not show the processed key and its claimant job %d:\n%s", ok, body)
 	}
 }
 

@@ -41,6 +41,11 @@
 //     with a Job; a fired tick whose job's unique key an unfinished job holds
 //     inserts nothing and returns (and records as LastJobID) that job; a zero
 //     NextAt is stored as unset; ScheduleList orders by the name's bytes;
+//   - JobThroughput counts finished jobs in [Since, Until), buckets counted
+//     from Since and listed only when not empty, and refuses a window with
+//     no bucket; JobQueueStats lists only queues with available jobs;
+//   - a job's Metadata reads back as inserted, and as empty when none was
+//     given;
 //   - IdempotencyBegin treats a record as expired only once ExpiresAt is
 //     before Now, and a lock as stale only once LockedAt is before
 //     Now-StaleAfter; a take-over keeps CreatedAt and takes the new
