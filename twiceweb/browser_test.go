@@ -229,6 +229,38 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("the flip was not logged with its reason:\n%s", logs)
 		}
 	})
+
+	t.Run("open pages refresh themselves", func(t *testing.T) { testLiveRefresh(t, e, ctx) })
+}
+
+// testLiveRefresh opens the overview of a dashboard that refreshes often,
+// completes one more job, and waits for the page to show it without a
+// reload.
+func testLiveRefresh(t *testing.T, e *env, ctx context.Context) {
+	live := httptest.NewServer(e.handler(twiceweb.Options{RefreshInterval: 200 * time.Millisecond}))
+	defer live.Close()
+	sel := chromedp.CSS(`[data-count="completed"]`)
+	do(t, ctx, "open live overview", chromedp.Navigate(live.URL+"/"), chromedp.WaitVisible(sel))
+	before, err := strconv.Atoi(run(t, ctx, "read completed", chromedp.Text(sel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := e.enqueue(okArgs{N: 200})
+	e.await("job to complete", func() bool { return e.state(id) == twicetype.JobStateCompleted })
+	want := strconv.Itoa(before + 1)
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if got := run(t, ctx, "read completed", chromedp.Text(sel)); got == want {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the open overview still shows %d completed, not %s", before, want)
+		case <-tick.C:
+		}
+	}
 }
 
 func TestBrowserRefusedWithoutAuth(t *testing.T) {
