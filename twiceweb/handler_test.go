@@ -17,7 +17,15 @@ import (
 
 func TestPagesRender(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	testPagesRender(t, newEnv(t))
+}
+
+func TestPostgresPagesRender(t *testing.T) {
+	t.Parallel()
+	testPagesRender(t, newPostgresEnv(t))
+}
+
+func testPagesRender(t *testing.T, e *env) {
 	e.start()
 	id := e.dead(1)
 	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
@@ -100,7 +108,15 @@ func TestBadInput(t *testing.T) {
 
 func TestRetryAndDiscardNeedConfirmation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	testRetryAndDiscard(t, newEnv(t))
+}
+
+func TestPostgresRetryAndDiscard(t *testing.T) {
+	t.Parallel()
+	testRetryAndDiscard(t, newPostgresEnv(t))
+}
+
+func testRetryAndDiscard(t *testing.T, e *env) {
 	e.start()
 	a, c := e.dead(1), e.dead(2)
 	srv := httptest.NewServer(e.handler(twiceweb.Options{}))

@@ -18,6 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -49,13 +51,14 @@ func (moneyArgs) Kind() string { return "web.money.v1" }
 // env is one test's store, runtime and dashboard.
 type env struct {
 	t      *testing.T
-	store  *twicesqlite.Store
+	store  twicestore.Store
 	reg    *twice.Registry
 	client *twice.Client
 	logs   *syncBuffer
 	ran    chan int // N of every okArgs job run
 }
 
+// newEnv is an env on a fresh SQLite store.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	store, err := twicesqlite.Open(t.Context(), filepath.Join(t.TempDir(), "twice.db"))
@@ -63,6 +66,24 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	return newEnvOn(t, store)
+}
+
+// newPostgresEnv is an env in a schema of its own on TWICE_TEST_POSTGRES;
+// it skips without the variable.
+func newPostgresEnv(t *testing.T) *env {
+	t.Helper()
+	url, _ := pgtest.Schema(t, "twiceweb")
+	store, err := twicepg.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return newEnvOn(t, store)
+}
+
+func newEnvOn(t *testing.T, store twicestore.Store) *env {
+	t.Helper()
 	e := &env{t: t, store: store, reg: twice.NewRegistry(), logs: &syncBuffer{}, ran: make(chan int, 100)}
 	twice.MustRegister(e.reg, twice.HandlerFunc[boomArgs](func(context.Context, *twice.Job[boomArgs]) error {
 		return twice.Permanent(errors.New("boom: the provider said no"))
