@@ -17,6 +17,7 @@ import (
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetest"
+	"github.com/twicejobs/twice/twicetype"
 	"go.uber.org/goleak"
 )
 
@@ -65,9 +66,30 @@ func TestClaimAfterPasses(t *testing.T) {
 func TestClaimBeforePasses(t *testing.T) {
 	t.Parallel()
 	c, _ := emailCase(twice.ClaimBefore, 1)
-	if rep := twicetest.RunTwice(t, c); rep.Strategy != twice.ClaimBefore {
+	rep := twicetest.RunTwice(t, c)
+	if rep.Strategy != twice.ClaimBefore {
 		t.Errorf("strategy = %s, want claim-before", rep.Strategy)
 	}
+	want := []struct {
+		name    string
+		effects int
+		outcome twicetype.JobState
+	}{
+		{twicetest.ScenarioInARow, 1, twicetype.JobStateCompleted},
+		{twicetest.ScenarioConcurrent, 1, twicetype.JobStateCompleted},
+		{twicetest.ScenarioCrashAfter, 1, twicetype.JobStateDead},  // effect done, outcome lost
+		{twicetest.ScenarioCrashBefore, 0, twicetype.JobStateDead}, // claimed, never ran
+	}
+	if len(rep.Scenarios) != len(want) {
+		t.Fatalf("scenarios = %d, want %d:\n%s", len(rep.Scenarios), len(want), rep)
+	}
+	for i, w := range want {
+		s := rep.Scenarios[i]
+		if s.Name != w.name || s.Effects != w.effects || s.Outcome != w.outcome || s.Broken {
+			t.Errorf("scenario %d = %+v, want %s with %d effects, job %s", i, s, w.name, w.effects, w.outcome)
+		}
+	}
+	t.Log(rep)
 }
 
 type creditArgs struct {
@@ -90,9 +112,9 @@ func inTx(ctx context.Context, store twicestore.Store, fn func(*sql.Tx) error) e
 	return tx.Commit(ctx)
 }
 
-func TestTransactionalPasses(t *testing.T) {
-	t.Parallel()
-	rep := twicetest.RunTwice(t, twicetest.Case[creditArgs]{
+// creditCase credits a ledger row in the job's transaction.
+func creditCase() twicetest.Case[creditArgs] {
+	return twicetest.Case[creditArgs]{
 		Register: func(reg *twice.Registry) error {
 			return twice.Register(reg, twice.HandlerFunc[creditArgs](func(ctx context.Context, job *twice.Job[creditArgs]) error {
 				tx := job.SQLTx()
@@ -116,7 +138,12 @@ func TestTransactionalPasses(t *testing.T) {
 			})
 			return n, err
 		},
-	})
+	}
+}
+
+func TestTransactionalPasses(t *testing.T) {
+	t.Parallel()
+	rep := twicetest.RunTwice(t, creditCase())
 	if rep.Strategy != twice.Transactional {
 		t.Errorf("strategy = %s, want transactional", rep.Strategy)
 	}
