@@ -31,6 +31,10 @@ type Options struct {
 	// Redeliver delivers every job a second time (twice.Config.Redeliver):
 	// the demo's handlers must converge under it too.
 	Redeliver bool
+	// HTTPAddr is where Run serves the demo's HTTP API (POST /signups
+	// behind the Idempotency-Key middleware, GET /users/{id}). Defaults to
+	// none.
+	HTTPAddr string
 
 	// nonIdempotentWatermark registers a broken watermark handler, for
 	// tests that show the checker catching divergence.
