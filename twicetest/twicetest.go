@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -39,6 +40,11 @@ type Case[T twice.Args] struct {
 	// SQLite database in t.TempDir() per scenario, opened twice for the
 	// concurrent one.
 	Store twicestore.Store
+	// PostgresURL, if set (and Store is not), runs every scenario on
+	// PostgreSQL: each in a fresh schema of that database, created for it
+	// and dropped when the test ends, so scenarios start empty as on
+	// SQLite. The URL's user must be allowed to create schemas.
+	PostgresURL string
 }
 
 // Scenario names, as they appear in a Report and in failures.
@@ -134,7 +140,7 @@ func judge(s twice.Strategy, scenario string, fresh bool, n int, outcome twicety
 	if s == twice.ClaimBefore && scenario != ScenarioInARow && scenario != ScenarioConcurrent {
 		// The redelivery finds the crashed delivery's claim: the effect
 		// may have happened, so a person must decide.
-		return "at most 1 effect, and the job dead-lettered for a person to check (the effect may have happened)",
+		return "at most 1 effect, and the job dead-lettered for a person to check whether the effect happened",
 			n > 1 || outcome != twicetype.JobStateDead
 	}
 	lo, hi := 0, 1
@@ -183,6 +189,36 @@ type runner[T twice.Args] struct {
 
 func (r *runner[T]) fresh() bool { return r.c.Store == nil }
 
+// open opens n handles on a fresh database for one scenario.
+func (r *runner[T]) open(n int) []twicestore.Store {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	out := make([]twicestore.Store, n)
+	if r.c.PostgresURL != "" {
+		url := freshSchema(t, r.c.PostgresURL)
+		for i := range out {
+			s, err := twicepg.Open(ctx, url)
+			if err != nil {
+				t.Fatalf("twicetest: open PostgreSQL store: %v", err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			out[i] = s
+		}
+		return out
+	}
+	path := filepath.Join(t.TempDir(), "twice.db")
+	for i := range out {
+		s, err := twicesqlite.Open(ctx, path)
+		if err != nil {
+			t.Fatalf("twicetest: open store: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		out[i] = s
+	}
+	return out
+}
+
 // stores returns n handles on the scenario's database, each spied on by p.
 func (r *runner[T]) stores(n int, p *probe) []*spyStore {
 	t := r.t
@@ -204,13 +240,7 @@ func (r *runner[T]) stores(n int, p *probe) []*spyStore {
 		}
 		return out
 	}
-	path := filepath.Join(t.TempDir(), "twice.db")
-	for i := range out {
-		s, err := twicesqlite.Open(ctx, path)
-		if err != nil {
-			t.Fatalf("twicetest: open store: %v", err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
+	for i, s := range r.open(n) {
 		out[i] = &spyStore{Store: s, p: p}
 	}
 	if r.c.Setup != nil {

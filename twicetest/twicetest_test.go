@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/pgtest"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetest"
@@ -292,4 +294,43 @@ func TestCallerStore(t *testing.T) {
 	if n := sent.Load(); n != 1 {
 		t.Errorf("emails sent = %d, want 1:\n%s", n, rep)
 	}
+}
+
+// TestPostgres runs the helper on PostgreSQL, each scenario in a fresh
+// schema.
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	base := os.Getenv(pgtest.EnvURL)
+	if base == "" {
+		t.Skip(pgtest.EnvURL + " is not set; .ci/run sets it to the local server")
+	}
+	for _, s := range []twice.Strategy{twice.ClaimAfter, twice.ClaimBefore} {
+		t.Run(s.String(), func(t *testing.T) {
+			t.Parallel()
+			c, _ := emailCase(s, 1)
+			c.PostgresURL = base
+			rep := twicetest.RunTwice(t, c)
+			if rep.Strategy != s {
+				t.Errorf("strategy = %s, want %s", rep.Strategy, s)
+			}
+			t.Log(rep)
+		})
+	}
+	t.Run("invariants", func(t *testing.T) {
+		t.Parallel()
+		c, _ := emailCase(twice.ClaimAfter, 1)
+		c.PostgresURL = base
+		twicetest.AlreadyProcessed(t, c)
+		twicetest.EffectBeforeClaim(t, c)
+		twicetest.FailedEffectLeavesNoClaim(t, c)
+	})
+	t.Run("not idempotent caught", func(t *testing.T) {
+		t.Parallel()
+		c, _ := emailCase(twice.ClaimAfter, 2)
+		c.PostgresURL = base
+		f, rep := runFake(t, c)
+		if len(f.errs) == 0 {
+			t.Fatalf("a handler sending twice per delivery passed on PostgreSQL:\n%s", rep)
+		}
+	})
 }
