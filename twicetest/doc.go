@@ -4,17 +4,20 @@
 // and checks the user's effect counter against what the kind's strategy
 // promises.
 //
-// RunTwice delivers one message in three scenarios:
+// RunTwice delivers one message in three scenarios, four for ClaimBefore:
 //
 //   - in a row: the message is delivered, completed, and delivered again
 //     (same MessageID, so the same idempotency key), as after a lost
 //     acknowledgement;
 //   - concurrently: two workers (two Clients, each with its own store handle
 //     on the same database) lease the same message at once, as on two nodes;
-//   - crash: the first delivery dies after the handler returned and before
-//     its outcome (and ClaimAfter's claim riding with it, or Transactional's
-//     commit) is written; the lease expires, the rescuer requeues the job and
-//     it is delivered again.
+//   - crash after the effect: the first delivery dies after the handler
+//     returned and before its outcome (and ClaimAfter's claim riding with
+//     it, or Transactional's commit) is written; the lease expires, the
+//     rescuer requeues the job and it is delivered again;
+//   - crash between claim and effect (ClaimBefore only): the first delivery
+//     writes its claim and dies before calling the handler, then is
+//     delivered again.
 //
 // The strategy is not passed in: it is read from what the registration does
 // on the store during the first delivery (a marker peek is ClaimAfter, a
@@ -27,7 +30,10 @@
 //     either claims) and at most two after the crash (the effect happened,
 //     its claim was lost);
 //   - Transactional: exactly one effect in every scenario;
-//   - ClaimBefore: at most one effect in every scenario (a crash may lose it);
+//   - ClaimBefore: at most one effect in every scenario; after either crash
+//     the redelivery finds the dead delivery's claim and the job must end in
+//     the dead-letter queue, for a person to check whether the effect
+//     happened, rather than complete as a silent no-op;
 //   - None: nothing guards the handler, so the effect itself must converge:
 //     after every scenario Case.Effects must report exactly 1.
 //

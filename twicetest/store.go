@@ -6,12 +6,27 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 // errInjectedCrash is what an injected crash makes a transaction's commit
 // fail with.
 var errInjectedCrash = errors.New("twicetest: injected crash between the effect and its commit")
+
+// errCrashAfterClaim is what an injected crash makes a ClaimBefore claim
+// return, after the claim was written, so the handler never runs.
+var errCrashAfterClaim = errors.New("twicetest: injected crash between the claim and the effect")
+
+// crashPoint is where an injected crash strikes the first delivery.
+type crashPoint int
+
+const (
+	noCrash          crashPoint = iota
+	crashAfterEffect            // the handler returned; its outcome (and claim or commit) is lost
+	crashAfterClaim             // a ClaimBefore claim was written; the handler never runs
+)
 
 // probe watches the store traffic of one scenario, shared by every store
 // handle of that scenario. It is safe for concurrent use.
@@ -30,9 +45,15 @@ type probe struct {
 	barrier int
 	arrived chan struct{} // closed when the barrier is reached
 
-	// crash, when set, makes the first job of kind fetched die after its
-	// handler returned.
-	crash        bool
+	calls int // handler calls of kind, counted by middleware
+	// marker is the first marker the strategy touched: the handler name
+	// and key the invariants read back.
+	marker *twicestore.MarkerParams
+	// around, if set, wraps each handler call of kind (invariant checks).
+	around twice.Middleware
+
+	// crash, when set, makes the first job of kind fetched die there.
+	crash        crashPoint
 	target       int64
 	commitDone   bool // the target's transaction commit was failed
 	finishLost   bool // the target's first outcome was dropped
@@ -80,7 +101,7 @@ func (s *spyStore) JobFetch(ctx context.Context, params *twicestore.JobFetchPara
 		ours = true
 		p.fetches++
 		p.fetched[row.ID] = true
-		if p.crash && p.target == 0 {
+		if p.crash != noCrash && p.target == 0 {
 			p.target = row.ID
 		}
 	}
@@ -109,16 +130,66 @@ func (s *spyStore) JobFetch(ctx context.Context, params *twicestore.JobFetchPara
 func (s *spyStore) MarkerPeek(ctx context.Context, params *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
 	s.p.mu.Lock()
 	s.p.peeks++
+	s.p.noteMarker(params)
 	s.p.mu.Unlock()
 	return s.Store.MarkerPeek(ctx, params)
 }
 
-// MarkerClaim counts ClaimBefore's claims.
+// MarkerClaim counts ClaimBefore's claims, and when a crash after the claim
+// is armed, writes the target's first claim and then fails, so its handler
+// never runs and (see JobFinish) its outcome is lost.
 func (s *spyStore) MarkerClaim(ctx context.Context, params *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
-	s.p.mu.Lock()
-	s.p.claims++
-	s.p.mu.Unlock()
-	return s.Store.MarkerClaim(ctx, params)
+	p := s.p
+	p.mu.Lock()
+	p.claims++
+	p.noteMarker(params)
+	crash := p.crash == crashAfterClaim && params.JobID == p.target && !p.crashedAfter
+	if crash {
+		p.crashedAfter = true
+	}
+	p.mu.Unlock()
+	res, err := s.Store.MarkerClaim(ctx, params)
+	if crash && err == nil {
+		return nil, errCrashAfterClaim
+	}
+	return res, err
+}
+
+// noteMarker remembers the first marker touched; p.mu must be held.
+func (p *probe) noteMarker(m *twicestore.MarkerParams) {
+	if p.marker == nil && m != nil {
+		p.marker = &twicestore.MarkerParams{Handler: m.Handler, Key: m.Key}
+	}
+}
+
+// seenMarker returns the first marker the strategy touched, or nil.
+func (p *probe) seenMarker() *twicestore.MarkerParams {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.marker
+}
+
+// middleware counts the handler calls of the probed kind and runs the
+// invariant hook around them.
+func (p *probe) middleware(ctx context.Context, job *twicetype.JobRow, next func(context.Context) error) error {
+	if job.Kind != p.kind {
+		return next(ctx)
+	}
+	p.mu.Lock()
+	p.calls++
+	around := p.around
+	p.mu.Unlock()
+	if around != nil {
+		return around(ctx, job, next)
+	}
+	return next(ctx)
+}
+
+// handlerCalls returns how many times the handler was called.
+func (p *probe) handlerCalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls
 }
 
 // Begin counts Transactional's transactions and wraps them, so a crash can
@@ -143,7 +214,8 @@ func (s *spyStore) JobFinish(ctx context.Context, params *twicestore.JobFinishPa
 	kept := make([]int, 0, len(params.Outcomes))
 	p.mu.Lock()
 	for i, o := range params.Outcomes {
-		if p.crash && o.ID == p.target && !p.finishLost {
+		p.noteMarker(o.Marker)
+		if p.crash != noCrash && o.ID == p.target && !p.finishLost {
 			p.finishLost, p.crashedAfter = true, true
 			continue
 		}
@@ -172,6 +244,14 @@ type spyTx struct {
 	jobs []int64 // jobs this transaction completes
 }
 
+// MarkerClaim notes the marker a Transactional delivery claims.
+func (t *spyTx) MarkerClaim(ctx context.Context, params *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
+	t.p.mu.Lock()
+	t.p.noteMarker(params)
+	t.p.mu.Unlock()
+	return t.Tx.MarkerClaim(ctx, params)
+}
+
 // JobFinish notes the jobs the transaction completes.
 func (t *spyTx) JobFinish(ctx context.Context, params *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
 	for _, o := range params.Outcomes {
@@ -186,7 +266,7 @@ func (t *spyTx) Commit(ctx context.Context) error {
 	t.p.mu.Lock()
 	crash := false
 	for _, id := range t.jobs {
-		if t.p.crash && id == t.p.target && !t.p.commitDone {
+		if t.p.crash == crashAfterEffect && id == t.p.target && !t.p.commitDone {
 			t.p.commitDone, crash = true, true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -39,13 +40,19 @@ type Case[T twice.Args] struct {
 	// SQLite database in t.TempDir() per scenario, opened twice for the
 	// concurrent one.
 	Store twicestore.Store
+	// PostgresURL, if set (and Store is not), runs every scenario on
+	// PostgreSQL: each in a fresh schema of that database, created for it
+	// and dropped when the test ends, so scenarios start empty as on
+	// SQLite. The URL's user must be allowed to create schemas.
+	PostgresURL string
 }
 
 // Scenario names, as they appear in a Report and in failures.
 const (
 	ScenarioInARow      = "in a row"
 	ScenarioConcurrent  = "concurrently"
-	ScenarioCrashBefore = "crash between effect and claim"
+	ScenarioCrashAfter  = "crash after the effect"
+	ScenarioCrashBefore = "crash between claim and effect" // ClaimBefore kinds only
 )
 
 // Report is what RunTwice observed.
@@ -66,6 +73,9 @@ type ScenarioReport struct {
 	// Effects is how much the effect changed over the scenario (for None:
 	// the count Effects reported after it).
 	Effects int
+	// Outcome is the state the message's last job ended in: completed,
+	// or dead for a ClaimBefore job after a crash.
+	Outcome twicetype.JobState
 	// Promise is what the strategy promises in this scenario.
 	Promise string
 	// Broken reports that Effects broke the promise.
@@ -81,7 +91,7 @@ func (r *Report) String() string {
 		if s.Broken {
 			verdict = "BROKEN"
 		}
-		fmt.Fprintf(&b, "\n  %s: %d deliveries, %d effects (%s): %s", s.Name, s.Deliveries, s.Effects, s.Promise, verdict)
+		fmt.Fprintf(&b, "\n  %s: %d deliveries, %d effects, job %s (%s): %s", s.Name, s.Deliveries, s.Effects, s.Outcome, s.Promise, verdict)
 	}
 	return b.String()
 }
@@ -104,24 +114,35 @@ func RunTwice[T twice.Args](t testing.TB, c Case[T]) *Report {
 	}
 	r := &runner[T]{t: t, c: c, kind: c.Args.Kind()}
 	rep := &Report{}
-	for i, run := range []func() (ScenarioReport, twice.Strategy){r.inARow, r.concurrently, r.crash} {
-		sr, strategy := run()
-		if i == 0 {
-			rep.Strategy = strategy
-		}
-		sr.Promise, sr.Broken = judge(rep.Strategy, sr.Name, r.fresh(), sr.Effects)
+	judged := func(sr ScenarioReport) {
+		sr.Promise, sr.Broken = judge(rep.Strategy, sr.Name, r.fresh(), sr.Effects, sr.Outcome)
 		rep.Scenarios = append(rep.Scenarios, sr)
 		if sr.Broken {
-			t.Errorf("twicetest: kind %q, strategy %s, scenario %q: %d deliveries, %d effects observed; strategy %s promises %s",
-				r.kind, rep.Strategy, sr.Name, sr.Deliveries, sr.Effects, rep.Strategy, sr.Promise)
+			t.Errorf("twicetest: kind %q, strategy %s, scenario %q: %d deliveries, %d effects observed, job %s; strategy %s promises %s",
+				r.kind, rep.Strategy, sr.Name, sr.Deliveries, sr.Effects, sr.Outcome, rep.Strategy, sr.Promise)
 		}
+	}
+	sr, strategy := r.inARow()
+	rep.Strategy, r.strategy = strategy, strategy
+	judged(sr)
+	judged(r.concurrently())
+	judged(r.crash(crashAfterEffect))
+	if strategy == twice.ClaimBefore {
+		judged(r.crash(crashAfterClaim))
 	}
 	return rep
 }
 
 // judge tells what strategy s promises in a scenario and whether n effects
-// keep it. fresh reports that the scenario started on an empty store.
-func judge(s twice.Strategy, scenario string, fresh bool, n int) (promise string, broken bool) {
+// and the job's outcome keep it. fresh reports that the scenario started on
+// an empty store.
+func judge(s twice.Strategy, scenario string, fresh bool, n int, outcome twicetype.JobState) (promise string, broken bool) {
+	if s == twice.ClaimBefore && scenario != ScenarioInARow && scenario != ScenarioConcurrent {
+		// The redelivery finds the crashed delivery's claim: the effect
+		// may have happened, so a person must decide.
+		return "at most 1 effect, and the job dead-lettered for a person to check whether the effect happened",
+			n > 1 || outcome != twicetype.JobStateDead
+	}
 	lo, hi := 0, 1
 	switch s {
 	case twice.ClaimAfter:
@@ -151,21 +172,52 @@ func judge(s twice.Strategy, scenario string, fresh bool, n int) (promise string
 	switch {
 	case s == twice.ClaimAfter && scenario == ScenarioConcurrent:
 		promise += " (both copies may pass the peek before either claims)"
-	case s == twice.ClaimAfter && scenario == ScenarioCrashBefore:
+	case s == twice.ClaimAfter && scenario == ScenarioCrashAfter:
 		promise += " (the effect happened, its claim was lost with the process)"
 	}
-	return promise, n < lo || n > hi
+	return promise, n < lo || n > hi || outcome != twicetype.JobStateCompleted
 }
 
 // runner runs the scenarios of one Case.
 type runner[T twice.Args] struct {
-	t    testing.TB
-	c    Case[T]
-	kind string
-	set  bool // Setup ran on c.Store
+	t        testing.TB
+	c        Case[T]
+	kind     string
+	set      bool           // Setup ran on c.Store
+	strategy twice.Strategy // as read from the first scenario
 }
 
 func (r *runner[T]) fresh() bool { return r.c.Store == nil }
+
+// open opens n handles on a fresh database for one scenario.
+func (r *runner[T]) open(n int) []twicestore.Store {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	out := make([]twicestore.Store, n)
+	if r.c.PostgresURL != "" {
+		url := freshSchema(t, r.c.PostgresURL)
+		for i := range out {
+			s, err := twicepg.Open(ctx, url)
+			if err != nil {
+				t.Fatalf("twicetest: open PostgreSQL store: %v", err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			out[i] = s
+		}
+		return out
+	}
+	path := filepath.Join(t.TempDir(), "twice.db")
+	for i := range out {
+		s, err := twicesqlite.Open(ctx, path)
+		if err != nil {
+			t.Fatalf("twicetest: open store: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		out[i] = s
+	}
+	return out
+}
 
 // stores returns n handles on the scenario's database, each spied on by p.
 func (r *runner[T]) stores(n int, p *probe) []*spyStore {
@@ -188,13 +240,7 @@ func (r *runner[T]) stores(n int, p *probe) []*spyStore {
 		}
 		return out
 	}
-	path := filepath.Join(t.TempDir(), "twice.db")
-	for i := range out {
-		s, err := twicesqlite.Open(ctx, path)
-		if err != nil {
-			t.Fatalf("twicetest: open store: %v", err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
+	for i, s := range r.open(n) {
 		out[i] = &spyStore{Store: s, p: p}
 	}
 	if r.c.Setup != nil {
@@ -205,9 +251,10 @@ func (r *runner[T]) stores(n int, p *probe) []*spyStore {
 	return out
 }
 
-// start registers the kind on a new Registry and starts a worker on store;
-// the returned stop stops it.
-func (r *runner[T]) start(store twicestore.Store) (*twice.Client, func()) {
+// start registers the kind on a new Registry and starts a worker on store,
+// its handler calls counted by the store's probe; the returned stop stops
+// it.
+func (r *runner[T]) start(store *spyStore) (*twice.Client, func()) {
 	t := r.t
 	t.Helper()
 	reg := twice.NewRegistry()
@@ -223,6 +270,7 @@ func (r *runner[T]) start(store twicestore.Store) (*twice.Client, func()) {
 		FetchLimit:     1, // so two workers share two copies
 		Backoff:        func(int) time.Duration { return time.Millisecond },
 		Logger:         slog.New(slog.DiscardHandler),
+		Middleware:     []twice.Middleware{store.p.middleware},
 	})
 	if err != nil {
 		t.Fatalf("twicetest: new client: %v", err)
@@ -265,21 +313,25 @@ func (r *runner[T]) enqueue(client *twice.Client, messageID string, copies int) 
 	return ids
 }
 
-// await polls the store until every job finished, and fails the test when
-// one did not complete.
-func (r *runner[T]) await(store twicestore.Store, scenario string, ids ...int64) {
+// await polls the store until every job finished and returns the last
+// one's state. A job that ends dead fails the test unless deadOK (a
+// ClaimBefore crash, which the judge checks), and one that does not finish
+// in time stops it.
+func (r *runner[T]) await(store twicestore.Store, scenario string, deadOK bool, ids ...int64) twicetype.JobState {
 	t := r.t
 	t.Helper()
 	deadline := time.Now().Add(scenarioTimeout)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
+	var last twicetype.JobState
 	for _, id := range ids {
 		for {
 			row, err := store.JobGet(context.Background(), &twicestore.JobGetParams{ID: id})
 			if err != nil {
 				t.Fatalf("twicetest: scenario %q: get job %d: %v", scenario, id, err)
 			}
-			if row.State == twicetype.JobStateCompleted {
+			last = row.State
+			if row.State == twicetype.JobStateCompleted || (deadOK && row.State == twicetype.JobStateDead) {
 				break
 			}
 			if row.State == twicetype.JobStateDead || row.State == twicetype.JobStateDiscarded {
@@ -293,6 +345,7 @@ func (r *runner[T]) await(store twicestore.Store, scenario string, ids ...int64)
 			<-tick.C
 		}
 	}
+	return last
 }
 
 func lastError(row *twicetype.JobRow) string {
@@ -305,16 +358,16 @@ func lastError(row *twicetype.JobRow) string {
 // measure runs a scenario body between two readings of Case.Effects and
 // reports the change, or for None (which promises a state, not a count of
 // runs) the count after it.
-func (r *runner[T]) measure(name string, p *probe, store twicestore.Store, body func()) ScenarioReport {
+func (r *runner[T]) measure(name string, p *probe, store twicestore.Store, body func() twicetype.JobState) ScenarioReport {
 	before := r.effects(store)
-	body()
+	outcome := body()
 	after := r.effects(store)
 	n := after - before
 	if p.strategy() == twice.None {
 		n = after
 	}
 	fetches, _, _, _ := p.counts()
-	return ScenarioReport{Name: name, Deliveries: fetches, Effects: n}
+	return ScenarioReport{Name: name, Deliveries: fetches, Effects: n, Outcome: outcome}
 }
 
 // strategy is the strategy seen in a probe's traffic: ClaimAfter peeks,
@@ -342,16 +395,16 @@ func (r *runner[T]) inARow() (ScenarioReport, twice.Strategy) {
 	client, stop := r.start(store)
 	defer stop()
 	msg := newMessageID("row")
-	sr := r.measure(ScenarioInARow, p, store.Store, func() {
-		r.await(store, ScenarioInARow, r.enqueue(client, msg, 1)...)
-		r.await(store, ScenarioInARow, r.enqueue(client, msg, 1)...)
+	sr := r.measure(ScenarioInARow, p, store.Store, func() twicetype.JobState {
+		r.await(store, ScenarioInARow, false, r.enqueue(client, msg, 1)...)
+		return r.await(store, ScenarioInARow, false, r.enqueue(client, msg, 1)...)
 	})
 	return sr, p.strategy()
 }
 
 // concurrently has two workers, each on its own store handle, lease two
 // copies of the message at once.
-func (r *runner[T]) concurrently() (ScenarioReport, twice.Strategy) {
+func (r *runner[T]) concurrently() ScenarioReport {
 	p := newProbe(r.kind)
 	p.barrier = 2
 	stores := r.stores(2, p)
@@ -359,27 +412,30 @@ func (r *runner[T]) concurrently() (ScenarioReport, twice.Strategy) {
 	defer stopA()
 	_, stopB := r.start(stores[1])
 	defer stopB()
-	sr := r.measure(ScenarioConcurrent, p, stores[0].Store, func() {
-		r.await(stores[0], ScenarioConcurrent, r.enqueue(a, newMessageID("concurrent"), 2)...)
+	return r.measure(ScenarioConcurrent, p, stores[0].Store, func() twicetype.JobState {
+		return r.await(stores[0], ScenarioConcurrent, false, r.enqueue(a, newMessageID("concurrent"), 2)...)
 	})
-	return sr, p.strategy()
 }
 
-// crash makes the first delivery die after its handler returned; the
-// lease expires and the message is delivered again.
-func (r *runner[T]) crash() (ScenarioReport, twice.Strategy) {
+// crash makes the first delivery die at the given point; its lease
+// expires and the message is delivered again.
+func (r *runner[T]) crash(at crashPoint) ScenarioReport {
+	name := ScenarioCrashAfter
+	if at == crashAfterClaim {
+		name = ScenarioCrashBefore
+	}
 	p := newProbe(r.kind)
-	p.crash = true
+	p.crash = at
 	store := r.stores(1, p)[0]
 	client, stop := r.start(store)
 	defer stop()
-	sr := r.measure(ScenarioCrashBefore, p, store.Store, func() {
-		r.await(store, ScenarioCrashBefore, r.enqueue(client, newMessageID("crash"), 1)...)
+	sr := r.measure(name, p, store.Store, func() twicetype.JobState {
+		return r.await(store, name, r.strategy == twice.ClaimBefore, r.enqueue(client, newMessageID("crash"), 1)...)
 	})
 	if !p.crashFired() {
-		r.t.Fatalf("twicetest: kind %q, scenario %q: the injected crash never fired", r.kind, ScenarioCrashBefore)
+		r.t.Fatalf("twicetest: kind %q, scenario %q: the injected crash never fired", r.kind, name)
 	}
-	return sr, p.strategy()
+	return sr
 }
 
 // newMessageID names a scenario's message; it is unique per run so that a

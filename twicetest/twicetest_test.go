@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -14,9 +15,11 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/pgtest"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetest"
+	"github.com/twicejobs/twice/twicetype"
 	"go.uber.org/goleak"
 )
 
@@ -65,9 +68,30 @@ func TestClaimAfterPasses(t *testing.T) {
 func TestClaimBeforePasses(t *testing.T) {
 	t.Parallel()
 	c, _ := emailCase(twice.ClaimBefore, 1)
-	if rep := twicetest.RunTwice(t, c); rep.Strategy != twice.ClaimBefore {
+	rep := twicetest.RunTwice(t, c)
+	if rep.Strategy != twice.ClaimBefore {
 		t.Errorf("strategy = %s, want claim-before", rep.Strategy)
 	}
+	want := []struct {
+		name    string
+		effects int
+		outcome twicetype.JobState
+	}{
+		{twicetest.ScenarioInARow, 1, twicetype.JobStateCompleted},
+		{twicetest.ScenarioConcurrent, 1, twicetype.JobStateCompleted},
+		{twicetest.ScenarioCrashAfter, 1, twicetype.JobStateDead},  // effect done, outcome lost
+		{twicetest.ScenarioCrashBefore, 0, twicetype.JobStateDead}, // claimed, never ran
+	}
+	if len(rep.Scenarios) != len(want) {
+		t.Fatalf("scenarios = %d, want %d:\n%s", len(rep.Scenarios), len(want), rep)
+	}
+	for i, w := range want {
+		s := rep.Scenarios[i]
+		if s.Name != w.name || s.Effects != w.effects || s.Outcome != w.outcome || s.Broken {
+			t.Errorf("scenario %d = %+v, want %s with %d effects, job %s", i, s, w.name, w.effects, w.outcome)
+		}
+	}
+	t.Log(rep)
 }
 
 type creditArgs struct {
@@ -90,9 +114,9 @@ func inTx(ctx context.Context, store twicestore.Store, fn func(*sql.Tx) error) e
 	return tx.Commit(ctx)
 }
 
-func TestTransactionalPasses(t *testing.T) {
-	t.Parallel()
-	rep := twicetest.RunTwice(t, twicetest.Case[creditArgs]{
+// creditCase credits a ledger row in the job's transaction.
+func creditCase() twicetest.Case[creditArgs] {
+	return twicetest.Case[creditArgs]{
 		Register: func(reg *twice.Registry) error {
 			return twice.Register(reg, twice.HandlerFunc[creditArgs](func(ctx context.Context, job *twice.Job[creditArgs]) error {
 				tx := job.SQLTx()
@@ -116,7 +140,12 @@ func TestTransactionalPasses(t *testing.T) {
 			})
 			return n, err
 		},
-	})
+	}
+}
+
+func TestTransactionalPasses(t *testing.T) {
+	t.Parallel()
+	rep := twicetest.RunTwice(t, creditCase())
 	if rep.Strategy != twice.Transactional {
 		t.Errorf("strategy = %s, want transactional", rep.Strategy)
 	}
@@ -265,4 +294,43 @@ func TestCallerStore(t *testing.T) {
 	if n := sent.Load(); n != 1 {
 		t.Errorf("emails sent = %d, want 1:\n%s", n, rep)
 	}
+}
+
+// TestPostgres runs the helper on PostgreSQL, each scenario in a fresh
+// schema.
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	base := os.Getenv(pgtest.EnvURL)
+	if base == "" {
+		t.Skip(pgtest.EnvURL + " is not set; .ci/run sets it to the local server")
+	}
+	for _, s := range []twice.Strategy{twice.ClaimAfter, twice.ClaimBefore} {
+		t.Run(s.String(), func(t *testing.T) {
+			t.Parallel()
+			c, _ := emailCase(s, 1)
+			c.PostgresURL = base
+			rep := twicetest.RunTwice(t, c)
+			if rep.Strategy != s {
+				t.Errorf("strategy = %s, want %s", rep.Strategy, s)
+			}
+			t.Log(rep)
+		})
+	}
+	t.Run("invariants", func(t *testing.T) {
+		t.Parallel()
+		c, _ := emailCase(twice.ClaimAfter, 1)
+		c.PostgresURL = base
+		twicetest.AlreadyProcessed(t, c)
+		twicetest.EffectBeforeClaim(t, c)
+		twicetest.FailedEffectLeavesNoClaim(t, c)
+	})
+	t.Run("not idempotent caught", func(t *testing.T) {
+		t.Parallel()
+		c, _ := emailCase(twice.ClaimAfter, 2)
+		c.PostgresURL = base
+		f, rep := runFake(t, c)
+		if len(f.errs) == 0 {
+			t.Fatalf("a handler sending twice per delivery passed on PostgreSQL:\n%s", rep)
+		}
+	})
 }

@@ -101,6 +101,7 @@ func (c *cli) demoCommand() *cobra.Command {
 		interval  time.Duration
 		redeliver bool
 		dash      dashboardFlags
+		httpAddr  string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -115,7 +116,9 @@ claim, transient and permanent send failures, users deleted or confirmed
 before their email goes out.
 
 Without --once it keeps going on --db until Ctrl-C, and says what to look
-at meanwhile.
+at meanwhile. It also serves its HTTP API on --http: POST /signups, behind
+the Idempotency-Key middleware, creates a user and enqueues the email in
+one transaction; GET /users/ID shows how many emails the user got.
 
 With --once it runs a scripted scenario to its end, prints per kind the
 messages, deliveries (handler calls) and effects, and exits 0 only if every
@@ -143,7 +146,7 @@ system's temporary directory.`,
 			waitDash := func() {}
 			defer func() { waitDash() }()
 			return demo.Run(cmd.Context(), demo.Options{
-				DB: c.db, ObjectsDir: objects, Out: c.stdout, Logger: logger, Interval: interval, Redeliver: redeliver,
+				DB: c.db, ObjectsDir: objects, Out: c.stdout, Logger: logger, Interval: interval, Redeliver: redeliver, HTTPAddr: httpAddr,
 				Observer: func(store twicestore.Store) twice.Observer {
 					metrics = twicemetrics.New(store)
 					return metrics
@@ -159,6 +162,7 @@ system's temporary directory.`,
 	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to a SQLite --db; for a URL, one of its own under the temporary directory)")
 	cmd.Flags().DurationVar(&interval, "interval", 700*time.Millisecond, "time between two signups (without --once)")
 	cmd.Flags().BoolVar(&redeliver, "redeliver", false, "deliver every job a second time, sometimes at once: the demo's handlers must still converge")
+	cmd.Flags().StringVar(&httpAddr, "http", demo.HTTPAddrDefault, "address of the demo's HTTP API, POST /signups behind the Idempotency-Key middleware ('' for none; without --once)")
 	dash.register(cmd, twiceweb.AddrDefault, "serve the dashboard and /metrics on this address (without --once); empty for none")
 	return cmd
 }

@@ -134,8 +134,8 @@ func testDemoLive(t *testing.T, db string, extra ...string) string {
 	defer cancel()
 	stdout := &syncBuffer{wait: "signup user004", seen: make(chan struct{})}
 	done := make(chan int, 1)
-	// Port 0: parallel tests never fight over the dashboard's default port.
-	args := append([]string{"demo", "--db", db, "--interval", "20ms", "--log-level", "error", "--dashboard", "127.0.0.1:0"}, extra...)
+	// Port 0: parallel tests never fight over the default ports.
+	args := append([]string{"demo", "--db", db, "--interval", "20ms", "--log-level", "error", "--dashboard", "127.0.0.1:0", "--http", "127.0.0.1:0"}, extra...)
 	go func() {
 		done <- Main(ctx, args, stdout, io.Discard)
 	}()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,6 +30,17 @@ func Run(ctx context.Context, opts Options) error {
 	defer a.Close()
 	if err := client.Start(ctx); err != nil {
 		return err
+	}
+	if opts.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", opts.HTTPAddr)
+		if err != nil {
+			_ = stop(ctx, client)
+			return fmt.Errorf("serve the demo API on %s: %w (pass --http with a free address, or --http '' for none)", opts.HTTPAddr, err)
+		}
+		srv := &http.Server{Handler: a.Handler(client), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		printAPIBanner(opts.Out, "http://"+ln.Addr().String())
 	}
 	if opts.Started != nil {
 		if err := opts.Started(ctx, a.Store()); err != nil {
@@ -60,6 +73,18 @@ loop:
 		err = serr
 	}
 	return err
+}
+
+// printAPIBanner shows the curl sequence that signs a user up through the
+// Idempotency-Key middleware.
+func printAPIBanner(w io.Writer, base string) {
+	fmt.Fprintf(w, `The demo API is on %[1]s. Sign a user up, then retry the same request:
+  curl -i -X POST %[1]s/signups -H 'Idempotency-Key: "signup-ada-1"' -d '{"name": "ada", "bonus_cents": 500}'
+The retry is answered from the stored response (Idempotent-Replayed: true);
+the same key with another body is refused (422). GET %[1]s/users/ID shows
+the emails sent: one.
+
+`, base)
 }
 
 func printBanner(w io.Writer, db, objects string) {

@@ -31,6 +31,10 @@ type Options struct {
 	// Redeliver delivers every job a second time (twice.Config.Redeliver):
 	// the demo's handlers must converge under it too.
 	Redeliver bool
+	// HTTPAddr is where Run serves the demo's HTTP API (POST /signups
+	// behind the Idempotency-Key middleware, GET /users/{id}). Defaults to
+	// none.
+	HTTPAddr string
 
 	// Observer, when set, makes the observer of the demo's runtime (its
 	// metrics) for the demo's store.
