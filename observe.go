@@ -56,7 +56,9 @@ func (t EventType) String() string {
 
 // Event is one thing that happened to a job.
 type Event struct {
-	Type  EventType
+	// Type says what happened.
+	Type EventType
+	// Kind and Queue are the job's.
 	Kind  string
 	Queue string
 	// Wait is set on the EventStarted of a job's first attempt: how long it

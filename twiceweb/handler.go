@@ -81,6 +81,7 @@ type Options struct {
 
 // BasicAuth is a user and password for HTTP basic authentication.
 type BasicAuth struct {
+	// User and Password must both be set.
 	User, Password string
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/internal/toggles"
 	"github.com/twicejobs/twice/twicestore"
@@ -180,19 +181,46 @@ func (h *Handler) listJobs(r *http.Request, dead bool) (jobsData, error) {
 		d.Jobs = d.Jobs[:pageSize]
 		d.Next = d.Jobs[pageSize-1].ID
 	}
-	counts, err := h.store.JobCount(r.Context(), &twicestore.JobCountParams{})
+	// The filter's choices come from what is cheap to know — the kinds
+	// registered here and handled by live workers, their queues, the
+	// standard queues — never from a scan of every job.
+	add := func(list *[]string, v string) {
+		if v != "" && !slices.Contains(*list, v) {
+			*list = append(*list, v)
+		}
+	}
+	var reg ops.Kinds
+	if h.opts.Registry != nil {
+		reg = h.opts.Registry
+	}
+	nodes, err := h.store.NodeList(r.Context(), &twicestore.NodeListParams{AliveSince: time.Now().Add(-ops.NodeAliveWindow)})
 	if err != nil {
 		return d, err
 	}
-	for _, c := range counts.Counts {
-		if !slices.Contains(d.Kinds, c.Kind) {
-			d.Kinds = append(d.Kinds, c.Kind)
+	for _, k := range ops.NewCatalog(reg, nodes).Kinds {
+		add(&d.Kinds, k)
+	}
+	for _, q := range []string{twice.QueueCritical, twice.QueueDefault, twice.QueueBulk} {
+		add(&d.Queues, q)
+	}
+	for _, n := range nodes {
+		for _, q := range n.Queues {
+			add(&d.Queues, q)
 		}
-		if !slices.Contains(d.Queues, c.Queue) {
-			d.Queues = append(d.Queues, c.Queue)
+	}
+	add(&d.Kinds, f.Kind)
+	add(&d.Queues, f.Queue)
+	if dead { // dead jobs are few and indexed by state: count them, and offer their kinds
+		counts, err := h.store.JobCount(r.Context(), &twicestore.JobCountParams{Filter: twicestore.JobFilter{State: twicetype.JobStateDead}})
+		if err != nil {
+			return d, err
 		}
-		if dead && c.State == twicetype.JobStateDead && (f.Kind == "" || f.Kind == c.Kind) && (f.Queue == "" || f.Queue == c.Queue) {
-			d.Matches += c.Count
+		for _, c := range counts.Counts {
+			add(&d.Kinds, c.Kind)
+			add(&d.Queues, c.Queue)
+			if (f.Kind == "" || f.Kind == c.Kind) && (f.Queue == "" || f.Queue == c.Queue) {
+				d.Matches += c.Count
+			}
 		}
 	}
 	slices.Sort(d.Kinds)
