@@ -219,6 +219,11 @@ func TestBrowser(t *testing.T) {
 		if j.State != twicetype.JobStateAvailable || j.Attempt != 0 {
 			t.Fatalf("the switched-off kind's job is %s at attempt %d; want it held, available at attempt 0", j.State, j.Attempt)
 		}
+		do(t, ctx, "reload switches", chromedp.Navigate(srv.URL+"/switches"), chromedp.WaitVisible(chromedp.CSS("table.switches")))
+		if got := run(t, ctx, "read waiting", chromedp.Text(chromedp.CSS(`[data-waiting="web.ok.v1"]`))); got != "1 held" {
+			t.Errorf("the switches page shows %q waiting for the switched-off kind, want 1 held", got)
+		}
+		screenshot(t, ctx, "switches-held")
 		do(t, ctx, "switch web.ok.v1 on again",
 			chromedp.SendKeys(chromedp.CSS(`tr[data-kind="web.ok.v1"] input[name="reason"]`), "incident 42 resolved"),
 			chromedp.Click(chromedp.CSS(`button[data-flip="web.ok.v1"]`)),

@@ -291,6 +291,8 @@ type switchesData struct {
 	Known   []ops.ToggleRow
 	Unknown []ops.ToggleRow
 	File    string
+	// Waiting counts each kind's available jobs: held while it is off.
+	Waiting map[string]int
 }
 
 func (switchesData) page() string { return "switches" }
@@ -300,7 +302,14 @@ func (h *Handler) switches(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	d := switchesData{File: h.opts.TogglesFile}
+	d := switchesData{File: h.opts.TogglesFile, Waiting: map[string]int{}}
+	counts, err := h.store.JobCount(r.Context(), &twicestore.JobCountParams{Filter: twicestore.JobFilter{State: twicetype.JobStateAvailable}})
+	if err != nil {
+		return "", nil, err
+	}
+	for _, c := range counts.Counts {
+		d.Waiting[strings.ToLower(c.Kind)] += c.Count
+	}
 	for _, row := range rows {
 		if row.Known {
 			d.Known = append(d.Known, row)
