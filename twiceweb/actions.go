@@ -152,6 +152,9 @@ func (h *Handler) bulkDead(r *http.Request, who, verb string,
 	if err != nil {
 		return "", nil, err
 	}
+	if len(res.IDs) == 0 {
+		return "", nil, badInputf("nothing to %s: %s matched no dead job (already retried or discarded?)", verb, what)
+	}
 	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", verb+" dead jobs",
 		"what", what, "ids", res.IDs, "kind", f.Kind, "queue", f.Queue, "reason", reason)
 	if len(f.IDs) == 1 {
