@@ -50,24 +50,66 @@ func (e *executor) ScheduleTick(ctx context.Context, p *twicestore.ScheduleTickP
 		if err != nil {
 			return err
 		}
-		if n == 0 || p.Job == nil {
-			res.Fired = n > 0
+		if n == 0 {
 			return nil
 		}
-		ins, err := tx.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{p.Job}})
-		if err != nil {
-			return err
+		res.Fired = true
+		var jobID int64
+		if p.Job != nil {
+			ins, err := tx.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{p.Job}})
+			if err != nil {
+				return err
+			}
+			res.Job = ins.Jobs[0].Job
+			jobID = res.Job.ID
+			if _, err := tx.q.exec(ctx, `UPDATE twice_schedules SET last_job_id = $2 WHERE name = $1`,
+				p.Name, jobID); err != nil {
+				return err
+			}
 		}
-		job := ins.Jobs[0].Job
-		if _, err := tx.q.exec(ctx, `UPDATE twice_schedules SET last_job_id = $2 WHERE name = $1`,
-			p.Name, job.ID); err != nil {
-			return err
+		// The tick's history: this tick, and no more than the newest
+		// ScheduleTicksKept of the schedule.
+		if _, err := tx.q.exec(ctx, `INSERT INTO twice_schedule_ticks (name, tick_at, outcome, job_id, recorded_at)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name, tick_at) DO NOTHING`,
+			p.Name, p.TickAt, p.Outcome, jobID, nowOr(p.Now)); err != nil {
+			return fmt.Errorf("record tick: %w", err)
 		}
-		res.Fired, res.Job = true, job
+		if _, err := tx.q.exec(ctx, `DELETE FROM twice_schedule_ticks WHERE name = $1 AND tick_at < (
+				SELECT tick_at FROM twice_schedule_ticks WHERE name = $1 ORDER BY tick_at DESC LIMIT 1 OFFSET $2)`,
+			p.Name, twicestore.ScheduleTicksKept-1); err != nil {
+			return fmt.Errorf("prune ticks: %w", err)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tick schedule %q: %w", p.Name, err)
+	}
+	return res, nil
+}
+
+// ScheduleTicks lists a schedule's kept ticks, newest first.
+func (e *executor) ScheduleTicks(ctx context.Context, p *twicestore.ScheduleTicksParams) (*twicestore.ScheduleTicksResult, error) {
+	var limit *int
+	if p.Limit > 0 {
+		limit = &p.Limit
+	}
+	rs, err := e.q.query(ctx, `SELECT tick_at, outcome, job_id, recorded_at FROM twice_schedule_ticks
+		WHERE name = $1 ORDER BY tick_at DESC LIMIT $2`, p.Name, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
+	}
+	defer rs.Close()
+	res := &twicestore.ScheduleTicksResult{}
+	for rs.Next() {
+		t := twicetype.ScheduleTick{Name: p.Name}
+		if err := rs.Scan(&t.TickAt, &t.Outcome, &t.JobID, &t.RecordedAt); err != nil {
+			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
+		}
+		t.TickAt, t.RecordedAt = t.TickAt.UTC(), t.RecordedAt.UTC()
+		res.Ticks = append(res.Ticks, t)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
 	return res, nil
 }

@@ -49,23 +49,75 @@ func (e *executor) ScheduleTick(ctx context.Context, p *twicestore.ScheduleTickP
 		if err != nil {
 			return err
 		}
-		if n == 0 || p.Job == nil {
-			res.Fired = n > 0
+		if n == 0 {
 			return nil
 		}
-		out := make([]*twicestore.JobInsertResult, 1)
-		if err := insertChunkOf(ctx, q, []*twicestore.JobInsertParams{p.Job}, out); err != nil {
-			return fmt.Errorf("insert job: %w", err)
+		res.Fired = true
+		if p.Job != nil {
+			out := make([]*twicestore.JobInsertResult, 1)
+			if err := insertChunkOf(ctx, q, []*twicestore.JobInsertParams{p.Job}, out); err != nil {
+				return fmt.Errorf("insert job: %w", err)
+			}
+			if _, err := q.ExecContext(ctx, `UPDATE twice_schedules SET last_job_id = ? WHERE name = ?`,
+				out[0].Job.ID, p.Name); err != nil {
+				return err
+			}
+			res.Job = out[0].Job
 		}
-		if _, err := q.ExecContext(ctx, `UPDATE twice_schedules SET last_job_id = ? WHERE name = ?`,
-			out[0].Job.ID, p.Name); err != nil {
-			return err
-		}
-		res.Fired, res.Job = true, out[0].Job
-		return nil
+		return recordTick(ctx, q, p, res.Job)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tick schedule %q: %w", p.Name, err)
+	}
+	return res, nil
+}
+
+// recordTick adds a fired tick to the schedule's history and deletes the
+// ticks beyond the newest ScheduleTicksKept.
+func recordTick(ctx context.Context, q dbtx, p *twicestore.ScheduleTickParams, job *twicetype.JobRow) error {
+	var jobID int64
+	if job != nil {
+		jobID = job.ID
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO twice_schedule_ticks (name, tick_at, outcome, job_id, recorded_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (name, tick_at) DO NOTHING`,
+		p.Name, micros(p.TickAt), p.Outcome, jobID, micros(nowOr(p.Now))); err != nil {
+		return fmt.Errorf("record tick: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `DELETE FROM twice_schedule_ticks WHERE name = ? AND tick_at < (
+			SELECT tick_at FROM twice_schedule_ticks WHERE name = ? ORDER BY tick_at DESC LIMIT 1 OFFSET ?)`,
+		p.Name, p.Name, twicestore.ScheduleTicksKept-1); err != nil {
+		return fmt.Errorf("prune ticks: %w", err)
+	}
+	return nil
+}
+
+// ScheduleTicks lists a schedule's kept ticks, newest first.
+func (e *executor) ScheduleTicks(ctx context.Context, p *twicestore.ScheduleTicksParams) (*twicestore.ScheduleTicksResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := e.db.QueryContext(ctx, `SELECT tick_at, outcome, job_id, recorded_at FROM twice_schedule_ticks
+		WHERE name = ? ORDER BY tick_at DESC LIMIT ?`, p.Name, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
+	}
+	defer rows.Close()
+	res := &twicestore.ScheduleTicksResult{}
+	for rows.Next() {
+		var (
+			t            = twicetype.ScheduleTick{Name: p.Name}
+			at, recorded int64
+		)
+		if err := rows.Scan(&at, &t.Outcome, &t.JobID, &recorded); err != nil {
+			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
+		}
+		t.TickAt, t.RecordedAt = time.UnixMicro(at).UTC(), time.UnixMicro(recorded).UTC()
+		res.Ticks = append(res.Ticks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
 	return res, nil
 }

@@ -113,6 +113,9 @@ type Executor interface {
 	ScheduleTick(ctx context.Context, p *ScheduleTickParams) (*ScheduleTickResult, error)
 	// ScheduleList lists the recorded schedules by name.
 	ScheduleList(ctx context.Context, p *ScheduleListParams) (*ScheduleListResult, error)
+	// ScheduleTicks lists a schedule's recorded ticks, newest first. A
+	// store keeps the newest ScheduleTicksKept ticks of each schedule.
+	ScheduleTicks(ctx context.Context, p *ScheduleTicksParams) (*ScheduleTicksResult, error)
 
 	// IdempotencyBegin takes a request's idempotency key, atomically: a
 	// key never seen (or expired) is taken for this request (Taken); a key
@@ -537,6 +540,22 @@ type ScheduleListParams struct{}
 // ScheduleListResult holds the schedules, ordered by name.
 type ScheduleListResult struct {
 	Schedules []twicetype.Schedule
+}
+
+// ScheduleTicksKept is how many of a schedule's newest ticks a store
+// keeps for ScheduleTicks; ScheduleTick deletes older ones.
+const ScheduleTicksKept = 20
+
+// ScheduleTicksParams name a schedule.
+type ScheduleTicksParams struct {
+	Name string
+	// Limit bounds the ticks listed; zero lists all that are kept.
+	Limit int
+}
+
+// ScheduleTicksResult holds the ticks, newest first.
+type ScheduleTicksResult struct {
+	Ticks []twicetype.ScheduleTick
 }
 
 // IdempotencyKeyParams name one record.

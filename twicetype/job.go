@@ -130,6 +130,15 @@ type Schedule struct {
 	UpdatedAt   time.Time
 }
 
+// ScheduleTick is one recorded tick of a recurring schedule.
+type ScheduleTick struct {
+	Name       string
+	TickAt     time.Time // the tick's time from the spec
+	Outcome    string    // ScheduleEnqueued or ScheduleSkipped
+	JobID      int64     // the job the tick enqueued; 0 when skipped
+	RecordedAt time.Time // when a scheduler recorded it
+}
+
 // What became of a schedule's tick.
 const (
 	// ScheduleEnqueued: the tick enqueued its job.

@@ -27,6 +27,8 @@ var scheduleTests = []test{
 	{"ZeroNowIsNowZeroNextAtUnset", testScheduleZeroTimes},
 	{"InvalidParams", testScheduleInvalid},
 	{"EmptyList", testScheduleEmpty},
+	{"TickHistory", testScheduleTickHistory},
+	{"TickHistoryBounded", testScheduleTickHistoryBounded},
 }
 
 // scheduleKind is the job kind of the suite's schedules.

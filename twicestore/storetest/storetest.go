@@ -41,6 +41,8 @@
 //     with a Job; a fired tick whose job's unique key an unfinished job holds
 //     inserts nothing and returns (and records as LastJobID) that job; a zero
 //     NextAt is stored as unset; ScheduleList orders by the name's bytes;
+//   - ScheduleTicks lists only the ticks that fired (a skipped tick
+//     included), newest first, at most ScheduleTicksKept of them;
 //   - JobThroughput counts finished jobs in [Since, Until), buckets counted
 //     from Since and listed only when not empty, and refuses a window with
 //     no bucket; JobQueueStats lists only queues with available jobs;
