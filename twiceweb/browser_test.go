@@ -114,6 +114,10 @@ func TestBrowser(t *testing.T) {
 		id := e.enqueue(okArgs{N: i})
 		e.await("ok job to complete", func() bool { return e.state(id) == twicetype.JobStateCompleted })
 	}
+	e.await("two skipped ticks", func() bool {
+		res, err := e.store.ScheduleTicks(t.Context(), &twicestore.ScheduleTicksParams{Name: "money-sweep"})
+		return err == nil && len(res.Ticks) >= 2
+	})
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	e.client.Stop(stopCtx) // a still store: the page and the store must agree
 	cancel()
@@ -148,7 +152,7 @@ func TestBrowser(t *testing.T) {
 			{"jobs", "/jobs", "table.jobs"},
 			{"job", "/jobs/" + strconv.FormatInt(dead[0], 10), "#args"},
 			{"dead", "/dead", "#retry-all"},
-			{"recurring", "/recurring", "table"},
+			{"recurring", "/recurring", `[data-ticks="money-sweep"] .outcome-skipped`},
 			{"switches", "/switches", "table.switches"},
 			{"orphans", "/orphans", "table"},
 			{"markers", "/markers?handler=web.ok.v1&key=k", "#marker-result"},

@@ -52,6 +52,14 @@ func testPagesRender(t *testing.T, e *env) {
 		t.Errorf("job page does not redact the sensitive field:\n%s", body)
 	}
 
+	e.await("a skipped tick", func() bool {
+		res, err := e.store.ScheduleTicks(t.Context(), &twicestore.ScheduleTicksParams{Name: "money-sweep"})
+		return err == nil && len(res.Ticks) > 0
+	})
+	if _, body := b.get("/recurring"); !strings.Contains(body, `data-ticks="money-sweep"`) || !strings.Contains(body, `class="tick outcome-skipped"`) {
+		t.Errorf("the recurring page does not show the skipped ticks:\n%s", body)
+	}
+
 	ok := e.enqueue(okArgs{N: 7}) // ClaimAfter: its marker is claimed with its completion
 	e.await("ok job to complete", func() bool { return e.state(ok) == twicetype.JobStateCompleted })
 	j, err := e.store.JobGet(t.Context(), &twicestore.JobGetParams{ID: ok})

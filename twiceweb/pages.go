@@ -274,16 +274,40 @@ func (h *Handler) job(r *http.Request) (string, any, error) {
 }
 
 // recurringData is the recurring schedules page.
-type recurringData struct{ Schedules []twicetype.Schedule }
+type recurringData struct{ Schedules []scheduleRow }
+
+// scheduleRow is a schedule with its recent ticks, newest first.
+type scheduleRow struct {
+	twicetype.Schedule
+	Ticks   []twicetype.ScheduleTick
+	Skipped int // among Ticks
+}
 
 func (recurringData) page() string { return "recurring" }
+
+// recentTicks is how many ticks the page shows per schedule.
+const recentTicks = 10
 
 func (h *Handler) recurring(r *http.Request) (string, any, error) {
 	res, err := h.store.ScheduleList(r.Context(), &twicestore.ScheduleListParams{})
 	if err != nil {
 		return "", nil, err
 	}
-	return "Recurring", recurringData{Schedules: res.Schedules}, nil
+	d := recurringData{}
+	for _, sc := range res.Schedules {
+		ticks, err := h.store.ScheduleTicks(r.Context(), &twicestore.ScheduleTicksParams{Name: sc.Name, Limit: recentTicks})
+		if err != nil {
+			return "", nil, err
+		}
+		row := scheduleRow{Schedule: sc, Ticks: ticks.Ticks}
+		for _, t := range ticks.Ticks {
+			if t.Outcome == twicetype.ScheduleSkipped {
+				row.Skipped++
+			}
+		}
+		d.Schedules = append(d.Schedules, row)
+	}
+	return "Recurring", d, nil
 }
 
 // switchesData is the kill switches page.

@@ -95,6 +95,8 @@ func newEnvOn(t *testing.T, store twicestore.Store) *env {
 	twice.MustRegister(e.reg, twice.HandlerFunc[moneyArgs](func(context.Context, *twice.Job[moneyArgs]) error {
 		return nil
 	}), &twice.KindOpts{Strategy: twice.None, FailClosed: true})
+	// Fail-closed and never switched on here: every tick is skipped.
+	e.reg.MustSchedule("money-sweep", "@every 1s", moneyArgs{}, nil)
 	return e
 }
 
