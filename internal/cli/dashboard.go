@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,8 +55,10 @@ func (d *dashboardFlags) options(logger *slog.Logger, metrics *twicemetrics.Metr
 // start serves the dashboard and /metrics on --dashboard until ctx ends,
 // and returns a func that waits for the server to shut down. It refuses a
 // non-loopback address without authentication before serving anything.
+// When the address is only the default (optional), a port already taken
+// is reported and the command goes on without a dashboard.
 func (d *dashboardFlags) start(ctx context.Context, store twicestore.Store, metrics *twicemetrics.Metrics,
-	logger *slog.Logger, out io.Writer) (wait func(), err error) {
+	logger *slog.Logger, out io.Writer, optional bool) (wait func(), err error) {
 	if d.addr == "" {
 		return func() {}, nil
 	}
@@ -68,6 +71,10 @@ func (d *dashboardFlags) start(ctx context.Context, store twicestore.Store, metr
 		return nil, err
 	}
 	ln, err := twiceweb.Listen(d.addr, h)
+	if err != nil && optional && !errors.Is(err, twiceweb.ErrNeedsAuth) {
+		fmt.Fprintf(out, "dashboard: not served (%v); pass --dashboard with a free address\n", err)
+		return func() {}, nil
+	}
 	if err != nil {
 		return nil, &usageError{err: fmt.Errorf("--dashboard %s: %w", d.addr, err)}
 	}

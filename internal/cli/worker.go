@@ -61,7 +61,7 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 			}
 			dashCtx, stopDash := context.WithCancel(ctx)
 			defer stopDash()
-			waitDash, err := dash.start(dashCtx, app.Store(), metrics, logger, c.stdout)
+			waitDash, err := dash.start(dashCtx, app.Store(), metrics, logger, c.stdout, false)
 			if err != nil {
 				return err
 			}
@@ -152,7 +152,7 @@ system's temporary directory.`,
 					return metrics
 				},
 				Started: func(ctx context.Context, store twicestore.Store) (err error) {
-					waitDash, err = dash.start(ctx, store, metrics, logger, c.stdout)
+					waitDash, err = dash.start(ctx, store, metrics, logger, c.stdout, !cmd.Flags().Changed("dashboard"))
 					return err
 				},
 			})

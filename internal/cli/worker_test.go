@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
+	"github.com/twicejobs/twice/twiceweb"
 )
 
 // waitFinished polls the store at db (a SQLite file or a postgres:// URL)
@@ -130,12 +132,23 @@ func TestDemoLive(t *testing.T) {
 // the way Ctrl-C does, and returns what it printed.
 func testDemoLive(t *testing.T, db string, extra ...string) string {
 	t.Helper()
+	// Port 0: parallel tests never fight over the default ports.
+	out := runDemoLive(t, append([]string{"--db", db, "--dashboard", "127.0.0.1:0"}, extra...)...)
+	if !strings.Contains(out, "dashboard: http://127.0.0.1:") {
+		t.Errorf("the demo does not say where its dashboard is:\n%s", out)
+	}
+	return out
+}
+
+// runDemoLive runs the live demo with args until its fourth signup and
+// stops it the way Ctrl-C does; it returns what the demo printed.
+func runDemoLive(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stdout := &syncBuffer{wait: "signup user004", seen: make(chan struct{})}
 	done := make(chan int, 1)
-	// Port 0: parallel tests never fight over the default ports.
-	args := append([]string{"demo", "--db", db, "--interval", "20ms", "--log-level", "error", "--dashboard", "127.0.0.1:0", "--http", "127.0.0.1:0"}, extra...)
+	args = append([]string{"demo", "--interval", "20ms", "--log-level", "error", "--http", "127.0.0.1:0"}, args...)
 	go func() {
 		done <- Main(ctx, args, stdout, io.Discard)
 	}()
@@ -145,9 +158,6 @@ func testDemoLive(t *testing.T, db string, extra ...string) string {
 		t.Fatalf("demo exited %d before producing signups:\n%s", code, stdout.String())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no fourth signup after 30s:\n%s", stdout.String())
-	}
-	if !strings.Contains(stdout.String(), "dashboard: http://127.0.0.1:") {
-		t.Errorf("the demo does not say where its dashboard is:\n%s", stdout.String())
 	}
 	cancel()
 	select {
@@ -159,6 +169,20 @@ func testDemoLive(t *testing.T, db string, extra ...string) string {
 		t.Fatal("demo did not stop after its context was cancelled")
 	}
 	return stdout.String()
+}
+
+// TestDemoGoesOnWhenTheDashboardPortIsTaken: the demo's default dashboard
+// address is a convenience; a port already in use there does not stop the
+// demo, it says so.
+func TestDemoGoesOnWhenTheDashboardPortIsTaken(t *testing.T) {
+	t.Parallel()
+	if ln, err := net.Listen("tcp", twiceweb.AddrDefault); err == nil {
+		defer ln.Close()
+	} // else something holds it already, which is the case under test too
+	out := runDemoLive(t, "--db", filepath.Join(t.TempDir(), "demo.db"))
+	if !strings.Contains(out, "dashboard: not served") {
+		t.Errorf("the demo does not say its dashboard is not served:\n%s", out)
+	}
 }
 
 // syncBuffer is a buffer written by a running command and read by the
