@@ -133,3 +133,16 @@ func TestObserverSeesSkippedTicks(t *testing.T) {
 		t.Errorf("skipped tick event = %+v, want the kind's queue", e)
 	}
 }
+
+func TestObserverSeesEnqueuedTicks(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, noop[pingArgs](), nil)
+	reg.MustSchedule("ping", "@every 1s", pingArgs{N: 1}, nil)
+	events := newEventLog()
+	cfg := testConfig(reg)
+	cfg.Observer = events
+	startClient(t, store, cfg)
+	events.await(t, pingArgs{}.Kind(), twice.EventEnqueued, twice.EventStarted, twice.EventCompleted)
+}

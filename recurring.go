@@ -260,5 +260,6 @@ func (c *Client) fireTick(ctx context.Context, logger *slog.Logger, s *schedule,
 		return
 	}
 	logger.InfoContext(ctx, "recurring tick enqueued", "schedule", s.name, logattr.Kind, s.kind, "tick", tick, logattr.JobID, res.Job.ID)
+	c.observe(EventEnqueued, res.Job)
 	c.producer.Notify()
 }
