@@ -146,7 +146,8 @@ system's temporary directory.`,
 			waitDash := func() {}
 			defer func() { waitDash() }()
 			return demo.Run(cmd.Context(), demo.Options{
-				DB: c.db, ObjectsDir: objects, Out: c.stdout, Logger: logger, Interval: interval, Redeliver: redeliver, HTTPAddr: httpAddr,
+				DB: c.db, ObjectsDir: objects, Out: c.stdout, Logger: logger, Interval: interval, Redeliver: redeliver,
+				HTTPAddr: httpAddr, HTTPOptional: !cmd.Flags().Changed("http"),
 				Observer: func(store twicestore.Store) twice.Observer {
 					metrics = twicemetrics.New(store)
 					return metrics

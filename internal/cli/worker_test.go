@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/demo"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
@@ -133,7 +134,7 @@ func TestDemoLive(t *testing.T) {
 func testDemoLive(t *testing.T, db string, extra ...string) string {
 	t.Helper()
 	// Port 0: parallel tests never fight over the default ports.
-	out := runDemoLive(t, append([]string{"--db", db, "--dashboard", "127.0.0.1:0"}, extra...)...)
+	out := runDemoLive(t, append([]string{"--db", db, "--dashboard", "127.0.0.1:0", "--http", "127.0.0.1:0"}, extra...)...)
 	if !strings.Contains(out, "dashboard: http://127.0.0.1:") {
 		t.Errorf("the demo does not say where its dashboard is:\n%s", out)
 	}
@@ -148,7 +149,7 @@ func runDemoLive(t *testing.T, args ...string) string {
 	defer cancel()
 	stdout := &syncBuffer{wait: "signup user004", seen: make(chan struct{})}
 	done := make(chan int, 1)
-	args = append([]string{"demo", "--interval", "20ms", "--log-level", "error", "--http", "127.0.0.1:0"}, args...)
+	args = append([]string{"demo", "--interval", "20ms", "--log-level", "error"}, args...)
 	go func() {
 		done <- Main(ctx, args, stdout, io.Discard)
 	}()
@@ -179,10 +180,36 @@ func TestDemoGoesOnWhenTheDashboardPortIsTaken(t *testing.T) {
 	if ln, err := net.Listen("tcp", twiceweb.AddrDefault); err == nil {
 		defer ln.Close()
 	} // else something holds it already, which is the case under test too
-	out := runDemoLive(t, "--db", filepath.Join(t.TempDir(), "demo.db"))
+	out := runDemoLive(t, "--db", filepath.Join(t.TempDir(), "demo.db"), "--http", "127.0.0.1:0")
 	if !strings.Contains(out, "dashboard: not served") {
 		t.Errorf("the demo does not say its dashboard is not served:\n%s", out)
 	}
+}
+
+// TestDemoAPIPortTaken: the demo's default API address is a convenience,
+// so a port in use there does not stop the demo; an address given with
+// --http that cannot be served is an error.
+func TestDemoAPIPortTaken(t *testing.T) {
+	t.Parallel()
+	t.Run("default", func(t *testing.T) {
+		if ln, err := net.Listen("tcp", demo.HTTPAddrDefault); err == nil {
+			defer ln.Close()
+		} // else something holds it already, which is the case under test too
+		out := runDemoLive(t, "--db", filepath.Join(t.TempDir(), "demo.db"), "--dashboard", "127.0.0.1:0")
+		if !strings.Contains(out, "demo API: not served") {
+			t.Errorf("the demo does not say its API is not served:\n%s", out)
+		}
+	})
+	t.Run("explicit", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		s := &setup{t: t, db: filepath.Join(t.TempDir(), "demo.db")}
+		wantError(t, s.run("demo", "--http", ln.Addr().String(), "--dashboard", ""), ExitFailure,
+			"serve the demo API on "+ln.Addr().String(), "pass --http with a free address")
+	})
 }
 
 // syncBuffer is a buffer written by a running command and read by the

@@ -28,19 +28,29 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer a.Close()
-	if err := client.Start(ctx); err != nil {
-		return err
-	}
+	// The API's address is taken before the worker starts, so a taken
+	// port stops nothing that ran.
+	var api net.Listener
 	if opts.HTTPAddr != "" {
-		ln, err := net.Listen("tcp", opts.HTTPAddr)
-		if err != nil {
-			_ = stop(ctx, client)
+		api, err = net.Listen("tcp", opts.HTTPAddr)
+		if err != nil && !opts.HTTPOptional {
 			return fmt.Errorf("serve the demo API on %s: %w (pass --http with a free address, or --http '' for none)", opts.HTTPAddr, err)
 		}
+		if err != nil {
+			fmt.Fprintf(opts.Out, "demo API: not served (%v); pass --http with a free address\n", err)
+		}
+	}
+	if err := client.Start(ctx); err != nil {
+		if api != nil {
+			api.Close()
+		}
+		return err
+	}
+	if api != nil {
 		srv := &http.Server{Handler: a.Handler(client), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
+		go func() { _ = srv.Serve(api) }()
 		defer srv.Close()
-		printAPIBanner(opts.Out, "http://"+ln.Addr().String())
+		printAPIBanner(opts.Out, "http://"+api.Addr().String())
 	}
 	if opts.Started != nil {
 		if err := opts.Started(ctx, a.Store()); err != nil {

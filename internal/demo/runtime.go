@@ -35,6 +35,10 @@ type Options struct {
 	// behind the Idempotency-Key middleware, GET /users/{id}). Defaults to
 	// none.
 	HTTPAddr string
+	// HTTPOptional makes an HTTPAddr that cannot be listened on (a port
+	// taken) a note on Out rather than an error: the demo goes on without
+	// its API. The CLI sets it for its default address.
+	HTTPOptional bool
 
 	// Observer, when set, makes the observer of the demo's runtime (its
 	// metrics) for the demo's store.
