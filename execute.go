@@ -19,6 +19,10 @@ import (
 // run on a context the handler's cancellation cannot reach.
 const outcomeWriteTimeout = 10 * time.Second
 
+// noteAlreadyProcessed is the note of a job its marker turned into a no-op:
+// shown on the job, and counted as a duplicate by the Observer.
+const noteAlreadyProcessed = "already processed"
+
 // delivery is what one run of a job through its strategy produced.
 type delivery struct {
 	err  error  // the handler's error, or the strategy's; nil on success
@@ -156,7 +160,7 @@ func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.J
 			return delivery{err: fmt.Errorf("peek marker: %w", err)}
 		}
 		if peek.Processed {
-			return delivery{noop: "already processed"}
+			return delivery{noop: noteAlreadyProcessed}
 		}
 		err = c.runHandler(ctx, entry, row, nil)
 		if err != nil {
@@ -181,7 +185,7 @@ func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.J
 					"and retry the job, if so, discard it", ErrEffectUncertain, m.Handler, m.Key,
 					m.ProcessedAt.Format(time.RFC3339), m.Epoch, row.Epoch, m.Handler, m.Key))}
 			}
-			return delivery{noop: "already processed"}
+			return delivery{noop: noteAlreadyProcessed}
 		}
 		err = c.runHandler(ctx, entry, row, nil)
 		var notApplied *NotAppliedError
@@ -238,7 +242,7 @@ func (c *Client) deliverTx(ctx context.Context, entry *kindEntry, row *twicetype
 		return delivery{err: fmt.Errorf("claim marker: %w", err)}
 	}
 	if claim.AlreadyProcessed {
-		return delivery{noop: "already processed"}
+		return delivery{noop: noteAlreadyProcessed}
 	}
 	if err := c.runHandler(ctx, entry, row, tx); err != nil {
 		return delivery{err: err}

@@ -143,7 +143,7 @@ func (c *Client) observeDelivery(ctx context.Context, row *twicetype.JobRow, d d
 	if c.cfg.Observer == nil {
 		return
 	}
-	if d.noop == "already processed" {
+	if d.noop == noteAlreadyProcessed {
 		c.observe(EventDuplicate, row)
 	}
 	if d.committed {
