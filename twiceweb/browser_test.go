@@ -260,8 +260,11 @@ func testLiveRefresh(t *testing.T, e *env, ctx context.Context) {
 	deadline := time.After(20 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	// Read in one evaluation: the refresh may replace the node between a
+	// query and a read of it.
+	read := chromedp.Evaluate[string](`(document.querySelector('[data-count="completed"]') || {}).textContent || ""`)
 	for {
-		if got := run(t, ctx, "read completed", chromedp.Text(sel)); got == want {
+		if got := strings.TrimSpace(run(t, ctx, "read completed", read)); got == want {
 			return
 		}
 		select {
