@@ -159,7 +159,11 @@ func riverRun[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg 
 		w.mu.Lock()
 		w.lat = w.lat[:0]
 		w.mu.Unlock()
-		sent := 0
+		var (
+			sent int
+			wg   sync.WaitGroup
+			errs = make(chan error, 1)
+		)
 		t0 := time.Now()
 		tick := time.NewTicker(time.Second / time.Duration(cfg.Rate))
 		end := time.After(cfg.Duration)
@@ -171,11 +175,23 @@ func riverRun[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg 
 			case <-tick.C:
 			}
 			sent++
-			if _, err := client.Insert(ctx, riverArgs{Run: 1, N: int64(sent), At: time.Now().UnixNano()}, nil); err != nil {
-				return nil, err
-			}
+			n := int64(sent)
+			wg.Go(func() {
+				if _, err := client.Insert(ctx, riverArgs{Run: 1, N: n, At: time.Now().UnixNano()}, nil); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			})
 		}
 		tick.Stop()
+		wg.Wait()
+		select {
+		case err := <-errs:
+			return nil, err
+		default:
+		}
 		res.Jobs, res.Seconds = sent, time.Since(t0).Seconds()
 		<-w.expect(int64(sent) + 1)
 		if err := client.Stop(ctx); err != nil {

@@ -67,6 +67,9 @@ type Config struct {
 	Rate int
 	// Workers is the worker's concurrency. Defaults to WorkersDefault.
 	Workers int
+	// FetchLimit is the client's Config.FetchLimit. Defaults to twice's
+	// default.
+	FetchLimit int
 	// Progress, when set, receives a progress line every second.
 	Progress io.Writer
 	// Logger receives the client's logs. Defaults to discarding them.

@@ -81,6 +81,7 @@ func (r *runner) client() (*twice.Client, error) {
 		Registry:   reg,
 		Queues:     []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: r.cfg.Workers}},
 		MaxWorkers: r.cfg.Workers,
+		FetchLimit: r.cfg.FetchLimit,
 		Logger:     r.cfg.Logger,
 	})
 }
@@ -251,27 +252,50 @@ func (r *runner) latency(ctx context.Context) (*Result, error) {
 		return fmt.Sprintf("%d jobs enqueued in %s", sent.Load(), el.Truncate(time.Second))
 	})
 	defer stop()
+	// Each enqueue runs on its own goroutine, so a slow commit does not
+	// lower the rate: the rate is the arrival rate of jobs.
+	var (
+		wg   sync.WaitGroup
+		errs = make(chan error, 1)
+	)
 	t0 := time.Now()
 	tick := time.NewTicker(time.Second / time.Duration(r.cfg.Rate))
 	end := time.NewTimer(r.cfg.Duration)
 	for run := true; run; {
 		select {
 		case <-ctx.Done():
-			tick.Stop()
-			return nil, ctx.Err()
+			run = false
+			continue
 		case <-end.C:
 			run = false
 			continue
+		case err := <-errs:
+			tick.Stop()
+			wg.Wait()
+			return nil, err
 		case <-tick.C:
 		}
 		n := sent.Add(1)
-		if _, err := c.Enqueue(ctx, Args{Run: r.runID, N: n, At: time.Now().UnixNano()}, nil); err != nil {
-			tick.Stop()
-			return nil, err
-		}
+		wg.Go(func() {
+			if _, err := c.Enqueue(ctx, Args{Run: r.runID, N: n, At: time.Now().UnixNano()}, nil); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
 	}
 	tick.Stop()
+	wg.Wait()
 	elapsed := time.Since(t0)
+	select {
+	case err := <-errs:
+		return nil, err
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	// The warm-up job counted as one.
 	if err := r.wait(ctx, r.expect(sent.Load()+1), fmt.Sprintf("of %d jobs started", sent.Load())); err != nil {
 		return nil, err

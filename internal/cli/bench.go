@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 
@@ -12,6 +14,7 @@ import (
 )
 
 func (c *cli) benchCommand() *cobra.Command {
+	var cpuProfile string
 	cfg := bench.Config{
 		Strategy: bench.StrategyDefault, Jobs: bench.JobsDefault, Duration: bench.DurationDefault,
 		Rate: bench.RateDefault, Workers: bench.WorkersDefault,
@@ -75,6 +78,17 @@ completed jobs (retention deletes them); use a scratch database.`,
 			}
 			defer store.Close()
 			cfg.Store, cfg.Progress = store, c.stderr
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			res, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", cfg.Mode, err)
@@ -93,5 +107,7 @@ completed jobs (retention deletes them); use a scratch database.`,
 	f.IntVar(&cfg.Rate, "rate", cfg.Rate, "latency: jobs enqueued a second")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "jobs worked at once")
 	f.StringVar(&cfg.Strategy, "strategy", cfg.Strategy, "strategy of the bench kind: none, claim-after or transactional")
+	f.IntVar(&cfg.FetchLimit, "fetch-limit", 0, "most jobs one fetch takes (default: twice's FetchLimitDefault)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (insert included) to this file, for go tool pprof")
 	return cmd
 }
