@@ -3,6 +3,11 @@
 // and hands each job to a run function on its own goroutine. It wakes on a
 // local notification, when a slot frees after a full fetch, and on a
 // jittered fallback timer; the database, not the notification, is the truth.
+//
+// Jobs run on worker goroutines that outlive one job: a worker that finishes
+// takes the next dispatched job if one comes within workerIdle, so a busy
+// producer does not pay a goroutine start, and a stack grown again from
+// its smallest size, for every job.
 package producer
 
 import (
@@ -19,6 +24,10 @@ import (
 
 // fetchTimeout bounds one fetch statement.
 const fetchTimeout = 30 * time.Second
+
+// workerIdle is how long a worker goroutine waits for its next job before
+// it exits.
+const workerIdle = 2 * time.Second
 
 // Queue is one named queue and the most of its jobs run at once.
 type Queue struct {
@@ -56,16 +65,21 @@ type Producer struct {
 	wg     sync.WaitGroup // running jobs
 	done   chan struct{}  // closed when Run returns: no more dispatches
 	rotate int
+	// handoff passes a dispatched job to an idle worker; unbuffered, so a
+	// job is only handed to a worker that is waiting for one.
+	handoff chan *twicetype.JobRow
+	workers sync.WaitGroup // worker goroutines, busy or idle
 }
 
 // New returns a producer; Run starts it.
 func New(cfg Config) *Producer {
 	return &Producer{
-		cfg:    cfg,
-		wake:   make(chan struct{}, 1),
-		freed:  make(chan struct{}, 1),
-		active: make(map[string]int),
-		done:   make(chan struct{}),
+		cfg:     cfg,
+		wake:    make(chan struct{}, 1),
+		freed:   make(chan struct{}, 1),
+		active:  make(map[string]int),
+		done:    make(chan struct{}),
+		handoff: make(chan *twicetype.JobRow),
 	}
 }
 
@@ -106,11 +120,12 @@ func (p *Producer) Run(ctx context.Context) {
 	}
 }
 
-// Wait blocks until Run has returned and every dispatched job's run
-// function has returned.
+// Wait blocks until Run has returned, every dispatched job's run function
+// has returned and the worker goroutines have exited.
 func (p *Producer) Wait() {
 	<-p.done
 	p.wg.Wait()
+	p.workers.Wait()
 }
 
 // Running reports how many jobs are running.
@@ -191,11 +206,37 @@ func (p *Producer) dispatch(row *twicetype.JobRow) {
 	p.total++
 	p.mu.Unlock()
 	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		defer p.release(row.Queue)
-		p.cfg.Run(row)
-	}()
+	select {
+	case p.handoff <- row: // an idle worker took it
+	default:
+		p.workers.Add(1)
+		go p.worker(row)
+	}
+}
+
+// worker runs row, then the jobs handed to it, until none comes for
+// workerIdle or Run has returned (no job will come any more).
+func (p *Producer) worker(row *twicetype.JobRow) {
+	defer p.workers.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		p.runOne(row)
+		idle.Reset(workerIdle)
+		select {
+		case row = <-p.handoff:
+		case <-idle.C:
+			return
+		case <-p.done:
+			return
+		}
+	}
+}
+
+func (p *Producer) runOne(row *twicetype.JobRow) {
+	defer p.wg.Done()
+	defer p.release(row.Queue)
+	p.cfg.Run(row)
 }
 
 func (p *Producer) release(queue string) {
