@@ -74,7 +74,7 @@ func queryJobs(ctx context.Context, q dbtx, query string, args ...any) ([]*twice
 func jsonArg(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(err) // only slices of strings and integers are passed
+		panic(err) // only slices of strings, integers and string pairs are passed
 	}
 	return string(b)
 }

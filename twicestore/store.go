@@ -173,6 +173,17 @@ type InsertListener interface {
 	ListenInserts(ctx context.Context, notify func(queue string)) error
 }
 
+// MarkerBatchPeeker is implemented by stores that answer many marker peeks
+// in one round trip. The runtime gathers the peeks of ClaimAfter jobs
+// starting at the same time into one call when its store has it, and peeks
+// one marker at a time otherwise.
+type MarkerBatchPeeker interface {
+	// MarkerPeekMany reports, per marker in input order, whether its
+	// handler has processed its key, without writing: each answer is what
+	// MarkerPeek would have said.
+	MarkerPeekMany(ctx context.Context, p *MarkerPeekManyParams) (*MarkerPeekManyResult, error)
+}
+
 // ToggleListener is implemented by stores that can tell workers in every
 // process at once that a kill switch was set or deleted (PostgreSQL's
 // LISTEN/NOTIFY). Workers still read the switches on a timer; this only
@@ -381,6 +392,16 @@ type MarkerParams struct {
 // MarkerPeekResult answers a peek.
 type MarkerPeekResult struct {
 	Processed bool
+}
+
+// MarkerPeekManyParams name the markers to peek; Now is not used.
+type MarkerPeekManyParams struct {
+	Markers []MarkerParams
+}
+
+// MarkerPeekManyResult answers each peek, in input order.
+type MarkerPeekManyResult struct {
+	Processed []bool
 }
 
 // MarkerClaimResult answers a claim.
