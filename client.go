@@ -11,6 +11,7 @@ import (
 
 	"github.com/twicejobs/twice/internal/completer"
 	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/internal/peeker"
 	"github.com/twicejobs/twice/internal/producer"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -45,6 +46,10 @@ type Client struct {
 	running   map[twicestore.JobLease]*runningJob
 
 	switches *killSwitches
+
+	// peeks batches ClaimAfter's marker peeks when the store can; nil
+	// means one MarkerPeek per job.
+	peeks *peeker.Peeker
 }
 
 type runningJob struct {
@@ -65,13 +70,26 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("twice: invalid config: %w", err)
 	}
-	return &Client{
+	c := &Client{
 		store:    store,
 		cfg:      cfg,
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
 		running:  make(map[twicestore.JobLease]*runningJob),
-	}, nil
+	}
+	if bp, ok := store.(twicestore.MarkerBatchPeeker); ok {
+		c.peeks = peeker.New(bp)
+	}
+	return c, nil
+}
+
+// peekMarker is ClaimAfter's peek: batched with the peeks of the jobs
+// starting at the same time when the store answers many at once.
+func (c *Client) peekMarker(ctx context.Context, m *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
+	if c.peeks != nil {
+		return c.peeks.Peek(ctx, m)
+	}
+	return c.store.MarkerPeek(ctx, m)
 }
 
 // Store returns the store the client works on.
