@@ -234,16 +234,10 @@ func (c *Client) logStuck() {
 	}
 }
 
-// jobLogger returns the client logger with the job's attributes.
+// jobLogger returns the client logger with the job's attributes, added
+// only when something is logged (see jobLogHandler).
 func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return c.logger.With(
-		logattr.JobID, row.ID,
-		logattr.Kind, row.Kind,
-		logattr.Queue, row.Queue,
-		logattr.Attempt, row.Attempt,
-		logattr.MessageID, row.MessageID,
-		logattr.CorrelationID, row.CorrelationID,
-	)
+	return slog.New(newJobLogHandler(c.logger.Handler(), row))
 }
 
 func (c *Client) track(row *twicetype.JobRow, cancel context.CancelCauseFunc) {
