@@ -16,25 +16,27 @@ import (
 // inner.WithAttrs(the job's attributes) would log.
 type jobLogHandler struct {
 	inner slog.Handler
-	attrs [6]slog.Attr
+	row   *twicetype.JobRow // not changed once fetched
 
 	once sync.Once
 	with slog.Handler
 }
 
 func newJobLogHandler(inner slog.Handler, row *twicetype.JobRow) *jobLogHandler {
-	return &jobLogHandler{inner: inner, attrs: [6]slog.Attr{
-		slog.Int64(logattr.JobID, row.ID),
-		slog.String(logattr.Kind, row.Kind),
-		slog.String(logattr.Queue, row.Queue),
-		slog.Int(logattr.Attempt, row.Attempt),
-		slog.String(logattr.MessageID, row.MessageID),
-		slog.String(logattr.CorrelationID, row.CorrelationID),
-	}}
+	return &jobLogHandler{inner: inner, row: row}
 }
 
 func (h *jobLogHandler) handler() slog.Handler {
-	h.once.Do(func() { h.with = h.inner.WithAttrs(h.attrs[:]) })
+	h.once.Do(func() {
+		h.with = h.inner.WithAttrs([]slog.Attr{
+			slog.Int64(logattr.JobID, h.row.ID),
+			slog.String(logattr.Kind, h.row.Kind),
+			slog.String(logattr.Queue, h.row.Queue),
+			slog.Int(logattr.Attempt, h.row.Attempt),
+			slog.String(logattr.MessageID, h.row.MessageID),
+			slog.String(logattr.CorrelationID, h.row.CorrelationID),
+		})
+	})
 	return h.with
 }
 
