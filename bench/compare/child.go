@@ -61,7 +61,7 @@ func pgSettings(ctx context.Context, pg string) string {
 	if err := pool.QueryRow(ctx, `SHOW server_version`).Scan(&version); err == nil {
 		parts = append(parts, "PostgreSQL "+version)
 	}
-	for _, name := range []string{"shared_buffers", "synchronous_commit", "fsync", "wal_level", "max_connections", "work_mem"} {
+	for _, name := range []string{"shared_buffers", "synchronous_commit", "fsync", "wal_level", "max_connections", "work_mem", "autovacuum"} {
 		var v string
 		if err := pool.QueryRow(ctx, `SHOW `+name).Scan(&v); err == nil {
 			parts = append(parts, name+"="+v)
