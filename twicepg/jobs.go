@@ -287,23 +287,54 @@ UPDATE twice_jobs AS j
 SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $5, attempted_by = $6
 FROM picked
 WHERE j.id = picked.id
-RETURNING ` + jobColumns
+RETURNING EXISTS (
+	SELECT 1 FROM unnest($7::text[], $8::text[]) AS h(kind, handler)
+	JOIN twice_markers AS m ON m.handler = h.handler
+	WHERE h.kind = j.kind AND m.key = j.idempotency_key
+), ` + jobColumns
 
 // JobFetch leases up to Limit due jobs of the queue and kinds in one
-// statement. A Limit of zero or less, or no kinds, fetches nothing.
+// statement, which also peeks the markers p.Peek asks for. A Limit of zero
+// or less, or no kinds, fetches nothing.
 func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
 	if p.Limit <= 0 || len(p.Kinds) == 0 {
 		return &twicestore.JobFetchResult{}, nil
 	}
-	jobs, err := queryJobs(ctx, e.q, fetchSQL, p.Queue, p.Kinds, nowOr(p.Now), p.Limit, p.LeaseUntil, p.Node)
+	peekKinds, peekHandlers := make([]string, 0, len(p.Peek)), make([]string, 0, len(p.Peek))
+	for k, h := range p.Peek {
+		peekKinds, peekHandlers = append(peekKinds, k), append(peekHandlers, h)
+	}
+	rs, err := e.q.query(ctx, fetchSQL, p.Queue, p.Kinds, nowOr(p.Now), p.Limit, p.LeaseUntil, p.Node,
+		peekKinds, peekHandlers)
 	if err != nil {
 		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 	}
+	defer rs.Close()
+	type fetched struct {
+		job       *twicetype.JobRow
+		processed bool
+	}
+	var out []fetched
+	for rs.Next() {
+		var f fetched
+		if f.job, err = scanJob(rs, &f.processed); err != nil {
+			return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+		}
+		out = append(out, f)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+	}
 	// RETURNING follows no order.
-	slices.SortFunc(jobs, func(a, b *twicetype.JobRow) int {
+	slices.SortFunc(out, func(x, y fetched) int {
+		a, b := x.job, y.job
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 	})
-	return &twicestore.JobFetchResult{Jobs: jobs}, nil
+	res := &twicestore.JobFetchResult{Jobs: make([]*twicetype.JobRow, len(out)), Processed: make([]bool, len(out))}
+	for i, f := range out {
+		res.Jobs[i], res.Processed[i] = f.job, f.processed
+	}
+	return res, nil
 }
 
 const extendSQL = `UPDATE twice_jobs AS j SET lease_until = $1

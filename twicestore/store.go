@@ -233,11 +233,20 @@ type JobFetchParams struct {
 	Node       string
 	Now        time.Time
 	LeaseUntil time.Time
+	// Peek names, per kind, the handler whose marker the fetch peeks for
+	// each leased job of that kind (the marker of the job's Key), so a
+	// ClaimAfter job starts without a peek of its own. Kinds it does not
+	// name are not peeked.
+	Peek map[string]string
 }
 
 // JobFetchResult holds the leased jobs.
 type JobFetchResult struct {
 	Jobs []*twicetype.JobRow
+	// Processed tells, per job in Jobs, whether the marker Peek names for
+	// its kind existed when the job was leased: what MarkerPeek would have
+	// said then. False for a kind Peek does not name.
+	Processed []bool
 }
 
 // JobLease names one lease: a job and the epoch its holder fetched it with.
