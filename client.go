@@ -48,8 +48,10 @@ type Client struct {
 	switches *killSwitches
 
 	// peeks batches ClaimAfter's marker peeks when the store can; nil
-	// means one MarkerPeek per job.
-	peeks *peeker.Peeker
+	// means one MarkerPeek per job. fetchPeeks holds the peeks the fetch
+	// made (see peek.go).
+	peeks      *peeker.Peeker
+	fetchPeeks fetchPeeks
 }
 
 type runningJob struct {
@@ -81,15 +83,6 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 		c.peeks = peeker.New(bp)
 	}
 	return c, nil
-}
-
-// peekMarker is ClaimAfter's peek: batched with the peeks of the jobs
-// starting at the same time when the store answers many at once.
-func (c *Client) peekMarker(ctx context.Context, m *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
-	if c.peeks != nil {
-		return c.peeks.Peek(ctx, m)
-	}
-	return c.store.MarkerPeek(ctx, m)
 }
 
 // Store returns the store the client works on.
@@ -151,7 +144,8 @@ func (c *Client) Start(ctx context.Context) error {
 		PollInterval: c.cfg.PollInterval,
 		FetchLimit:   c.cfg.FetchLimit,
 		Logger:       c.logger,
-		Run:          c.work,
+		Peek:         c.fetchPeekHandlers(),
+		Run:          c.runFetched,
 	})
 	c.goLoop(func() { c.producer.Run(bg) })
 	leaseCtx, leaseCancel := context.WithCancel(context.Background())

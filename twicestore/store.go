@@ -174,9 +174,12 @@ type InsertListener interface {
 }
 
 // MarkerBatchPeeker is implemented by stores that answer many marker peeks
-// in one round trip. The runtime gathers the peeks of ClaimAfter jobs
-// starting at the same time into one call when its store has it, and peeks
-// one marker at a time otherwise.
+// in one round trip. When its store has it, the runtime asks each fetch to
+// peek the markers of the ClaimAfter jobs it leases (JobFetchParams.Peek),
+// and gathers the other peeks of jobs starting at the same time into one
+// call; otherwise it calls MarkerPeek once per job, so a store wrapper that
+// overrides MarkerPeek (a spy, a fault injector) sees every peek unless it
+// implements this too.
 type MarkerBatchPeeker interface {
 	// MarkerPeekMany reports, per marker in input order, whether its
 	// handler has processed its key, without writing: each answer is what

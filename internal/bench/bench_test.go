@@ -13,6 +13,7 @@ import (
 	"github.com/twicejobs/twice/internal/pgtest"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
+	"github.com/twicejobs/twice/twicestore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -73,6 +74,33 @@ func BenchmarkBurndownPostgres(b *testing.B) {
 			}
 			defer store.Close()
 			res, err := Run(context.Background(), Config{Store: store, Mode: ModeBurndown, Jobs: max(b.N, 1000), Workers: 2000, FetchLimit: limit})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(res.JobsPerS, "jobs/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkClaimAfterPostgres: a ClaimAfter burn-down of b.N jobs by 2,000
+// workers on PostgreSQL, peeking each job's marker in a round trip of its
+// own (through a store wrapper that hides twicestore.MarkerBatchPeeker, as
+// before) against peeking in the fetch statement.
+func BenchmarkClaimAfterPostgres(b *testing.B) {
+	for _, peek := range []string{"one-by-one", "in-fetch"} {
+		b.Run("peek="+peek, func(b *testing.B) {
+			u, _ := pgtest.Schema(b, "bench_claim_after")
+			pg, err := twicepg.Open(context.Background(), pgtest.WithParams(b, u, map[string]string{"pool_max_conns": "20"}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pg.Close()
+			var store twicestore.Store = pg
+			if peek == "one-by-one" {
+				store = struct{ twicestore.Store }{pg}
+			}
+			res, err := Run(context.Background(), Config{Store: store, Mode: ModeBurndown, Strategy: "claim-after", Jobs: max(b.N, 1000), Workers: 2000})
 			if err != nil {
 				b.Fatal(err)
 			}

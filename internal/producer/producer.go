@@ -49,9 +49,14 @@ type Config struct {
 	PollInterval time.Duration
 	FetchLimit   int // most jobs one fetch takes
 	Logger       *slog.Logger
-	// Run works one leased job; it runs on its own goroutine and the slot
-	// is freed when it returns.
-	Run func(row *twicetype.JobRow)
+	// Peek names, per kind, the handler whose marker each fetch peeks for
+	// the jobs of that kind (twicestore.JobFetchParams.Peek). Nil peeks
+	// nothing.
+	Peek map[string]string
+	// Run works one leased job, given the fetch's peek of its marker
+	// (false when its kind was not peeked); it runs on a worker goroutine
+	// and the slot is freed when it returns.
+	Run func(row *twicetype.JobRow, processed bool)
 }
 
 // Producer fetches and dispatches jobs.
@@ -67,7 +72,7 @@ type Producer struct {
 	rotate int
 	// handoff passes a dispatched job to an idle worker; unbuffered, so a
 	// job is only handed to a worker that is waiting for one.
-	handoff chan *twicetype.JobRow
+	handoff chan fetched
 	workers sync.WaitGroup // worker goroutines, busy or idle
 }
 
@@ -79,7 +84,7 @@ func New(cfg Config) *Producer {
 		freed:   make(chan struct{}, 1),
 		active:  make(map[string]int),
 		done:    make(chan struct{}),
-		handoff: make(chan *twicetype.JobRow),
+		handoff: make(chan fetched),
 	}
 }
 
@@ -173,6 +178,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 			Node:       p.cfg.Node,
 			Now:        now,
 			LeaseUntil: now.Add(p.cfg.Lease),
+			Peek:       p.cfg.Peek,
 		})
 		cancel()
 		if ferr != nil {
@@ -181,8 +187,9 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 		if len(res.Jobs) == limit {
 			full = true
 		}
-		for _, row := range res.Jobs {
-			p.dispatch(row)
+		for i, row := range res.Jobs {
+			// A store wrapper may hand back no peeks: then none were made.
+			p.dispatch(fetched{row: row, processed: i < len(res.Processed) && res.Processed[i]})
 		}
 	}
 	return full, nil
@@ -200,31 +207,37 @@ func (p *Producer) globalFree() int {
 	return p.cfg.MaxWorkers - p.total
 }
 
-func (p *Producer) dispatch(row *twicetype.JobRow) {
+// fetched is a leased job and the fetch's peek of its marker.
+type fetched struct {
+	row       *twicetype.JobRow
+	processed bool
+}
+
+func (p *Producer) dispatch(f fetched) {
 	p.mu.Lock()
-	p.active[row.Queue]++
+	p.active[f.row.Queue]++
 	p.total++
 	p.mu.Unlock()
 	p.wg.Add(1)
 	select {
-	case p.handoff <- row: // an idle worker took it
+	case p.handoff <- f: // an idle worker took it
 	default:
 		p.workers.Add(1)
-		go p.worker(row)
+		go p.worker(f)
 	}
 }
 
-// worker runs row, then the jobs handed to it, until none comes for
+// worker runs f, then the jobs handed to it, until none comes for
 // workerIdle or Run has returned (no job will come any more).
-func (p *Producer) worker(row *twicetype.JobRow) {
+func (p *Producer) worker(f fetched) {
 	defer p.workers.Done()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		p.runOne(row)
+		p.runOne(f)
 		idle.Reset(workerIdle)
 		select {
-		case row = <-p.handoff:
+		case f = <-p.handoff:
 		case <-idle.C:
 			return
 		case <-p.done:
@@ -233,10 +246,10 @@ func (p *Producer) worker(row *twicetype.JobRow) {
 	}
 }
 
-func (p *Producer) runOne(row *twicetype.JobRow) {
+func (p *Producer) runOne(f fetched) {
 	defer p.wg.Done()
-	defer p.release(row.Queue)
-	p.cfg.Run(row)
+	defer p.release(f.row.Queue)
+	p.cfg.Run(f.row, f.processed)
 }
 
 func (p *Producer) release(queue string) {

@@ -49,7 +49,7 @@ func TestRunsEachJobOnceWithinConcurrency(t *testing.T) {
 		Exec: store, Queues: []Queue{{Name: "q", Concurrency: slots}}, MaxWorkers: slots,
 		Kinds: func() []string { return []string{"k.v1"} }, Node: "n", Lease: time.Minute,
 		PollInterval: 10 * time.Millisecond, FetchLimit: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Run: func(row *twicetype.JobRow) {
+		Run: func(row *twicetype.JobRow, _ bool) {
 			n := running.Add(1)
 			defer running.Add(-1)
 			for {
@@ -95,14 +95,14 @@ func TestRunsEachJobOnceWithinConcurrency(t *testing.T) {
 // before), whose stack grows again from its smallest size for every job.
 func BenchmarkDispatch(b *testing.B) {
 	payload := []byte(`{"run":123456789,"n":42,"at":1700000000000000000}`)
-	run := func(*twicetype.JobRow) {
+	run := func(*twicetype.JobRow, bool) {
 		var v struct{ Run, N, At int64 }
 		if err := json.Unmarshal(payload, &v); err != nil {
 			panic(err)
 		}
 	}
 	const slots = 100
-	row := &twicetype.JobRow{Queue: "q"}
+	row := fetched{row: &twicetype.JobRow{Queue: "q"}}
 	b.Run("reused-workers", func(b *testing.B) {
 		p := New(Config{Queues: []Queue{{Name: "q", Concurrency: slots}}, MaxWorkers: slots, Run: run})
 		for b.Loop() {
@@ -121,7 +121,7 @@ func BenchmarkDispatch(b *testing.B) {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				run(row)
+				run(row.row, false)
 			})
 		}
 		wg.Wait()
