@@ -127,3 +127,51 @@ func BenchmarkDispatch(b *testing.B) {
 		wg.Wait()
 	})
 }
+
+// TestPassesTheFetchPeeks: the producer asks its fetches to peek the kinds
+// Config.Peek names and hands each job its answer.
+func TestPassesTheFetchPeeks(t *testing.T) {
+	ctx := context.Background()
+	store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var params []*twicestore.JobInsertParams
+	for _, key := range []string{"done", "new"} {
+		params = append(params, &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), Key: key, MaxAttempts: 1})
+	}
+	if _, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.MarkerClaim(ctx, &twicestore.MarkerParams{Handler: "h", Key: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex
+		got = map[string]bool{}
+		all = make(chan struct{})
+	)
+	p := New(Config{
+		Exec: store, Queues: []Queue{{Name: "q", Concurrency: 2}}, MaxWorkers: 2,
+		Kinds: func() []string { return []string{"k.v1"} }, Node: "n", Lease: time.Minute,
+		PollInterval: 10 * time.Millisecond, FetchLimit: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Peek: map[string]string{"k.v1": "h"},
+		Run: func(row *twicetype.JobRow, processed bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			got[row.Key] = processed
+			if len(got) == 2 {
+				close(all)
+			}
+		},
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	go p.Run(runCtx)
+	<-all
+	cancel()
+	p.Wait()
+	if !got["done"] || got["new"] {
+		t.Errorf("peeks %v: want done processed, new not", got)
+	}
+}
