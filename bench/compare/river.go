@@ -230,7 +230,7 @@ func riverPG(ctx context.Context, url string, cfg bench.Config, cooldown time.Du
 	if err := riverMigrate(ctx, driver); err != nil {
 		return nil, err
 	}
-	for _, q := range []string{`TRUNCATE river_job`, `VACUUM ANALYZE river_job`} {
+	for _, q := range []string{`TRUNCATE river_job`, `VACUUM ANALYZE river_job`, `CHECKPOINT`} {
 		if _, err := pool.Exec(ctx, q); err != nil {
 			return nil, fmt.Errorf("%s: %w", q, err)
 		}
