@@ -85,12 +85,14 @@ func riverRun[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg 
 	if err != nil {
 		return nil, err
 	}
+	// InsertMany, as `river bench` uses, returns the inserted rows, as
+	// twice's EnqueueMany does: the same work on both sides.
 	insert := func(from, n int) error {
 		batch := make([]river.InsertManyParams, 0, 1000)
 		for i := from; i < from+n; i++ {
 			batch = append(batch, river.InsertManyParams{Args: riverArgs{Run: 1, N: int64(i)}})
 			if len(batch) == cap(batch) || i == from+n-1 {
-				if _, err := client.InsertManyFast(ctx, batch); err != nil {
+				if _, err := client.InsertMany(ctx, batch); err != nil {
 					return err
 				}
 				batch = batch[:0]
