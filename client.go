@@ -11,6 +11,7 @@ import (
 
 	"github.com/twicejobs/twice/internal/completer"
 	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/internal/peeker"
 	"github.com/twicejobs/twice/internal/producer"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -45,6 +46,12 @@ type Client struct {
 	running   map[twicestore.JobLease]*runningJob
 
 	switches *killSwitches
+
+	// peeks batches ClaimAfter's marker peeks when the store can; nil
+	// means one MarkerPeek per job. fetchPeeks holds the peeks the fetch
+	// made (see peek.go).
+	peeks      *peeker.Peeker
+	fetchPeeks fetchPeeks
 }
 
 type runningJob struct {
@@ -65,13 +72,17 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("twice: invalid config: %w", err)
 	}
-	return &Client{
+	c := &Client{
 		store:    store,
 		cfg:      cfg,
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
 		running:  make(map[twicestore.JobLease]*runningJob),
-	}, nil
+	}
+	if bp, ok := store.(twicestore.MarkerBatchPeeker); ok {
+		c.peeks = peeker.New(bp)
+	}
+	return c, nil
 }
 
 // Store returns the store the client works on.
@@ -133,7 +144,8 @@ func (c *Client) Start(ctx context.Context) error {
 		PollInterval: c.cfg.PollInterval,
 		FetchLimit:   c.cfg.FetchLimit,
 		Logger:       c.logger,
-		Run:          c.work,
+		Peek:         c.fetchPeekHandlers(),
+		Run:          c.runFetched,
 	})
 	c.goLoop(func() { c.producer.Run(bg) })
 	leaseCtx, leaseCancel := context.WithCancel(context.Background())
@@ -216,16 +228,10 @@ func (c *Client) logStuck() {
 	}
 }
 
-// jobLogger returns the client logger with the job's attributes.
+// jobLogger returns the client logger with the job's attributes, added
+// only when something is logged (see jobLogHandler).
 func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return c.logger.With(
-		logattr.JobID, row.ID,
-		logattr.Kind, row.Kind,
-		logattr.Queue, row.Queue,
-		logattr.Attempt, row.Attempt,
-		logattr.MessageID, row.MessageID,
-		logattr.CorrelationID, row.CorrelationID,
-	)
+	return slog.New(newJobLogHandler(c.logger.Handler(), row))
 }
 
 func (c *Client) track(row *twicetype.JobRow, cancel context.CancelCauseFunc) {

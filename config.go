@@ -27,7 +27,7 @@ const (
 	PollIntervalDefault    = time.Second
 	RescueIntervalDefault  = 30 * time.Second
 	ShutdownGraceDefault   = 30 * time.Second
-	FetchLimitDefault      = 100
+	FetchLimitDefault      = 1000
 	// Finished jobs are deleted after these windows: completed ones soon,
 	// dead ones only after a human had time to look.
 	CompletedRetentionDefault = 24 * time.Hour
@@ -129,8 +129,9 @@ type Config struct {
 	// RescueInterval is how often expired leases are looked for. Defaults to
 	// RescueIntervalDefault.
 	RescueInterval time.Duration
-	// FetchLimit is the most jobs one fetch takes. Defaults to
-	// FetchLimitDefault.
+	// FetchLimit is the most jobs one fetch takes. A fetch never takes more
+	// than the free slots, so this only matters for a worker with many:
+	// one round trip then fills them all. Defaults to FetchLimitDefault.
 	FetchLimit int
 	// Middleware wraps every call of a handler, the first entry outermost:
 	// tracing, metrics, a test's call counter. It runs inside the kind's

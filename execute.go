@@ -155,7 +155,7 @@ func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.J
 	marker := &twicestore.MarkerParams{Handler: entry.opts.HandlerName, Key: row.Key, JobID: row.ID, Epoch: row.Epoch}
 	switch entry.opts.Strategy {
 	case ClaimAfter:
-		peek, err := c.store.MarkerPeek(ctx, marker)
+		peek, err := c.peekMarker(ctx, row, marker)
 		if err != nil {
 			return delivery{err: fmt.Errorf("peek marker: %w", err)}
 		}

@@ -292,7 +292,20 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 // re-checked when locked, found no longer available and dropped, so a job is
 // leased once per epoch. The partial fetch index yields rows already in fetch
 // order, so the LIMIT stops the scan early.
-var fetchSQL = `WITH picked AS (
+//
+// fetchPeekSQL also peeks, per leased job, the marker of its key under the
+// handler $7/$8 name for its kind; fetchSQL, for a fetch that peeks
+// nothing, spares every row that subquery.
+var (
+	fetchSQL     = fetchLeaseSQL + `RETURNING false, ` + jobColumns
+	fetchPeekSQL = fetchLeaseSQL + `RETURNING EXISTS (
+	SELECT 1 FROM unnest($7::text[], $8::text[]) AS h(kind, handler)
+	JOIN twice_markers AS m ON m.handler = h.handler
+	WHERE h.kind = j.kind AND m.key = j.idempotency_key
+), ` + jobColumns
+)
+
+const fetchLeaseSQL = `WITH picked AS (
 	SELECT id FROM twice_jobs
 	WHERE state = 'available' AND queue = $1 AND kind = ANY($2::text[]) AND run_at <= $3
 	ORDER BY priority, run_at, id
@@ -303,23 +316,53 @@ UPDATE twice_jobs AS j
 SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $5, attempted_by = $6
 FROM picked
 WHERE j.id = picked.id
-RETURNING ` + jobColumns
+`
 
 // JobFetch leases up to Limit due jobs of the queue and kinds in one
-// statement. A Limit of zero or less, or no kinds, fetches nothing.
+// statement, which also peeks the markers p.Peek asks for. A Limit of zero
+// or less, or no kinds, fetches nothing.
 func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
 	if p.Limit <= 0 || len(p.Kinds) == 0 {
 		return &twicestore.JobFetchResult{}, nil
 	}
-	jobs, err := queryJobs(ctx, e.q, fetchSQL, p.Queue, p.Kinds, nowOr(p.Now), p.Limit, p.LeaseUntil, p.Node)
+	query, args := fetchSQL, []any{p.Queue, p.Kinds, nowOr(p.Now), p.Limit, p.LeaseUntil, p.Node}
+	if len(p.Peek) > 0 {
+		peekKinds, peekHandlers := make([]string, 0, len(p.Peek)), make([]string, 0, len(p.Peek))
+		for k, h := range p.Peek {
+			peekKinds, peekHandlers = append(peekKinds, k), append(peekHandlers, h)
+		}
+		query, args = fetchPeekSQL, append(args, peekKinds, peekHandlers)
+	}
+	rs, err := e.q.query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 	}
+	defer rs.Close()
+	type fetched struct {
+		job       *twicetype.JobRow
+		processed bool
+	}
+	var out []fetched
+	for rs.Next() {
+		var f fetched
+		if f.job, err = scanJob(rs, &f.processed); err != nil {
+			return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+		}
+		out = append(out, f)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+	}
 	// RETURNING follows no order.
-	slices.SortFunc(jobs, func(a, b *twicetype.JobRow) int {
+	slices.SortFunc(out, func(x, y fetched) int {
+		a, b := x.job, y.job
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 	})
-	return &twicestore.JobFetchResult{Jobs: jobs}, nil
+	res := &twicestore.JobFetchResult{Jobs: make([]*twicetype.JobRow, len(out)), Processed: make([]bool, len(out))}
+	for i, f := range out {
+		res.Jobs[i], res.Processed[i] = f.job, f.processed
+	}
+	return res, nil
 }
 
 const extendSQL = `UPDATE twice_jobs AS j SET lease_until = $1

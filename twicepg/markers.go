@@ -43,6 +43,35 @@ func (e *executor) marker(ctx context.Context, p *twicestore.MarkerParams) (*twi
 	return m, nil
 }
 
+// peekManySQL answers a batch of peeks with the positions (ord) of the
+// markers that exist.
+const peekManySQL = `SELECT p.ord FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS p(handler, key, ord)
+WHERE EXISTS (SELECT 1 FROM twice_markers AS m WHERE m.handler = p.handler AND m.key = p.key)`
+
+// MarkerPeekMany answers many peeks in one statement.
+func (e *executor) MarkerPeekMany(ctx context.Context, p *twicestore.MarkerPeekManyParams) (*twicestore.MarkerPeekManyResult, error) {
+	n := len(p.Markers)
+	res := &twicestore.MarkerPeekManyResult{Processed: make([]bool, n)}
+	if n == 0 {
+		return res, nil
+	}
+	handlers, keys := make([]string, n), make([]string, n)
+	for i, m := range p.Markers {
+		handlers[i], keys[i] = m.Handler, m.Key
+	}
+	ords, err := queryIDs(ctx, e.q, peekManySQL, handlers, keys)
+	if err != nil {
+		return nil, fmt.Errorf("peek %d markers: %w", n, err)
+	}
+	for _, ord := range ords {
+		if ord < 1 || ord > int64(n) {
+			return nil, fmt.Errorf("peek %d markers: returned position %d", n, ord)
+		}
+		res.Processed[ord-1] = true
+	}
+	return res, nil
+}
+
 // claimSQL names the primary key as its conflict target, so a duplicate is
 // the only failure it turns into "no row inserted": a NOT NULL or CHECK
 // failure is still an error. Unlike a plain INSERT whose unique violation is

@@ -42,6 +42,45 @@ func (e *executor) marker(ctx context.Context, p *twicestore.MarkerParams) (*twi
 	return m, nil
 }
 
+// peekManySQL answers a batch of peeks, given as one JSON array of
+// [handler, key] pairs, with the positions (0-based) of the markers that
+// exist.
+const peekManySQL = `SELECT CAST(p.key AS INTEGER) FROM json_each(?) AS p
+WHERE EXISTS (SELECT 1 FROM twice_markers AS m
+	WHERE m.handler = p.value ->> 0 AND m.key = p.value ->> 1)`
+
+// MarkerPeekMany answers many peeks in one statement.
+func (e *executor) MarkerPeekMany(ctx context.Context, p *twicestore.MarkerPeekManyParams) (*twicestore.MarkerPeekManyResult, error) {
+	n := len(p.Markers)
+	res := &twicestore.MarkerPeekManyResult{Processed: make([]bool, n)}
+	if n == 0 {
+		return res, nil
+	}
+	pairs := make([][2]string, n)
+	for i, m := range p.Markers {
+		pairs[i] = [2]string{m.Handler, m.Key}
+	}
+	rows, err := e.db.QueryContext(ctx, peekManySQL, jsonArg(pairs))
+	if err != nil {
+		return nil, fmt.Errorf("peek %d markers: %w", n, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pos int
+		if err := rows.Scan(&pos); err != nil {
+			return nil, fmt.Errorf("peek %d markers: %w", n, err)
+		}
+		if pos < 0 || pos >= n {
+			return nil, fmt.Errorf("peek %d markers: returned position %d", n, pos)
+		}
+		res.Processed[pos] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("peek %d markers: %w", n, err)
+	}
+	return res, nil
+}
+
 // claimSQL is a plain INSERT on purpose: INSERT OR IGNORE would also swallow
 // NOT NULL and CHECK failures, while a classified uniqueness error says
 // exactly "already processed" and nothing else.

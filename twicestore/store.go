@@ -184,6 +184,20 @@ type InsertListener interface {
 	ListenInserts(ctx context.Context, notify func(queue string)) error
 }
 
+// MarkerBatchPeeker is implemented by stores that answer many marker peeks
+// in one round trip. When its store has it, the runtime asks each fetch to
+// peek the markers of the ClaimAfter jobs it leases (JobFetchParams.Peek),
+// and gathers the other peeks of jobs starting at the same time into one
+// call; otherwise it calls MarkerPeek once per job, so a store wrapper that
+// overrides MarkerPeek (a spy, a fault injector) sees every peek unless it
+// implements this too.
+type MarkerBatchPeeker interface {
+	// MarkerPeekMany reports, per marker in input order, whether its
+	// handler has processed its key, without writing: each answer is what
+	// MarkerPeek would have said.
+	MarkerPeekMany(ctx context.Context, p *MarkerPeekManyParams) (*MarkerPeekManyResult, error)
+}
+
 // ToggleListener is implemented by stores that can tell workers in every
 // process at once that a kill switch was set or deleted (PostgreSQL's
 // LISTEN/NOTIFY). Workers still read the switches on a timer; this only
@@ -236,11 +250,20 @@ type JobFetchParams struct {
 	Node       string
 	Now        time.Time
 	LeaseUntil time.Time
+	// Peek names, per kind, the handler whose marker the fetch peeks for
+	// each leased job of that kind (the marker of the job's Key), so a
+	// ClaimAfter job starts without a peek of its own. Kinds it does not
+	// name are not peeked.
+	Peek map[string]string
 }
 
 // JobFetchResult holds the leased jobs.
 type JobFetchResult struct {
 	Jobs []*twicetype.JobRow
+	// Processed tells, per job in Jobs, whether the marker Peek names for
+	// its kind existed when the job was leased: what MarkerPeek would have
+	// said then. False for a kind Peek does not name.
+	Processed []bool
 }
 
 // JobLease names one lease: a job and the epoch its holder fetched it with.
@@ -458,6 +481,16 @@ type MarkerPeekResult struct {
 	Processed bool
 	// Marker is the claim found, when Processed.
 	Marker *twicetype.Marker
+}
+
+// MarkerPeekManyParams name the markers to peek; Now is not used.
+type MarkerPeekManyParams struct {
+	Markers []MarkerParams
+}
+
+// MarkerPeekManyResult answers each peek, in input order.
+type MarkerPeekManyResult struct {
+	Processed []bool
 }
 
 // MarkerClaimResult answers a claim.

@@ -1,7 +1,7 @@
 // Package cli is the twice command line: it parses the arguments of the
 // twice binary and runs its commands (demo, serve, migrate, enqueue, jobs,
-// dlq, orphans, toggles) against a SQLite database, reporting failures as
-// one line and an exit code.
+// dlq, orphans, recurring, toggles, bench) against a SQLite database or
+// PostgreSQL, reporting failures as one line and an exit code.
 package cli
 
 import (
@@ -100,6 +100,7 @@ else ` + DBDefault + `.`,
 		c.recurringCommand(),
 		c.togglesCommand(),
 		c.markersCommand(),
+		c.benchCommand(),
 	)
 	return root
 }

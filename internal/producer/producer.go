@@ -3,6 +3,11 @@
 // and hands each job to a run function on its own goroutine. It wakes on a
 // local notification, when a slot frees after a full fetch, and on a
 // jittered fallback timer; the database, not the notification, is the truth.
+//
+// Jobs run on worker goroutines that outlive one job: a worker that finishes
+// takes the next dispatched job if one comes within workerIdle, so a busy
+// producer does not pay a goroutine start, and a stack grown again from
+// its smallest size, for every job.
 package producer
 
 import (
@@ -19,6 +24,10 @@ import (
 
 // fetchTimeout bounds one fetch statement.
 const fetchTimeout = 30 * time.Second
+
+// workerIdle is how long a worker goroutine waits for its next job before
+// it exits.
+const workerIdle = 2 * time.Second
 
 // Queue is one named queue and the most of its jobs run at once.
 type Queue struct {
@@ -40,9 +49,14 @@ type Config struct {
 	PollInterval time.Duration
 	FetchLimit   int // most jobs one fetch takes
 	Logger       *slog.Logger
-	// Run works one leased job; it runs on its own goroutine and the slot
-	// is freed when it returns.
-	Run func(row *twicetype.JobRow)
+	// Peek names, per kind, the handler whose marker each fetch peeks for
+	// the jobs of that kind (twicestore.JobFetchParams.Peek). Nil peeks
+	// nothing.
+	Peek map[string]string
+	// Run works one leased job, given the fetch's peek of its marker
+	// (false when its kind was not peeked); it runs on a worker goroutine
+	// and the slot is freed when it returns.
+	Run func(row *twicetype.JobRow, processed bool)
 }
 
 // Producer fetches and dispatches jobs.
@@ -56,16 +70,21 @@ type Producer struct {
 	wg     sync.WaitGroup // running jobs
 	done   chan struct{}  // closed when Run returns: no more dispatches
 	rotate int
+	// handoff passes a dispatched job to an idle worker; unbuffered, so a
+	// job is only handed to a worker that is waiting for one.
+	handoff chan fetched
+	workers sync.WaitGroup // worker goroutines, busy or idle
 }
 
 // New returns a producer; Run starts it.
 func New(cfg Config) *Producer {
 	return &Producer{
-		cfg:    cfg,
-		wake:   make(chan struct{}, 1),
-		freed:  make(chan struct{}, 1),
-		active: make(map[string]int),
-		done:   make(chan struct{}),
+		cfg:     cfg,
+		wake:    make(chan struct{}, 1),
+		freed:   make(chan struct{}, 1),
+		active:  make(map[string]int),
+		done:    make(chan struct{}),
+		handoff: make(chan fetched),
 	}
 }
 
@@ -106,11 +125,12 @@ func (p *Producer) Run(ctx context.Context) {
 	}
 }
 
-// Wait blocks until Run has returned and every dispatched job's run
-// function has returned.
+// Wait blocks until Run has returned, every dispatched job's run function
+// has returned and the worker goroutines have exited.
 func (p *Producer) Wait() {
 	<-p.done
 	p.wg.Wait()
+	p.workers.Wait()
 }
 
 // Running reports how many jobs are running.
@@ -158,6 +178,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 			Node:       p.cfg.Node,
 			Now:        now,
 			LeaseUntil: now.Add(p.cfg.Lease),
+			Peek:       p.cfg.Peek,
 		})
 		cancel()
 		if ferr != nil {
@@ -166,8 +187,9 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 		if len(res.Jobs) == limit {
 			full = true
 		}
-		for _, row := range res.Jobs {
-			p.dispatch(row)
+		for i, row := range res.Jobs {
+			// A store wrapper may hand back no peeks: then none were made.
+			p.dispatch(fetched{row: row, processed: i < len(res.Processed) && res.Processed[i]})
 		}
 	}
 	return full, nil
@@ -185,17 +207,49 @@ func (p *Producer) globalFree() int {
 	return p.cfg.MaxWorkers - p.total
 }
 
-func (p *Producer) dispatch(row *twicetype.JobRow) {
+// fetched is a leased job and the fetch's peek of its marker.
+type fetched struct {
+	row       *twicetype.JobRow
+	processed bool
+}
+
+func (p *Producer) dispatch(f fetched) {
 	p.mu.Lock()
-	p.active[row.Queue]++
+	p.active[f.row.Queue]++
 	p.total++
 	p.mu.Unlock()
 	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		defer p.release(row.Queue)
-		p.cfg.Run(row)
-	}()
+	select {
+	case p.handoff <- f: // an idle worker took it
+	default:
+		p.workers.Add(1)
+		go p.worker(f)
+	}
+}
+
+// worker runs f, then the jobs handed to it, until none comes for
+// workerIdle or Run has returned (no job will come any more).
+func (p *Producer) worker(f fetched) {
+	defer p.workers.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		p.runOne(f)
+		idle.Reset(workerIdle)
+		select {
+		case f = <-p.handoff:
+		case <-idle.C:
+			return
+		case <-p.done:
+			return
+		}
+	}
+}
+
+func (p *Producer) runOne(f fetched) {
+	defer p.wg.Done()
+	defer p.release(f.row.Queue)
+	p.cfg.Run(f.row, f.processed)
 }
 
 func (p *Producer) release(queue string) {

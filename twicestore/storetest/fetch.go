@@ -18,6 +18,57 @@ var fetchTests = []test{
 	{"LeasesJob", testFetchLeases},
 	{"NothingWithoutKindsOrLimit", testFetchNothing},
 	{"ConcurrentFetchersLeaseEachJobOnce", testFetchConcurrent},
+	{"PeeksMarkersOfNamedKinds", testFetchPeeks},
+}
+
+// testFetchPeeks: a fetch peeks, per job of a kind Peek names, the marker
+// of the job's key under that kind's handler, and answers what MarkerPeek
+// says, aligned with Jobs; other kinds, other handlers' markers and a
+// fetch without Peek answer false.
+func testFetchPeeks(t *testing.T, e *env) {
+	const mail, audit, plain = "storetest.peek-mail.v1", "storetest.peek-audit.v1", "storetest.peek-plain.v1"
+	var jobs []*twicestore.JobInsertParams
+	for _, kind := range []string{mail, mail, mail, audit, audit, plain} {
+		jobs = append(jobs, e.job(kind))
+	}
+	jobs[1].Key = `key "quoted" ü` // claimed below, as the other handler's too
+	jobs[4].Key = jobs[1].Key
+	e.insert(jobs...)
+	e.claim("h.mail", jobs[0].Key, e.base)
+	e.claim("h.mail", jobs[1].Key, e.base)
+	e.claim("h.other", jobs[2].Key, e.base) // another handler's: not this kind's marker
+	e.claim("h.audit", jobs[3].Key, e.base)
+	e.claim("h.mail", jobs[5].Key, e.base) // a kind Peek does not name
+	now := e.at(time.Hour)
+	res, err := e.s.JobFetch(e.ctx, &twicestore.JobFetchParams{
+		Queue: "default", Kinds: []string{mail, audit, plain}, Limit: 10, Node: "node-a",
+		Now: now, LeaseUntil: now.Add(time.Minute),
+		Peek: map[string]string{mail: "h.mail", audit: "h.audit"},
+	})
+	if err != nil {
+		t.Fatalf("JobFetch: %v", err)
+	}
+	if len(res.Jobs) != len(jobs) || len(res.Processed) != len(res.Jobs) {
+		t.Fatalf("fetched %d jobs with %d peeks, want %d of each", len(res.Jobs), len(res.Processed), len(jobs))
+	}
+	want := map[string]bool{jobs[0].MessageID: true, jobs[1].MessageID: true, jobs[3].MessageID: true}
+	for i, j := range res.Jobs {
+		if res.Processed[i] != want[j.MessageID] {
+			t.Errorf("job %d (%s, key %q): processed=%v, want %v", j.ID, j.Kind, j.Key, res.Processed[i], want[j.MessageID])
+		}
+	}
+
+	e.insert(e.job(mail))
+	e.claim("h.mail", "unused", e.base)
+	res, err = e.s.JobFetch(e.ctx, &twicestore.JobFetchParams{
+		Queue: "default", Kinds: []string{mail}, Limit: 10, Node: "node-a", Now: now, LeaseUntil: now.Add(time.Minute),
+	})
+	if err != nil {
+		t.Fatalf("JobFetch without Peek: %v", err)
+	}
+	if len(res.Jobs) != 1 || len(res.Processed) != 1 || res.Processed[0] {
+		t.Fatalf("fetch without Peek: %d jobs, peeks %v; want one job, not processed", len(res.Jobs), res.Processed)
+	}
 }
 
 func testFetchOrder(t *testing.T, e *env) {

@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/twicepg"
+	"github.com/twicejobs/twice/twicesqlite"
+	"github.com/twicejobs/twice/twicestore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Mode: "fast"}, `mode "fast"`},
+		{Config{Mode: ModeBurndown, Strategy: "claim-before"}, `strategy "claim-before"`},
+		{Config{Mode: ModeBurndown, Jobs: -1}, "jobs -1"},
+		{Config{Mode: ModeSteady, Duration: -time.Second}, "duration -1s"},
+		{Config{Mode: ModeLatency, Rate: -1}, "rate -1"},
+		{Config{Mode: ModeLatency, Rate: 200_000}, "at most 100000"},
+		{Config{Mode: ModeBurndown, Workers: -3}, "workers -3"},
+		{Config{Mode: ModeBurndown}, ""},
+	} {
+		err := tc.cfg.Validate()
+		if got := fmt.Sprint(err); (tc.want == "") != (err == nil) || (err != nil && !contains(got, tc.want)) {
+			t.Errorf("Validate(%+v) = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestRunCountsOnlyItsJobs: a burn-down counts its own jobs, not those an
+// earlier run left queued, and reports them all.
+func TestRunCountsOnlyItsJobs(t *testing.T) {
+	ctx := context.Background()
+	store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for range 2 {
+		res, err := Run(ctx, Config{Store: store, Mode: ModeBurndown, Jobs: 200, Workers: 5, Strategy: "claim-after"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Jobs != 200 || res.Mode != ModeBurndown || res.Strategy != "claim-after" {
+			t.Errorf("result %+v: want a claim-after burn-down of 200 jobs", res)
+		}
+	}
+}
+
+// BenchmarkBurndownPostgres: a burn-down of b.N no-op jobs by 2,000
+// workers on PostgreSQL, with fetches of at most 100 (the old
+// FetchLimitDefault) and 1,000 (the new one) jobs.
+func BenchmarkBurndownPostgres(b *testing.B) {
+	for _, limit := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("fetch-limit=%d", limit), func(b *testing.B) {
+			u, _ := pgtest.Schema(b, "bench_burndown")
+			store, err := twicepg.Open(context.Background(), pgtest.WithParams(b, u, map[string]string{"pool_max_conns": "20"}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer store.Close()
+			res, err := Run(context.Background(), Config{Store: store, Mode: ModeBurndown, Jobs: max(b.N, 1000), Workers: 2000, FetchLimit: limit})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(res.JobsPerS, "jobs/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkClaimAfterPostgres: a ClaimAfter burn-down of b.N jobs by 2,000
+// workers on PostgreSQL, peeking each job's marker in a round trip of its
+// own (through a store wrapper that hides twicestore.MarkerBatchPeeker, as
+// before) against peeking in the fetch statement.
+func BenchmarkClaimAfterPostgres(b *testing.B) {
+	for _, peek := range []string{"one-by-one", "in-fetch"} {
+		b.Run("peek="+peek, func(b *testing.B) {
+			u, _ := pgtest.Schema(b, "bench_claim_after")
+			pg, err := twicepg.Open(context.Background(), pgtest.WithParams(b, u, map[string]string{"pool_max_conns": "20"}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pg.Close()
+			var store twicestore.Store = pg
+			if peek == "one-by-one" {
+				store = struct{ twicestore.Store }{pg}
+			}
+			res, err := Run(context.Background(), Config{Store: store, Mode: ModeBurndown, Strategy: "claim-after", Jobs: max(b.N, 1000), Workers: 2000})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(res.JobsPerS, "jobs/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

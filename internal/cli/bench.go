@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/twicejobs/twice/internal/bench"
+)
+
+func (c *cli) benchCommand() *cobra.Command {
+	var cpuProfile string
+	cfg := bench.Config{
+		Strategy: bench.StrategyDefault, Jobs: bench.JobsDefault, Duration: bench.DurationDefault,
+		Rate: bench.RateDefault, Workers: bench.WorkersDefault,
+	}
+	// Each flag and the modes it applies to.
+	applies := map[string][]string{
+		"jobs":     {bench.ModeBurndown},
+		"duration": {bench.ModeSteady, bench.ModeLatency},
+		"rate":     {bench.ModeLatency},
+	}
+	cmd := &cobra.Command{
+		Use:   "bench burndown|steady|latency",
+		Short: "Measure throughput or latency of no-op jobs on --db",
+		Long: `Measure how fast twice works no-op jobs on the --db database, printing a
+progress line every second on stderr and a one-line JSON summary on stdout
+(mode, strategy, jobs, seconds, jobs_per_s, p50_ms, p95_ms, p99_ms,
+max_rss_mb).
+
+  burndown  insert --jobs jobs, then time the worker until all are done
+  steady    insert and work at once for --duration, keeping a backlog
+  latency   enqueue one job at a time at --rate a second for --duration;
+            p50/p95/p99 are enqueue-to-start times
+
+The jobs are of kind bench.noop.v1 and are left in the database as
+completed jobs (retention deletes them); use a scratch database.`,
+		Example: `  twice bench burndown --db /tmp/bench.db --jobs 20000
+  twice bench steady --db postgres://localhost/bench --duration 30s --strategy claim-after
+  twice bench latency --db postgres://localhost/bench --rate 500 --duration 20s`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("%s takes one mode (burndown, steady or latency), got %d arguments", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			cfg.Mode = args[0]
+			if !slices.Contains(bench.Modes, cfg.Mode) {
+				return usagef("unknown mode %q: use burndown, steady or latency", cfg.Mode)
+			}
+			for flag, modes := range applies {
+				if cmd.Flags().Changed(flag) && !slices.Contains(modes, cfg.Mode) {
+					return usagef("--%s does not apply to %s: it is for %s", flag, cfg.Mode, strings.Join(modes, " and "))
+				}
+			}
+			switch {
+			case cfg.Jobs <= 0:
+				return usagef("--jobs %d: give a positive number of jobs", cfg.Jobs)
+			case cfg.Duration <= 0:
+				return usagef("--duration %s: give a positive duration such as 10s", cfg.Duration)
+			case cfg.Rate <= 0:
+				return usagef("--rate %d: give a positive number of jobs a second", cfg.Rate)
+			case cfg.Workers <= 0:
+				return usagef("--workers %d: give a positive number of workers", cfg.Workers)
+			}
+			if err := cfg.Validate(); err != nil {
+				return &usageError{err: err}
+			}
+			store, err := c.openStore(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			cfg.Store, cfg.Progress = store, c.stderr
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			res, err := bench.Run(cmd.Context(), cfg)
+			if err != nil {
+				return fmt.Errorf("bench %s: %w", cfg.Mode, err)
+			}
+			line, err := json.Marshal(res)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c.stdout, "%s\n", line)
+			return err
+		}),
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Jobs, "jobs", cfg.Jobs, "burndown: how many jobs to insert and work")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "steady and latency: how long to run")
+	f.IntVar(&cfg.Rate, "rate", cfg.Rate, "latency: jobs enqueued a second")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "jobs worked at once")
+	f.StringVar(&cfg.Strategy, "strategy", cfg.Strategy, "strategy of the bench kind: none, claim-after or transactional")
+	f.IntVar(&cfg.FetchLimit, "fetch-limit", 0, "most jobs one fetch takes (default: twice's FetchLimitDefault)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (insert included) to this file, for go tool pprof")
+	return cmd
+}
