@@ -173,8 +173,10 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 }
 
 // JobDeleteFinished deletes old finished jobs, state by state, each batch
-// one DELETE that walks the (state, id) index and stops at its LIMIT, so the
-// write lock is held briefly however many jobs have finished.
+// one DELETE that looks only at the oldest rows of the state (a short walk
+// of the (state, id) index; see twicestore.DeleteFinishedWindow), so the
+// write lock is held briefly however many jobs have finished, even when
+// none is old enough yet.
 func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
 	res := &twicestore.JobDeleteFinishedResult{}
 	cuts := []struct {
@@ -193,9 +195,12 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDelet
 		var n int64
 		err := e.write(ctx, func() error {
 			r, err := e.db.ExecContext(ctx, `DELETE FROM twice_jobs WHERE id IN (
-				SELECT id FROM twice_jobs INDEXED BY twice_jobs_state_id
-				WHERE state = ? AND finished_at < ? ORDER BY id LIMIT ?)`,
-				string(c.state), micros(c.before), left)
+				SELECT o.id FROM (
+					SELECT id FROM twice_jobs INDEXED BY twice_jobs_state_id
+					WHERE state = ? ORDER BY id LIMIT ?
+				) AS o JOIN twice_jobs AS j ON j.id = o.id
+				WHERE j.finished_at < ? ORDER BY o.id LIMIT ?)`,
+				string(c.state), twicestore.DeleteFinishedWindow(left), micros(c.before), left)
 			if err != nil {
 				return err
 			}

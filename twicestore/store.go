@@ -72,7 +72,9 @@ type Executor interface {
 	// JobDeleteFinished deletes up to Limit finished jobs whose FinishedAt
 	// is before the cut-off of their state, lowest ids first, in short
 	// statements; a zero cut-off keeps that state's jobs and a zero Limit
-	// deletes nothing. Unfinished jobs are never deleted.
+	// deletes nothing. A call looks at no more than
+	// DeleteFinishedWindow(Limit) of each state's oldest rows. Unfinished
+	// jobs are never deleted.
 	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (*JobDeleteFinishedResult, error)
 	// JobOrphans lists kinds with available jobs that no node whose
 	// heartbeat is at or after AliveSince handles.
@@ -392,6 +394,13 @@ type JobDeleteFinishedParams struct {
 	DiscardedBefore time.Time
 	Limit           int
 }
+
+// DeleteFinishedWindow is how many of a state's oldest rows (by id) one
+// JobDeleteFinished batch of limit rows looks at. Drivers bound the search
+// so that a round finding nothing old enough stays cheap however long the
+// history is; since ids grow with time, the oldest rows are the ones due
+// first.
+func DeleteFinishedWindow(limit int) int { return 10 * limit }
 
 // JobDeleteFinishedResult counts the jobs deleted.
 type JobDeleteFinishedResult struct {

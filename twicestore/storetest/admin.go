@@ -20,6 +20,7 @@ var adminTests = []test{
 	{"RetryDeadByFilter", testRetryByFilter},
 	{"Discard", testDiscard},
 	{"DeleteFinished", testDeleteFinished},
+	{"DeleteFinishedLooksAtTheOldestOnly", testDeleteFinishedWindow},
 }
 
 func testGetNotFound(t *testing.T, e *env) {
@@ -281,6 +282,40 @@ func testDiscard(t *testing.T, e *env) {
 	}
 	if got := e.get(dead.ID); got.State != twicetype.JobStateAvailable || len(got.Errors) != 1 {
 		t.Fatalf("retried discarded job: state %s, %d errors; want available with its error kept", got.State, len(got.Errors))
+	}
+}
+
+// testDeleteFinishedWindow: a batch looks at no more than
+// DeleteFinishedWindow(Limit) of a state's oldest rows, so a round that
+// finds nothing old enough stays cheap however long the history is. A row
+// due for deletion behind a longer run of younger ones waits.
+func testDeleteFinishedWindow(t *testing.T, e *env) {
+	const kind = "storetest.window.v1"
+	window := twicestore.DeleteFinishedWindow(1)
+	for range window { // the oldest ids, finished recently (a late finish)
+		e.insertOne(e.job(kind))
+		e.complete(e.fetchOne(e.at(0), kind), e.at(-time.Minute))
+	}
+	e.insertOne(e.job(kind))
+	old := e.fetchOne(e.at(0), kind)
+	e.complete(old, e.at(-3*time.Hour))
+	del := func(limit int) int {
+		t.Helper()
+		res, err := e.s.JobDeleteFinished(e.ctx, &twicestore.JobDeleteFinishedParams{CompletedBefore: e.at(-time.Hour), Limit: limit})
+		if err != nil {
+			t.Fatalf("JobDeleteFinished: %v", err)
+		}
+		return res.Deleted
+	}
+	if n := del(1); n != 0 {
+		t.Fatalf("Limit 1 deleted %d: it looked past the %d oldest completed jobs", n, window)
+	}
+	e.get(old.ID)
+	if n := del(2); n != 1 { // a window of 20 reaches it
+		t.Fatalf("Limit 2 deleted %d, want the old job", n)
+	}
+	if _, err := e.s.JobGet(e.ctx, &twicestore.JobGetParams{ID: old.ID}); !errors.Is(err, twicestore.ErrNotFound) {
+		t.Fatalf("old job not deleted: %v", err)
 	}
 }
 
