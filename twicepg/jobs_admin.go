@@ -173,10 +173,14 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 // first; a row finished late with a low id can hold back deleting newer
 // ones behind it for at most its own retention. SKIP LOCKED lets two nodes
 // clean up at once, each deleting other rows, without either waiting for
-// the other.
+// the other. The window goes in as an array (id = ANY), so that even a
+// generic plan, which cannot see $4, looks the window's rows up by key: with
+// "id IN (subquery)" the generic plan PostgreSQL switches to after five
+// runs walked the whole primary key instead (374 ms over 2,000,000 rows
+// against 9 ms).
 const deleteFinishedSQL = `DELETE FROM twice_jobs WHERE id IN (
 	SELECT id FROM twice_jobs
-	WHERE id IN (SELECT id FROM twice_jobs WHERE state = $1 ORDER BY id LIMIT $4)
+	WHERE id = ANY (ARRAY(SELECT id FROM twice_jobs WHERE state = $1 ORDER BY id LIMIT $4))
 		AND state = $1 AND finished_at < $2
 	ORDER BY id
 	LIMIT $3
