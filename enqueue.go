@@ -212,6 +212,16 @@ func (c *Client) enqueue(ctx context.Context, exec twicestore.Executor, jobs []E
 	return c.insert(ctx, exec, params, notify)
 }
 
+// queueFor is the queue a job of kind goes to: the call's, then the kind
+// registration's, then the client default.
+func (c *Client) queueFor(kind, callQueue string) string {
+	var kindQueue string
+	if e := c.registry.lookup(kind); e != nil {
+		kindQueue = e.opts.Queue
+	}
+	return firstNonZero(callQueue, kindQueue, c.cfg.DefaultQueue)
+}
+
 // insertParams resolves options (call, then kind, then client) and the
 // envelope.
 func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key string, opts *EnqueueOpts) (*twicestore.JobInsertParams, error) {
@@ -226,7 +236,7 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	now := time.Now()
 	p := &twicestore.JobInsertParams{
 		Kind:          kind,
-		Queue:         firstNonZero(o.Queue, ko.Queue, c.cfg.DefaultQueue),
+		Queue:         c.queueFor(kind, o.Queue),
 		Priority:      firstNonZero(o.Priority, ko.Priority),
 		Args:          args,
 		MessageID:     firstNonZero(o.MessageID, newMessageID()),

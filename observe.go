@@ -101,10 +101,7 @@ func (c *Client) observeSkippedTick(kind string, opts *EnqueueOpts) {
 	if opts != nil {
 		queue = opts.Queue
 	}
-	if e := c.registry.lookup(kind); e != nil {
-		queue = firstNonZero(queue, e.opts.Queue)
-	}
-	c.cfg.Observer.Observe(Event{Type: EventSkipped, Kind: kind, Queue: firstNonZero(queue, c.cfg.DefaultQueue)})
+	c.cfg.Observer.Observe(Event{Type: EventSkipped, Kind: kind, Queue: c.queueFor(kind, queue)})
 }
 
 // observeInserted reports the jobs an insert stored.

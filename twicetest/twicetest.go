@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/pgtest"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
@@ -196,7 +197,7 @@ func (r *runner[T]) open(n int) []twicestore.Store {
 	ctx := context.Background()
 	out := make([]twicestore.Store, n)
 	if r.c.PostgresURL != "" {
-		url := freshSchema(t, r.c.PostgresURL)
+		url, _ := pgtest.SchemaIn(t, r.c.PostgresURL, "twicetest")
 		for i := range out {
 			s, err := twicepg.Open(ctx, url)
 			if err != nil {

@@ -1,6 +1,7 @@
 // Package pgtest gives a test a PostgreSQL schema of its own on the server
 // that TWICE_TEST_POSTGRES names, so tests on one server run in parallel
-// without seeing each other's jobs. It is imported by tests only.
+// without seeing each other's jobs. It is imported by tests, and by
+// twicetest for Case.PostgresURL.
 package pgtest
 
 import (
@@ -29,17 +30,24 @@ func Schema(t testing.TB, prefix string) (connURL, schema string) {
 	if base == "" {
 		t.Skip(EnvURL + " is not set; .ci/run sets it to the local server")
 	}
+	return SchemaIn(t, base, prefix)
+}
+
+// SchemaIn is Schema on the server base names, whatever the environment
+// says; it fails the test when the schema cannot be created.
+func SchemaIn(t testing.TB, base, prefix string) (connURL, schema string) {
+	t.Helper()
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
 	schema = prefix + "_" + hex.EncodeToString(suffix)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, base)
 	if err != nil {
-		t.Fatalf("%s: %v", EnvURL, err)
+		t.Fatalf("PostgreSQL at %s: %v", redact(base), err)
 	}
 	defer pool.Close()
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatalf("PostgreSQL at %s is unreachable or refuses: %v", EnvURL, err)
+		t.Fatalf("PostgreSQL at %s is unreachable or refuses to create a schema: %v", redact(base), err)
 	}
 	t.Cleanup(func() {
 		p, err := pgxpool.New(context.Background(), base)
@@ -50,6 +58,15 @@ func Schema(t testing.TB, prefix string) (connURL, schema string) {
 		_, _ = p.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
 	})
 	return WithParams(t, base, map[string]string{"search_path": schema}), schema
+}
+
+// redact returns a URL fit for a failure message: without its password.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the given URL"
+	}
+	return u.Redacted()
 }
 
 // WithParams returns raw with the query parameters set.
