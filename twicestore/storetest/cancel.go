@@ -364,7 +364,7 @@ func testRetryConflict(t *testing.T, e *env) {
 	}
 	e.insertOne(uniq("held"))
 	heldDead := e.kill(kind, e.at(time.Second))
-	again := uniq("held") // enqueued again after it died
+	again := uniq("held")     // enqueued again after it died
 	again.Queue = "elsewhere" // out of the way of the fetches below
 	holder := e.insertOne(again)
 	e.insertOne(e.job(kind))
