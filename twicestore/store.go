@@ -33,6 +33,11 @@ var (
 	// ErrWrongTx means a transaction of another driver or database type was
 	// passed where this driver's transaction was expected.
 	ErrWrongTx = errors.New("twicestore: transaction type not supported by this driver")
+	// ErrLockTimeout means a statement gave up waiting for a lock another
+	// transaction held (a frozen worker's, say) after the time its driver
+	// allows. The transaction it ran in is spoilt and must be rolled back;
+	// the work can be retried from the start, soon.
+	ErrLockTimeout = errors.New("twicestore: gave up waiting for a lock another transaction holds")
 )
 
 // Executor runs twice's queries, either on the store's pool or inside a
