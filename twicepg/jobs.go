@@ -583,8 +583,9 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	return res, nil
 }
 
-// rescueSQL releases expired leases: back to available while attempts
-// remain, dead otherwise, recording the lost attempt either way. SET
+// rescueSQL releases expired leases: cancelled when an operator asked to
+// cancel the job, else back to available while attempts remain, dead
+// otherwise, recording the lost attempt either way. SET
 // expressions read the row as it was, so every CASE sees the old attempt.
 // SKIP LOCKED lets rescuers on several nodes run at once, each taking
 // other jobs, and keeps them from waiting on a worker finishing one.
@@ -596,8 +597,10 @@ var rescueSQL = `WITH expired AS (
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE twice_jobs AS j SET
-	state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
-	finished_at = CASE WHEN j.attempt >= j.max_attempts THEN $1 END,
+	state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+		WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
+	finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempt >= j.max_attempts THEN $1 END,
+	note = CASE WHEN j.cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE j.note END,
 	lease_until = NULL,
 	errors = ` + keptErrors(`j.errors || jsonb_build_array(jsonb_build_object(
 		'attempt', j.attempt,
@@ -626,9 +629,12 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 		if err := rs.Scan(&id, &state); err != nil {
 			return nil, fmt.Errorf("rescue jobs: %w", err)
 		}
-		if twicetype.JobState(state) == twicetype.JobStateDead {
+		switch twicetype.JobState(state) {
+		case twicetype.JobStateDead:
 			res.Dead = append(res.Dead, id)
-		} else {
+		case twicetype.JobStateCancelled:
+			res.Cancelled = append(res.Cancelled, id)
+		default:
 			res.Requeued = append(res.Requeued, id)
 		}
 	}
@@ -637,5 +643,6 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 	}
 	slices.Sort(res.Requeued)
 	slices.Sort(res.Dead)
+	slices.Sort(res.Cancelled)
 	return res, nil
 }

@@ -496,13 +496,16 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	return res, nil
 }
 
-// rescueSQL releases expired leases: back to available while attempts
-// remain, dead otherwise, recording the lost attempt either way. SET
-// expressions read the row as it was, so every CASE sees the old attempt.
-// INDEXED BY pins the partial rescue index, for the reason fetchSQL does.
+// rescueSQL releases expired leases: cancelled when an operator asked to
+// cancel the job, else back to available while attempts remain, dead
+// otherwise, recording the lost attempt either way. SET expressions read
+// the row as it was, so every CASE sees the old attempt. INDEXED BY pins
+// the partial rescue index, for the reason fetchSQL does.
 var rescueSQL = `UPDATE twice_jobs SET
-	state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END,
-	finished_at = CASE WHEN attempt >= max_attempts THEN ?1 ELSE NULL END,
+	state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+		WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END,
+	finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempt >= max_attempts THEN ?1 ELSE NULL END,
+	note = CASE WHEN cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE note END,
 	lease_until = NULL,
 	errors = ` + keptErrors(`json_insert(errors, '$[#]', json_object(
 		'attempt', attempt,
@@ -540,9 +543,12 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 			if err := rows.Scan(&id, &state); err != nil {
 				return err
 			}
-			if twicetype.JobState(state) == twicetype.JobStateDead {
+			switch twicetype.JobState(state) {
+			case twicetype.JobStateDead:
 				res.Dead = append(res.Dead, id)
-			} else {
+			case twicetype.JobStateCancelled:
+				res.Cancelled = append(res.Cancelled, id)
+			default:
 				res.Requeued = append(res.Requeued, id)
 			}
 		}
@@ -553,5 +559,6 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 	}
 	slices.Sort(res.Requeued)
 	slices.Sort(res.Dead)
+	slices.Sort(res.Cancelled)
 	return res, nil
 }

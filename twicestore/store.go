@@ -63,7 +63,9 @@ type Executor interface {
 	// because the effect they stand for has happened.
 	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
 	// JobRescue makes running jobs whose lease expired before Now fetchable
-	// again, or dead when they have no attempts left.
+	// again, or dead when they have no attempts left, or cancelled when an
+	// operator asked to cancel them (their worker is gone; a cancelled job
+	// is never run again).
 	JobRescue(ctx context.Context, p *JobRescueParams) (*JobRescueResult, error)
 	// JobGet returns one job or ErrNotFound.
 	JobGet(ctx context.Context, p *JobGetParams) (*twicetype.JobRow, error)
@@ -400,8 +402,9 @@ type JobRescueParams struct {
 
 // JobRescueResult lists what the rescue did.
 type JobRescueResult struct {
-	Requeued []int64
-	Dead     []int64
+	Requeued  []int64
+	Dead      []int64
+	Cancelled []int64 // jobs with a cancel request, finished as cancelled
 }
 
 // JobGetParams name one job.

@@ -17,6 +17,7 @@ var cancelTests = []test{
 	{"CancelRunningRequestsStop", testCancelRunning},
 	{"CancelFinishedChangesNothing", testCancelFinished},
 	{"CancelRacesCompletion", testCancelRacesCompletion},
+	{"RescueFinishesCancelRequested", testRescueCancelRequested},
 	{"FinishCancelledKeepsOwnNote", testFinishCancelledNote},
 	{"Delete", testDelete},
 	{"RetryResults", testRetryResults},
@@ -262,6 +263,29 @@ func testCancelRacesCompletion(t *testing.T, e *env) {
 		default:
 			t.Fatalf("job %d: cancel result %+v", j.ID, r[0])
 		}
+	}
+}
+
+// testRescueCancelRequested: a job asked to stop whose worker died before
+// ending it is cancelled by the rescue, not run again.
+func testRescueCancelRequested(t *testing.T, e *env) {
+	const kind = "storetest.rescuecancel.v1"
+	e.insert(e.job(kind), e.job(kind))
+	jobs := e.fetch(e.base, 2, "node-a", kind)
+	asked, plain := jobs[0], jobs[1]
+	e.cancel("ops", "stuck", e.at(time.Second), asked.ID)
+	now := e.at(2 * time.Minute)
+	res := e.rescue(now, 0)
+	if !slices.Equal(res.Cancelled, []int64{asked.ID}) || !slices.Equal(res.Requeued, []int64{plain.ID}) || len(res.Dead) != 0 {
+		t.Fatalf("rescue = %+v, want %d cancelled and %d requeued", res, asked.ID, plain.ID)
+	}
+	got := e.get(asked.ID)
+	if got.State != twicetype.JobStateCancelled || !got.FinishedAt.Equal(now) || got.Note != "cancelled by ops: stuck" {
+		t.Fatalf("rescued job asked to stop: state %s, finished %v, note %q", got.State, got.FinishedAt, got.Note)
+	}
+	checkLeaseError(t, got, 1)
+	if again := e.fetch(e.at(time.Hour), 10, "node-b", kind); len(again) != 1 || again[0].ID != plain.ID {
+		t.Fatalf("fetch after the rescue = %v, want only [%d]", ids(again), plain.ID)
 	}
 }
 
