@@ -626,6 +626,9 @@ type QueueStat struct {
 	// OldestDue is the earliest RunAt of the due jobs; zero when none is
 	// due.
 	OldestDue time.Time
+	// Paused reports the queue paused at Now (QueuePause): its due jobs
+	// wait on purpose, so their age is no sign of trouble.
+	Paused bool
 }
 
 // JobQueueStatsResult holds one stat per queue with available jobs, by
