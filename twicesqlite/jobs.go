@@ -17,7 +17,7 @@ import (
 // jobColumns is the column list every job query returns, in scanJob's order.
 const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
-	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason`
+	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -32,7 +32,7 @@ func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 	)
 	err := r.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &runAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason)
+		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes)
 	if err != nil {
 		return nil, err
 	}
@@ -384,6 +384,7 @@ var finishSQL = `UPDATE twice_jobs SET
 	state = ?1,
 	run_at = CASE WHEN ?1 = 'available' THEN ?2 ELSE run_at END,
 	attempt = MAX(attempt - ?3, 0),
+	snoozes = snoozes + ?9,
 	lease_until = NULL,
 	errors = CASE WHEN ?4 IS NULL THEN errors ELSE ` + keptErrors("json_insert(errors, '$[#]', json(?4))", "json_array_length(errors) + 1") + ` END,
 	note = CASE WHEN ?1 = 'cancelled' AND ?5 = '' AND cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE ?5 END,
@@ -414,7 +415,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	}
 	type prepared struct {
 		runAt, finishedAt any
-		refund            int
+		refund, snooze    int
 		errJSON           any
 	}
 	prep := make([]prepared, len(p.Outcomes))
@@ -439,6 +440,9 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		}
 		if o.RefundAttempt {
 			pr.refund = 1
+		}
+		if o.Snooze {
+			pr.snooze = 1
 		}
 		if o.Error != nil {
 			b, err := json.Marshal(o.Error)
@@ -478,7 +482,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				}
 			}
 			pr := prep[i]
-			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch)
+			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze)
 			if err != nil {
 				return fmt.Errorf("job %d: %w", o.ID, err)
 			}

@@ -358,6 +358,9 @@ type JobOutcome struct {
 	// RefundAttempt gives the attempt back: snoozes and shutdown requeues
 	// do not spend one.
 	RefundAttempt bool
+	// Snooze counts the outcome as a snooze: the job's Snoozes grows by
+	// one.
+	Snooze bool
 	// Error, when set, is appended to the job's error history, which is
 	// then cut to its first ErrorsKeptFirst and last ErrorsKeptLast
 	// entries.

@@ -361,7 +361,7 @@ func testRetryResults(t *testing.T, e *env) {
 	for _, id := range []int64{dead.ID, discarded.ID, cancelled.ID} {
 		got := e.get(id)
 		if got.State != twicetype.JobStateAvailable || got.Attempt != 0 || !got.RunAt.Equal(now) ||
-			!got.FinishedAt.IsZero() || got.Cancel != nil {
+			!got.FinishedAt.IsZero() || got.Cancel != nil || got.Snoozes != 0 {
 			t.Errorf("retried job %d: state %s, attempt %d, run at %v, finished %v, cancel %+v", id,
 				got.State, got.Attempt, got.RunAt, got.FinishedAt, got.Cancel)
 		}
