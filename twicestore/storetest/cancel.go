@@ -26,6 +26,7 @@ var cancelTests = []test{
 	{"DeleteFinishedCancelled", testDeleteFinishedCancelled},
 	{"ErrorHistoryBounded", testErrorHistoryBounded},
 	{"FilterValidated", testFilterValidated},
+	{"ActionsInTx", testActionsInTx},
 }
 
 func (e *env) cancel(by, reason string, now time.Time, ids ...int64) *twicestore.JobBulkResult {
@@ -529,4 +530,31 @@ func testFilterValidated(t *testing.T, e *env) {
 			t.Errorf("JobCancel accepted filter %+v", f)
 		}
 	}
+}
+
+// testActionsInTx: cancel, delete and retry join a transaction the caller
+// began (the admin API's …Tx variants), and a rollback undoes them.
+func testActionsInTx(t *testing.T, e *env) {
+	const kind = "storetest.actionstx.v1"
+	e.insertOne(e.job(kind))
+	dead := e.kill(kind, e.at(time.Second))
+	waiting := e.insertOne(e.job(kind))
+	gone := e.insertOne(e.job(kind))
+
+	tx := e.begin()
+	if res, err := tx.JobCancel(e.ctx, &twicestore.JobCancelParams{Filter: twicestore.JobFilter{IDs: []int64{waiting.ID}}}); err != nil || len(res.IDs) != 1 {
+		t.Fatalf("JobCancel in a transaction: %+v, %v", res, err)
+	}
+	if res, err := tx.JobDelete(e.ctx, &twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{gone.ID}}}); err != nil || len(res.IDs) != 1 {
+		t.Fatalf("JobDelete in a transaction: %+v, %v", res, err)
+	}
+	if res, err := tx.JobRetry(e.ctx, &twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{dead.ID}}}); err != nil || len(res.IDs) != 1 {
+		t.Fatalf("JobRetry in a transaction: %+v, %v", res, err)
+	}
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkJob(t, "job whose cancel was rolled back", e.get(waiting.ID), waiting)
+	checkJob(t, "job whose delete was rolled back", e.get(gone.ID), gone)
+	checkJob(t, "job whose retry was rolled back", e.get(dead.ID), dead)
 }
