@@ -28,7 +28,7 @@ func TestClaimBehindFrozenHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer frozen.Rollback(ctx)
+	defer func() { _ = frozen.Rollback(ctx) }()
 	if res, err := frozen.MarkerClaim(ctx, m); err != nil || res.AlreadyProcessed {
 		t.Fatalf("frozen holder's claim: %+v, %v", res, err)
 	}
@@ -56,7 +56,7 @@ func TestClaimBehindFrozenHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer retry.Rollback(ctx)
+	defer func() { _ = retry.Rollback(ctx) }()
 	res, err := retry.MarkerClaim(ctx, &twicestore.MarkerParams{Handler: m.Handler, Key: m.Key, JobID: 1, Epoch: 3})
 	if err != nil || !res.AlreadyProcessed || res.Existing.Epoch != 1 {
 		t.Fatalf("retried claim: %+v, %v; want the frozen holder's claim of epoch 1", res, err)
@@ -74,7 +74,7 @@ func TestClaimLockTimeoutIsTheClaimsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	var before, after string
 	if err := tx.Unwrap().(pgx.Tx).QueryRow(ctx, `SHOW lock_timeout`).Scan(&before); err != nil {
 		t.Fatal(err)

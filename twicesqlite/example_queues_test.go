@@ -20,12 +20,12 @@ func ExampleStore_QueuePause() {
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	s, err := twicesqlite.Open(ctx, filepath.Join(dir, "twice.db"))
 	if err != nil {
 		panic(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 
 	now := time.Now()
 	if _, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{
@@ -72,12 +72,12 @@ func ExampleStore_JobCancel() {
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	s, err := twicesqlite.Open(ctx, filepath.Join(dir, "twice.db"))
 	if err != nil {
 		panic(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 
 	now := time.Now()
 	job := &twicestore.JobInsertParams{Kind: "report.build.v1", Queue: "default", Args: []byte(`{}`), MaxAttempts: 3, CreatedAt: now}

@@ -338,7 +338,7 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
+		defer func() { _ = rows.Close() }() // rows.Err reports what matters
 		for rows.Next() {
 			var (
 				id        int64
@@ -360,19 +360,6 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 	slices.Sort(res.Extended)
 	slices.Sort(res.CancelRequested)
 	return res, nil
-}
-
-func scanIDs(rows *sql.Rows) ([]int64, error) {
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // finishSQL writes one outcome, guarded by state and epoch: a worker whose
