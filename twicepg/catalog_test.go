@@ -1,9 +1,12 @@
 package twicepg
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/pgtest"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -55,5 +58,37 @@ func TestUpgradeKeepsStoredSwitches(t *testing.T) {
 	}
 	if len(h.Changes) != 1 || h.Changes[0].Previous != twicetype.ToggleOff || h.Changes[0].New != twicetype.ToggleOn {
 		t.Fatalf("history after the first change since the upgrade = %+v, want one change off -> on", h.Changes)
+	}
+}
+
+// BenchmarkCatalogPublish times what a node adds to each heartbeat: the
+// publish of 50 kinds, all already catalogued, in one statement. It needs
+// TWICE_TEST_POSTGRES.
+func BenchmarkCatalogPublish(b *testing.B) {
+	url, _ := pgtest.Schema(b, "bench_catalog")
+	ctx := context.Background()
+	s, err := Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	kinds := make([]twicetype.KindInfo, 50)
+	for i := range kinds {
+		kinds[i] = twicetype.KindInfo{
+			Kind: fmt.Sprintf("bench.kind%03d.v1", i), Queue: "default", Strategy: "claim-after",
+			MaxAttempts: 20, Timeout: time.Minute,
+			Args: []twicetype.ArgField{
+				{Name: "user_id", Type: twicetype.ArgTypeString},
+				{Name: "amount", Type: twicetype.ArgTypeInteger},
+				{Name: "email", Type: twicetype.ArgTypeString, Sensitive: true},
+			},
+			Schedules: []twicetype.KindSchedule{{Name: fmt.Sprint("sched", i), Spec: "@every 1h"}},
+		}
+	}
+	p := &twicestore.CatalogPublishParams{Node: "node-a", Kinds: kinds}
+	for b.Loop() {
+		if err := s.CatalogPublish(ctx, p); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package twicesqlite
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -66,5 +68,41 @@ func TestUpgradeKeepsStoredSwitches(t *testing.T) {
 	}
 	if len(h.Changes) != 1 || h.Changes[0].Previous != twicetype.ToggleOff || h.Changes[0].New != twicetype.ToggleOn {
 		t.Fatalf("history after the first change since the upgrade = %+v, want one change off -> on", h.Changes)
+	}
+}
+
+// benchKinds returns n catalogued kinds of a realistic size: a few args
+// fields and a schedule each.
+func benchKinds(n int) []twicetype.KindInfo {
+	kinds := make([]twicetype.KindInfo, n)
+	for i := range kinds {
+		kinds[i] = twicetype.KindInfo{
+			Kind: fmt.Sprintf("bench.kind%03d.v1", i), Queue: "default", Strategy: "claim-after",
+			MaxAttempts: 20, Timeout: time.Minute,
+			Args: []twicetype.ArgField{
+				{Name: "user_id", Type: twicetype.ArgTypeString},
+				{Name: "amount", Type: twicetype.ArgTypeInteger},
+				{Name: "email", Type: twicetype.ArgTypeString, Sensitive: true},
+			},
+			Schedules: []twicetype.KindSchedule{{Name: fmt.Sprint("sched", i), Spec: "@every 1h"}},
+		}
+	}
+	return kinds
+}
+
+// BenchmarkCatalogPublish times what a node adds to each heartbeat: the
+// publish of 50 kinds, all already catalogued.
+func BenchmarkCatalogPublish(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p := &twicestore.CatalogPublishParams{Node: "node-a", Kinds: benchKinds(50)}
+	for b.Loop() {
+		if err := s.CatalogPublish(ctx, p); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
