@@ -146,7 +146,7 @@ func (e everySchedule) Next(t time.Time) time.Time {
 
 // specHint ends every bad-spec error: what a good spec looks like.
 const specHint = `use 5 fields (minute hour day-of-month month day-of-week), like "0 3 * * *", ` +
-	`or a descriptor like "@hourly" or "@every 10m", optionally after a time zone such as "CRON_TZ=UTC "`
+	`or a descriptor like "@hourly" or "@every 10m", optionally after a time zone, as in "CRON_TZ=UTC 0 3 * * *"`
 
 // parseSchedule parses spec into the schedule the scheduler runs, or
 // explains why it cannot run it. now is when the spec must still fire

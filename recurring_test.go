@@ -2,6 +2,7 @@ package twice_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -245,4 +246,30 @@ func TestMissedTicksPolicy(t *testing.T) {
 			t.Errorf("policy %d: %d jobs at start, want %d", tt.policy, n, tt.wantJobs)
 		}
 	}
+}
+
+// reportArgs are the args of ExampleRegistry_Schedule's job.
+type reportArgs struct{}
+
+func (reportArgs) Kind() string { return "report.nightly.v1" }
+
+// A schedule's spec is read in the node's local time zone unless it names
+// one with CRON_TZ=; a spec the scheduler could never run is refused when
+// it is registered.
+func ExampleRegistry_Schedule() {
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[reportArgs](func(context.Context, *twice.Job[reportArgs]) error {
+		return nil
+	}), nil)
+
+	// 03:00 UTC every day, whatever the nodes' local time zone.
+	if err := reg.Schedule("nightly-report", "CRON_TZ=UTC 0 3 * * *", reportArgs{}, nil); err != nil {
+		fmt.Println(err)
+	}
+	// February 30th never comes.
+	if err := reg.Schedule("leap-report", "0 0 30 2 *", reportArgs{}, nil); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// schedule "leap-report": bad spec "0 0 30 2 *": it never fires (no such date in the next five years); use 5 fields (minute hour day-of-month month day-of-week), like "0 3 * * *", or a descriptor like "@hourly" or "@every 10m", optionally after a time zone, as in "CRON_TZ=UTC 0 3 * * *"
 }
