@@ -148,6 +148,9 @@ func scanKey(text string, i int) (path []string, end int, ok bool) {
 		default:
 			return nil, i, false
 		}
+		if len(path) == maxDotsPerLine {
+			return nil, i, false // the line is refused for its dots
+		}
 		path = append(path, part)
 		i = skipBlanks(text, i)
 		if i >= len(text) || text[i] != '.' {
