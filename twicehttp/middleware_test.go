@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,6 +135,29 @@ func (f *fixture) record(t *testing.T, user, key string) twicetype.IdempotencyRe
 		t.Fatalf("no record of %s's key %q", user, key)
 	}
 	return res.Record
+}
+
+// logRecorder keeps the messages logged through it.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+
+func (l *logRecorder) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.msgs)
 }
 
 // extendSpy passes each lock refresh through and reports the new lock.
@@ -403,7 +428,8 @@ func runSuite(t *testing.T, open openFunc) {
 	t.Run("StaleLockIsTakenOver", func(t *testing.T) {
 		t.Parallel()
 		b := newBlocker()
-		f := setup(t, open, twicehttp.Options{LockTimeout: time.Nanosecond}, func(w http.ResponseWriter, r *http.Request, call int64) {
+		logs := &logRecorder{}
+		f := setup(t, open, twicehttp.Options{LockTimeout: time.Nanosecond, Logger: slog.New(logs)}, func(w http.ResponseWriter, r *http.Request, call int64) {
 			if call == 1 {
 				b.handle(w, r, call) // the crashed request: never completes in time
 				return
@@ -423,6 +449,17 @@ func runSuite(t *testing.T, open openFunc) {
 			t.Fatalf("retry of a stale key: %d %v %s, want a second run", w.Code, w.Header(), w.Body)
 		}
 		f.wantCalls(t, 2)
+		// The crashed-looking request, returning late, lost its key: the
+		// record is the retry's, whatever its lock refreshes tried.
+		if replay := f.do(request(t, "POST", "/", "alice", `"k"`, "x")); replay.Header().Get("X-Call") != "2" || replay.Header().Get(twicehttp.HeaderReplayed) != "true" {
+			t.Fatalf("replay after both: %d %v, want the retry's response", replay.Code, replay.Header())
+		}
+		// The late request's log says its response was not stored and
+		// why, not that a retry will run again (the retry already ran).
+		msgs := logs.messages()
+		if len(msgs) != 1 || !strings.Contains(msgs[0], "response not stored") || !strings.Contains(msgs[0], "a retry took the key") {
+			t.Fatalf("logged %q, want one line saying the response was not stored because a retry took the key", msgs)
+		}
 	})
 
 	t.Run("LockIsRefreshedWhileHandlerRuns", func(t *testing.T) {
