@@ -31,7 +31,7 @@ type noNextTickHandler struct {
 	first chan struct{}
 }
 
-func (h *noNextTickHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h *noNextTickHandler) Handle(_ context.Context, r slog.Record) error {
 	if strings.Contains(r.Message, "has no next tick") && h.count.Add(1) == 1 {
 		close(h.first)
 	}

@@ -22,20 +22,20 @@ func ExampleMiddleware() {
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	store, err := twicesqlite.Open(context.Background(), filepath.Join(dir, "twice.db"))
 	if err != nil {
 		panic(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 
 	orders := 0
-	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	createOrder := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		orders++
 		http.SetCookie(w, &http.Cookie{Name: "cart", Value: "empty"})
 		w.Header().Set("X-Request-Id", fmt.Sprintf("req-%d", orders))
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, "order %d", orders)
+		_, _ = fmt.Fprintf(w, "order %d", orders)
 	})
 	h := twicehttp.Middleware(store, twicehttp.Options{
 		Principal:        func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil },

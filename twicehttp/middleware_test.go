@@ -96,7 +96,7 @@ func echo(w http.ResponseWriter, r *http.Request, call int64) {
 	w.Header().Add("X-Multi", "a")
 	w.Header().Add("X-Multi", "b")
 	w.WriteHeader(http.StatusCreated)
-	fmt.Fprintf(w, `{"call":%d,"echo":%q}`, call, b.String())
+	_, _ = fmt.Fprintf(w, `{"call":%d,"echo":%q}`, call, b.String())
 }
 
 // setup wraps fn in the middleware over a new store; opts.Principal
@@ -379,9 +379,9 @@ func runSuite(t *testing.T, open openFunc) {
 		f.wantCalls(t, 2)
 	})
 
-	fail := func(w http.ResponseWriter, r *http.Request, call int64) {
+	fail := func(w http.ResponseWriter, _ *http.Request, call int64) {
 		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, "boom %d", call)
+		_, _ = fmt.Fprintf(w, "boom %d", call)
 	}
 	t.Run("ServerErrorIsReplayedByDefault", func(t *testing.T) {
 		t.Parallel()
@@ -525,7 +525,7 @@ func runSuite(t *testing.T, open openFunc) {
 
 	// big writes n bytes of a repeating pattern, 1 KiB at a time.
 	big := func(n int) handlerFunc {
-		return func(w http.ResponseWriter, r *http.Request, call int64) {
+		return func(w http.ResponseWriter, _ *http.Request, call int64) {
 			w.Header().Set("X-Call", fmt.Sprint(call))
 			w.WriteHeader(http.StatusCreated)
 			chunk := bytes.Repeat([]byte("0123456789abcdef"), 64)
@@ -576,8 +576,11 @@ func runSuite(t *testing.T, open openFunc) {
 		// for it: the middleware holds nothing back.
 		read := make(chan struct{})
 		f := setup(t, open, twicehttp.Options{MaxResponseBytes: 16}, func(w http.ResponseWriter, r *http.Request, call int64) {
-			fmt.Fprintln(w, "first line")
-			http.NewResponseController(w).Flush()
+			_, _ = fmt.Fprintln(w, "first line")
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				t.Errorf("flush: %v", err)
+				return
+			}
 			select {
 			case <-read:
 			case <-time.After(10 * time.Second):
@@ -597,7 +600,7 @@ func runSuite(t *testing.T, open openFunc) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer res.Body.Close()
+		defer func() { _ = res.Body.Close() }()
 		br := bufio.NewReader(res.Body)
 		if line, err := br.ReadString('\n'); err != nil || line != "first line\n" {
 			t.Fatalf("first line %q, %v", line, err)
@@ -611,13 +614,13 @@ func runSuite(t *testing.T, open openFunc) {
 
 	t.Run("SetCookieAndDropHeadersNotStored", func(t *testing.T) {
 		t.Parallel()
-		f := setup(t, open, twicehttp.Options{DropHeaders: []string{"x-trace-secret"}}, func(w http.ResponseWriter, r *http.Request, call int64) {
+		f := setup(t, open, twicehttp.Options{DropHeaders: []string{"x-trace-secret"}}, func(w http.ResponseWriter, _ *http.Request, _ int64) {
 			http.SetCookie(w, &http.Cookie{Name: "session", Value: "s3cret"})
 			w.Header().Set("X-Trace-Secret", "t")
 			w.Header().Set("X-Kept", "k")
 			w.Header().Set("Twice-Idempotency-Response-Not-Stored", "1") // the middleware's own mark: never from a handler
 			w.WriteHeader(http.StatusCreated)
-			fmt.Fprint(w, "ok")
+			_, _ = fmt.Fprint(w, "ok")
 		})
 		first := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
 		if first.Header().Get("Set-Cookie") == "" || first.Header().Get("X-Trace-Secret") == "" {

@@ -161,7 +161,7 @@ func LoadFile(path string) (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read toggles file: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	// One byte past the limit is enough to refuse the file, without
 	// reading a huge one into memory.
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))

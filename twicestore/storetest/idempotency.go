@@ -404,7 +404,7 @@ func (e *env) idemRace(ps []*twicestore.IdempotencyBeginParams) int {
 	return winner
 }
 
-func testIdemConcurrent(t *testing.T, e *env) {
+func testIdemConcurrent(_ *testing.T, e *env) {
 	ps := make([]*twicestore.IdempotencyBeginParams, 50)
 	for i := range ps {
 		ps[i] = idemBegin("alice", "race", fmt.Sprintf("fp-%d", i), e.base)
