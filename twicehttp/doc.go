@@ -18,8 +18,8 @@
 // The response reaches the client as the handler writes it. A copy is
 // stored, up to Options.MaxResponseBytes of body; a larger response is
 // recorded as not replayable (a retry gets 409 response-not-stored and the
-// handler does not run again). Set-Cookie, and any header named in
-// Options.DropHeaders, is never stored, so never replayed.
+// handler does not run again). Set-Cookie and the headers named in
+// Options.DropHeaders are never stored, so never replayed.
 //
 // It composes with twice's job markers: the middleware stops a retried
 // request from enqueueing a job twice, the marker stops a job's effect from
