@@ -1,6 +1,9 @@
 package twice
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -192,5 +195,179 @@ func TestSensitiveNames(t *testing.T) {
 		if m, ok := sensitiveWord(name); ok {
 			t.Errorf("%q: refused for %q, want allowed", name, m.phrase)
 		}
+	}
+}
+
+// sneakyArgs declares an ID but encodes a password as well: the type
+// passes the name rule, its encoding must not.
+type sneakyArgs struct{ UserID int64 }
+
+func (sneakyArgs) Kind() string { return "test.sneaky.v1" }
+func (a sneakyArgs) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]any{"UserID": a.UserID, "password": "hunter2"})
+}
+
+// renamedArgs encodes and decodes itself under other names: keys it does
+// not declare are then judged by the name rule alone.
+type renamedArgs struct{ UserID int64 }
+
+func (renamedArgs) Kind() string { return "test.renamed.v1" }
+func (a renamedArgs) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]any{"uid": a.UserID})
+}
+func (a *renamedArgs) UnmarshalJSON(b []byte) error {
+	var v struct{ UID int64 }
+	err := json.Unmarshal(b, &v)
+	a.UserID = v.UID
+	return err
+}
+
+// leakyField is a field type whose encoding is an object.
+type leakyField int64
+
+func (f leakyField) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]any{"id": int64(f), "email": "a@example.com"})
+}
+
+type leakyFieldArgs struct{ User leakyField }
+
+func (leakyFieldArgs) Kind() string { return "test.leaky-field.v1" }
+
+// TestEncodedOutputIsChecked: a type with its own MarshalJSON can add any
+// field (issue 12 item 5e), so what it encodes is checked at enqueue.
+func TestEncodedOutputIsChecked(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    Args
+		wantErr string // empty: accepted
+	}{
+		{"a key the type does not declare", sneakyArgs{UserID: 1}, `key "password" that the type does not declare`},
+		{"a renamed key of a type that decodes itself", renamedArgs{UserID: 1}, ""},
+		{"a field that encodes as an object", leakyFieldArgs{User: 1}, `key "User" with an object`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := encodeArgs(tt.args, MaxArgsBytesDefault)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+	// A key named like a secret is refused even from a type that decodes
+	// itself.
+	shape := shapeOf(reflect.TypeFor[renamedArgs]())
+	if err := shape.checkEncoded([]byte(`{"uid":1,"api_key":"k"}`)); err == nil || !strings.Contains(err.Error(), `"api key"`) {
+		t.Errorf("checkEncoded with api_key: err = %v, want the name rule", err)
+	}
+}
+
+// TestRegisterChecksTheZeroValuesEncoding: the encoding check runs at
+// registration too, on the zero value.
+func TestRegisterChecksTheZeroValuesEncoding(t *testing.T) {
+	t.Parallel()
+	err := Register(NewRegistry(), HandlerFunc[sneakyArgs](func(context.Context, *Job[sneakyArgs]) error { return nil }), nil)
+	if err == nil || !strings.Contains(err.Error(), `key "password"`) {
+		t.Fatalf("Register = %v, want the encoding refused", err)
+	}
+	if err := Register(NewRegistry(), HandlerFunc[renamedArgs](func(context.Context, *Job[renamedArgs]) error { return nil }), nil); err != nil {
+		t.Fatalf("Register of a type that renames its fields: %v", err)
+	}
+}
+
+type shapeArgs struct {
+	UserID  int64
+	Country string `json:"country"`
+	Score   float64
+	Tags    []string
+	IDs     []int64 `json:"ids"`
+	Blob    []byte
+	When    time.Time
+	Quoted  int64 `json:",string"`
+	Flag    bool
+	Nick    string `json:"nick" twice:"sensitive"`
+	Skipped string `json:"-"`
+}
+
+func (shapeArgs) Kind() string { return "test.shape.v1" }
+
+func TestArgFields(t *testing.T) {
+	t.Parallel()
+	want := []ArgField{
+		{Name: "UserID", Type: "integer"},
+		{Name: "country", Type: "string"},
+		{Name: "Score", Type: "number"},
+		{Name: "Tags", Type: "array", Items: "string"},
+		{Name: "ids", Type: "array", Items: "integer"},
+		{Name: "Blob", Type: "string"},
+		{Name: "When", Type: "string"},
+		{Name: "Quoted", Type: "string"},
+		{Name: "Flag", Type: "boolean"},
+		{Name: "nick", Type: "string", Sensitive: true},
+	}
+	if got := ArgFields(reflect.TypeFor[shapeArgs]()); !reflect.DeepEqual(got, want) {
+		t.Errorf("ArgFields =\n%+v\nwant\n%+v", got, want)
+	}
+	if got := ArgFields(reflect.TypeFor[struct{}]()); got == nil || len(got) != 0 {
+		t.Errorf("ArgFields of an empty struct = %#v, want an empty, non-nil list", got)
+	}
+	if got := ArgFields(reflect.TypeFor[secretArgs]()); got != nil {
+		t.Errorf("ArgFields of a refused type = %v, want nil", got)
+	}
+}
+
+// TestCheckArgsJSON: raw JSON args get the payload policy that Go types
+// get (issue 12 item 5c).
+func TestCheckArgsJSON(t *testing.T) {
+	t.Parallel()
+	fields := ArgFields(reflect.TypeFor[shapeArgs]())
+	const kind = "test.shape.v1"
+	tests := []struct {
+		name    string
+		raw     string
+		fields  []ArgField
+		wantErr string // empty: accepted
+	}{
+		// The kind's fields unknown: the name rule on keys.
+		{"secret and personal data keys", `{"password":"x","email":"a@example.com"}`, nil, `key "password" looks like a secret`},
+		{"personal data key", `{"user_id":1,"email":"a@example.com"}`, nil, `key "email" looks like personal data`},
+		{"camelCase secret key", `{"apiToken":"x"}`, nil, `("token")`},
+		{"ID keys", `{"email_id":1,"cardId":2,"token_count":3}`, nil, ""},
+		{"nested object", `{"user":{"id":1}}`, nil, `key "user" has an object`},
+		{"array of objects", `{"users":[{"id":1}]}`, nil, "an object"},
+		{"not an object", `[1]`, nil, "not a JSON object"},
+		{"malformed", `{"a":`, nil, "not a JSON object"},
+		{"over the limit", `{"blob":"` + strings.Repeat("x", MaxArgsBytesDefault) + `"}`, nil, "over the 2048-byte limit"},
+		{"a key given twice", `{"n":1,"n":2}`, nil, `key "n" is given twice`},
+		{"bad kind", `{}`, nil, "not versioned"},
+		// The kind's fields known.
+		{"fields and types", `{"UserID":1,"country":"NL","Score":1,"Tags":["a"],"ids":[1,2],"When":"2026-01-02T03:04:05Z",` +
+			`"Quoted":"5","Flag":true,"nick":"n","Blob":null}`, fields, ""},
+		{"unknown field", `{"UserID":1,"password":"x"}`, fields, `unknown field "password": the kind's fields are UserID, country`},
+		{"field in another case", `{"userid":1}`, fields, `unknown field "userid": did you mean "UserID"?`},
+		{"wrong type", `{"UserID":"1"}`, fields, `field "UserID" is string, want integer`},
+		{"fraction for an integer", `{"UserID":1.5}`, fields, `field "UserID" is number, want integer`},
+		{"wrong element type", `{"ids":["a"]}`, fields, `field "ids" is an array holding string, want array of integer`},
+		{"no fields", `{"a":1}`, []ArgField{}, "the kind has no fields"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := kind
+			if tt.name == "bad kind" {
+				k = "test.shape"
+			}
+			err := CheckArgsJSON(k, []byte(tt.raw), tt.fields, 0)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+			case err != nil && !errors.Is(err, ErrInvalidArgs):
+				t.Fatalf("err = %v does not wrap ErrInvalidArgs", err)
+			}
+		})
 	}
 }

@@ -280,8 +280,8 @@ func checkEnvelope(p *twicestore.JobInsertParams) error {
 	}
 	for _, k := range []struct{ what, value string }{
 		{"unique key", p.UniqueKey},
-		{"idempotency key", p.Key},
 		{"message id", p.MessageID},
+		{"idempotency key", p.Key}, // the message id unless the args name one
 		{"correlation id", p.CorrelationID},
 	} {
 		if err := ValidateKey(k.what, k.value); err != nil {
