@@ -27,9 +27,16 @@ func TestValidateKind(t *testing.T) {
 		{".v1", "malformed"},
 		{"email.1welcome.v1", "malformed"},
 		{"email welcome.v1", "malformed"},
+		{"email\x00.welcome.v1", `job kind "email\x00.welcome.v1" contains a NUL byte`},
+		{"email.\xffwelcome.v1", `job kind "email.\xffwelcome.v1" is not valid UTF-8`},
+		{"a." + strings.Repeat("b", MaxKindBytes) + ".v1", "over the 255-byte limit"},
+		{strings.Repeat("a", MaxKindBytes-3) + ".v1", ""},
 	}
 	for _, tt := range tests {
 		err := ValidateKind(tt.kind)
+		if err != nil && len(err.Error()) > 300 {
+			t.Errorf("ValidateKind(%.20q): the error is %d bytes: quote the kind cut short", tt.kind, len(err.Error()))
+		}
 		switch {
 		case tt.wantErr == "" && err != nil:
 			t.Errorf("ValidateKind(%q) = %v, want nil", tt.kind, err)
@@ -369,5 +376,73 @@ func TestCheckArgsJSON(t *testing.T) {
 				t.Fatalf("err = %v does not wrap ErrInvalidArgs", err)
 			}
 		})
+	}
+}
+
+func TestValidateQueueAndKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		queue   string
+		wantErr string // empty: valid
+	}{
+		{"default", ""},
+		{"emails.bulk", ""},
+		{"tenant-42", ""},
+		{"0_first", ""},
+		{strings.Repeat("q", MaxQueueBytes), ""},
+		{"", "empty"},
+		{strings.Repeat("q", MaxQueueBytes+1), "over the 128-byte limit"},
+		{"Emails", `use "emails"`},
+		{"<script>", "malformed"},
+		{"a b", "malformed"},
+		{"-a", "malformed"},
+		{".a", "malformed"},
+		{"a\x00", "NUL"},
+		{"a\xff", "not valid UTF-8"},
+		{"é", "malformed"},
+	}
+	for _, tt := range tests {
+		err := ValidateQueue(tt.queue)
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("ValidateQueue(%.20q) = %v, want nil", tt.queue, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("ValidateQueue(%.20q) = %v, want error containing %q", tt.queue, err, tt.wantErr)
+		}
+	}
+	if err := ValidateKey("unique key", strings.Repeat("k", MaxKeyBytes)); err != nil {
+		t.Errorf("key at the limit: %v", err)
+	}
+	if err := ValidateKey("unique key", ""); err != nil {
+		t.Errorf("empty key (none): %v", err)
+	}
+	err := ValidateKey("unique key", strings.Repeat("k", 100<<10))
+	if err == nil || !strings.Contains(err.Error(), "unique key \"kkkk") || !strings.Contains(err.Error(), "is 102400 bytes, over the 512-byte limit") {
+		t.Errorf("100 KB key: %v", err)
+	}
+}
+
+func TestRegistryKindSpecs(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry()
+	MustRegister(reg, HandlerFunc[shapeArgs](func(context.Context, *Job[shapeArgs]) error { return nil }),
+		&KindOpts{Queue: "bulk", Strategy: ClaimBefore, MaxAttempts: 3, Timeout: time.Minute, FailClosed: true, Priority: 2})
+	MustRegister(reg, HandlerFunc[okArgs](func(context.Context, *Job[okArgs]) error { return nil }), nil)
+	specs := reg.KindSpecs()
+	if len(specs) != 2 || specs[0].Kind != "test.ok.v1" || specs[1].Kind != "test.shape.v1" {
+		t.Fatalf("KindSpecs = %+v", specs)
+	}
+	s := specs[1]
+	if s.Queue != "bulk" || s.Strategy != ClaimBefore || s.MaxAttempts != 3 || s.Timeout != time.Minute || !s.FailClosed || s.Priority != 2 {
+		t.Errorf("options = %+v", s)
+	}
+	if !reflect.DeepEqual(s.Args, ArgFields(reflect.TypeFor[shapeArgs]())) {
+		t.Errorf("args = %+v", s.Args)
+	}
+	if f, ok := reg.ArgFields("test.ok.v1"); !ok || len(f) != 6 || f[5].Name != "nick" || !f[5].Sensitive {
+		t.Errorf("ArgFields(test.ok.v1) = %+v, %v", f, ok)
+	}
+	if _, ok := reg.ArgFields("test.absent.v1"); ok {
+		t.Error("ArgFields of an unregistered kind reports it registered")
 	}
 }
