@@ -314,7 +314,9 @@ func newArgsShape(t reflect.Type) *argsShape {
 		s.err = fmt.Errorf("args type %s is a %s: args must be a struct of IDs and other primitive values", t, t.Kind())
 		return s
 	}
-	s.customJSON = encodesItself(t)
+	// A struct with MarshalText encodes as a JSON string: not an object of
+	// fields either, so its encoding is checked like a MarshalJSON one's.
+	s.customJSON = encodesItself(t) || t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType)
 	s.customDecode = t.Implements(jsonDecoderType) || reflect.PointerTo(t).Implements(jsonDecoderType)
 	for i := range t.NumField() {
 		f := t.Field(i)

@@ -236,6 +236,12 @@ func (f leakyField) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]any{"id": int64(f), "email": "a@example.com"})
 }
 
+// textArgs encodes as a JSON string through MarshalText.
+type textArgs struct{ ID int64 }
+
+func (textArgs) Kind() string                   { return "test.text.v1" }
+func (a textArgs) MarshalText() ([]byte, error) { return []byte("id-1"), nil }
+
 type leakyFieldArgs struct{ User leakyField }
 
 func (leakyFieldArgs) Kind() string { return "test.leaky-field.v1" }
@@ -252,6 +258,7 @@ func TestEncodedOutputIsChecked(t *testing.T) {
 		{"a key the type does not declare", sneakyArgs{UserID: 1}, `key "password" that the type does not declare`},
 		{"a renamed key of a type that decodes itself", renamedArgs{UserID: 1}, ""},
 		{"a field that encodes as an object", leakyFieldArgs{User: 1}, `key "User" with an object`},
+		{"a type that encodes as text", textArgs{ID: 1}, "is not a JSON object of fields"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
