@@ -193,13 +193,13 @@ func TestSensitiveNames(t *testing.T) {
 		"Country", "Amount", "Cents", "OrderID", "Name", "Address", "Key", "Session", "Count", "ID", "",
 	}
 	for name, want := range refused {
-		m, ok := sensitiveWord(name)
+		m, ok := sensitiveFieldName(name)
 		if !ok || m.phrase != want {
 			t.Errorf("%q: matched %q (%v), want refused for %q", name, m.phrase, ok, want)
 		}
 	}
 	for _, name := range allowed {
-		if m, ok := sensitiveWord(name); ok {
+		if m, ok := sensitiveFieldName(name); ok {
 			t.Errorf("%q: refused for %q, want allowed", name, m.phrase)
 		}
 	}
