@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/twicejobs/twice/twicetype"
 )
 
 // Args is a job's payload: a small struct of primitive values (IDs, not
@@ -142,8 +144,8 @@ func newArgsShape(t reflect.Type) *argsShape {
 			return s
 		}
 		s.customJSON = s.customJSON || fieldEncodesItself(f.Type)
-		typ, items := jsonTypeOf(f.Type, slices.Contains(strings.Split(jsonOpts, ","), "string"))
-		s.fields = append(s.fields, ArgField{Name: name, Type: typ, Items: items, Sensitive: tag == TagSensitive})
+		typ := jsonTypeOf(f.Type, slices.Contains(strings.Split(jsonOpts, ","), "string"))
+		s.fields = append(s.fields, ArgField{Name: name, Type: typ, Sensitive: tag == TagSensitive})
 	}
 	if s.fields == nil {
 		s.fields = []ArgField{} // known to have no fields, unlike nil
@@ -171,38 +173,37 @@ func fieldEncodesItself(t reflect.Type) bool {
 	return false
 }
 
-// jsonTypeOf is the JSON type encoding/json gives a field of type t:
-// "string", "integer", "number", "boolean" or "array" (with items, the
-// type of its elements), or "" when the type encodes itself. quoted is the
-// json tag's ",string" option.
-func jsonTypeOf(t reflect.Type, quoted bool) (typ, items string) {
+// jsonTypeOf is the JSON type encoding/json gives a field of type t, one
+// of the twicetype.ArgType constants: ArgTypeAny when the type encodes
+// itself. quoted is the json tag's ",string" option.
+func jsonTypeOf(t reflect.Type, quoted bool) string {
 	switch {
 	case encodesItself(t):
-		return "", ""
+		return twicetype.ArgTypeAny
 	case t == timeType, t.Implements(textMarshalerType):
-		return "string", ""
+		return twicetype.ArgTypeString
 	}
+	var typ string
 	switch t.Kind() {
 	case reflect.String:
-		return "string", ""
+		return twicetype.ArgTypeString
 	case reflect.Bool:
-		typ = "boolean"
+		typ = twicetype.ArgTypeBoolean
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		typ = "integer"
+		typ = twicetype.ArgTypeInteger
 	case reflect.Float32, reflect.Float64:
-		typ = "number"
+		typ = twicetype.ArgTypeNumber
 	case reflect.Slice, reflect.Array:
 		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 && !encodesItself(t.Elem()) {
-			return "string", "" // []byte is base64
+			return twicetype.ArgTypeString // []byte is base64
 		}
-		items, _ = jsonTypeOf(t.Elem(), false)
-		return "array", items
+		return twicetype.ArgTypeArray
 	}
 	if quoted {
-		return "string", ""
+		return twicetype.ArgTypeString
 	}
-	return typ, ""
+	return typ
 }
 
 func checkFieldType(t reflect.Type) error {

@@ -314,8 +314,8 @@ func TestArgFields(t *testing.T) {
 		{Name: "UserID", Type: "integer"},
 		{Name: "country", Type: "string"},
 		{Name: "Score", Type: "number"},
-		{Name: "Tags", Type: "array", Items: "string"},
-		{Name: "ids", Type: "array", Items: "integer"},
+		{Name: "Tags", Type: "array"},
+		{Name: "ids", Type: "array"},
 		{Name: "Blob", Type: "string"},
 		{Name: "When", Type: "string"},
 		{Name: "Quoted", Type: "string"},
@@ -364,7 +364,10 @@ func TestCheckArgsJSON(t *testing.T) {
 		{"field in another case", `{"userid":1}`, fields, `unknown field "userid": did you mean "UserID"?`},
 		{"wrong type", `{"UserID":"1"}`, fields, `field "UserID" is string, want integer`},
 		{"fraction for an integer", `{"UserID":1.5}`, fields, `field "UserID" is number, want integer`},
-		{"wrong element type", `{"ids":["a"]}`, fields, `field "ids" is an array holding string, want array of integer`},
+		{"an object in an array", `{"ids":[{"id":1}]}`, fields, `field "ids" is an array holding an object, want array`},
+		{"any primitive for a field that encodes itself", `{"x":"a"}`, []ArgField{{Name: "x", Type: "any"}}, ""},
+		{"no object for a field that encodes itself", `{"x":{}}`, []ArgField{{Name: "x", Type: "any"}}, `field "x" is object, want any`},
+		{"no type is any type", `{"x":1}`, []ArgField{{Name: "x"}}, ""},
 		{"no fields", `{"a":1}`, []ArgField{}, "the kind has no fields"},
 	}
 	for _, tt := range tests {
@@ -429,23 +432,10 @@ func TestValidateQueueAndKey(t *testing.T) {
 	}
 }
 
-func TestRegistryKindSpecs(t *testing.T) {
+func TestRegistryArgFields(t *testing.T) {
 	t.Parallel()
 	reg := NewRegistry()
-	MustRegister(reg, HandlerFunc[shapeArgs](func(context.Context, *Job[shapeArgs]) error { return nil }),
-		&KindOpts{Queue: "bulk", Strategy: ClaimBefore, MaxAttempts: 3, Timeout: time.Minute, FailClosed: true, Priority: 2})
 	MustRegister(reg, HandlerFunc[okArgs](func(context.Context, *Job[okArgs]) error { return nil }), nil)
-	specs := reg.KindSpecs()
-	if len(specs) != 2 || specs[0].Kind != "test.ok.v1" || specs[1].Kind != "test.shape.v1" {
-		t.Fatalf("KindSpecs = %+v", specs)
-	}
-	s := specs[1]
-	if s.Queue != "bulk" || s.Strategy != ClaimBefore || s.MaxAttempts != 3 || s.Timeout != time.Minute || !s.FailClosed || s.Priority != 2 {
-		t.Errorf("options = %+v", s)
-	}
-	if !reflect.DeepEqual(s.Args, ArgFields(reflect.TypeFor[shapeArgs]())) {
-		t.Errorf("args = %+v", s.Args)
-	}
 	if f, ok := reg.ArgFields("test.ok.v1"); !ok || len(f) != 6 || f[5].Name != "nick" || !f[5].Sensitive {
 		t.Errorf("ArgFields(test.ok.v1) = %+v, %v", f, ok)
 	}
