@@ -75,6 +75,9 @@ type argsShape struct {
 	// itself (MarshalJSON): the encoding can then hold keys and values the
 	// fields do not declare, so each one is checked at enqueue.
 	customJSON bool
+	// selfEncoding reports that the type itself encodes itself: its
+	// fields then do not describe its JSON, so ArgFields cannot either.
+	selfEncoding bool
 	// customDecode reports that the type decodes itself (UnmarshalJSON),
 	// so the strict decode cannot refuse keys it does not declare.
 	customDecode bool
@@ -114,7 +117,8 @@ func newArgsShape(t reflect.Type) *argsShape {
 	}
 	// A struct with MarshalText encodes as a JSON string: not an object of
 	// fields either, so its encoding is checked like a MarshalJSON one's.
-	s.customJSON = encodesItself(t) || t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType)
+	s.selfEncoding = encodesItself(t) || t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType)
+	s.customJSON = s.selfEncoding
 	s.customDecode = t.Implements(jsonDecoderType) || reflect.PointerTo(t).Implements(jsonDecoderType)
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -250,7 +254,9 @@ func SensitiveFields(t reflect.Type) []string {
 // ArgFields describes the fields of an args type as they are stored: JSON
 // name, JSON type and sensitive flag, for the kind catalog and for tools
 // that check raw JSON args without the Go type (CheckArgsJSON). It returns
-// nil for a type the payload policy refuses.
+// nil, meaning unknown, for a type the payload policy refuses and for one
+// that encodes itself (MarshalJSON or MarshalText on the args type): its
+// Go fields need not be its JSON keys.
 func ArgFields(t reflect.Type) []ArgField {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -259,7 +265,7 @@ func ArgFields(t reflect.Type) []ArgField {
 		return nil
 	}
 	s := shapeOf(t)
-	if s.err != nil {
+	if s.err != nil || s.selfEncoding {
 		return nil
 	}
 	return slices.Clone(s.fields)
