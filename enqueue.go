@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -100,16 +101,19 @@ var ErrUnknownKind = errors.New("unknown job kind")
 // ErrInvalidArgs is wrapped by the enqueue errors that are the caller's
 // input at fault: a malformed kind, args that are not a JSON object or do
 // not fit the kind's type, args over the size limit or against the payload
-// policy. Tools use it to tell a usage error from a failure.
+// policy, a malformed queue name, a unique key or message id that is too
+// long or not UTF-8 text. Tools use it to tell a usage error from a
+// failure.
 var ErrInvalidArgs = errors.New("invalid job args")
 
 // EnqueueJSON stores one job from raw JSON args, for tools that do not have
 // the Go type (the CLI). A kind registered with this client must decode
 // into its args type with no unknown fields; a kind only a live worker
-// handles must be a JSON object; any other kind is refused with
-// ErrUnknownKind, so a typo never queues a job nobody will run. A registered
-// kind is decoded into its type and enqueued as Enqueue would, so its
-// IdempotencyKey applies.
+// handles must pass CheckArgsJSON against the fields the kind catalog
+// holds for it (or, when it holds none, the name rule on its keys); any
+// other kind is refused with ErrUnknownKind, so a typo never queues a job
+// nobody will run. A registered kind is decoded into its type and enqueued
+// as Enqueue would, so its IdempotencyKey applies.
 func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ValidateKind(kind); err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
@@ -131,13 +135,20 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler or live worker knows it (known kinds: %s)",
 			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
 	}
-	if compact.Len() > c.cfg.MaxArgsBytes {
-		return nil, fmt.Errorf("twice: enqueue %q: %w: args are %d bytes, over the %d-byte limit: pass IDs, not data",
-			kind, ErrInvalidArgs, compact.Len(), c.cfg.MaxArgsBytes)
+	// A live worker's kind is checked against the fields its node put in
+	// the kind catalog (names, JSON types). Without them the raw keys get
+	// the name rule that registration gives Go fields, so a secret cannot
+	// ride in by JSON either way.
+	fields, err := c.catalogArgs(ctx, kind)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
+	}
+	if err := CheckArgsJSON(kind, compact.Bytes(), fields, c.cfg.MaxArgsBytes); err != nil {
+		return nil, fmt.Errorf("twice: enqueue: %w", err)
 	}
 	p, err := c.insertParams(ctx, kind, compact.Bytes(), "", opts)
 	if err != nil {
-		return nil, fmt.Errorf("twice: enqueue: %w", err)
+		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
 	}
 	res, err := c.insert(ctx, c.store, []*twicestore.JobInsertParams{p}, true)
 	if err != nil {
@@ -159,6 +170,21 @@ func (c *Client) liveKinds(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	return known, nil
+}
+
+// catalogArgs returns the args fields the kind catalog holds for kind:
+// nil when the kind is not catalogued or its shape is unknown.
+func (c *Client) catalogArgs(ctx context.Context, kind string) ([]ArgField, error) {
+	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("read the kind catalog: %w", err)
+	}
+	for _, k := range res.Kinds {
+		if k.Kind == kind {
+			return k.Args, nil
+		}
+	}
+	return nil, nil
 }
 
 func (c *Client) knownKinds(live map[string]bool) []string {
@@ -261,7 +287,40 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	if p.MaxAttempts < 1 {
 		return nil, fmt.Errorf("kind %q: MaxAttempts %d: use at least 1", kind, p.MaxAttempts)
 	}
+	if err := checkEnvelope(p); err != nil {
+		return nil, fmt.Errorf("kind %q: %w", kind, err)
+	}
 	return p, nil
+}
+
+// checkEnvelope refuses names and keys the stores cannot hold or an
+// operator cannot read, with an error that says which one, rather than the
+// database's own error (or a 100 KB key that beats the args limit).
+func checkEnvelope(p *twicestore.JobInsertParams) error {
+	if err := ValidateQueue(p.Queue); err != nil {
+		return err
+	}
+	for _, k := range []struct{ what, value string }{
+		{"unique key", p.UniqueKey},
+		{"message id", p.MessageID},
+		{"idempotency key", p.Key}, // the message id unless the args name one
+		{"correlation id", p.CorrelationID},
+	} {
+		if err := ValidateKey(k.what, k.value); err != nil {
+			return err
+		}
+	}
+	for k, v := range p.Metadata {
+		if err := checkText("metadata key", k, MaxKeyBytes); err != nil {
+			return err
+		}
+		// No length limit: metadata comes from the client's own hook
+		// (a W3C tracestate may be long), not from the caller.
+		if err := checkText(fmt.Sprintf("metadata %q", k), v, math.MaxInt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Client) insert(ctx context.Context, exec twicestore.Executor, params []*twicestore.JobInsertParams, notify bool) ([]*EnqueueResult, error) {
