@@ -14,6 +14,7 @@ import (
 
 	"github.com/twicejobs/twice/internal/logattr"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 //go:embed assets
@@ -115,6 +116,23 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 	}{status, err.Error()})
 }
 
+// internalError is what a page says when the store (or another part the
+// operator cannot fix from the page) failed: what failed, never the
+// driver's text, which the log has.
+func internalError(what string) error {
+	return fmt.Errorf("%s failed: the job store or the toggle file returned an error; the details are in the server log", what)
+}
+
+// serveAsset serves an embedded file, never a directory listing.
+func serveAsset(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/assets/")
+	if st, err := fs.Stat(assetFS, name); name == "" || err != nil || st.IsDir() {
+		http.NotFound(w, r)
+		return
+	}
+	http.ServeFileFS(w, r, assetFS, name)
+}
+
 // pageFunc loads a page's data, or fails with an error (a *badInput is a
 // 400, ErrNotFound a 404).
 type pageFunc func(r *http.Request) (title string, data any, err error)
@@ -132,7 +150,7 @@ func (h *Handler) page(fn pageFunc) http.HandlerFunc {
 			return
 		case err != nil:
 			h.logger.ErrorContext(r.Context(), "loading a dashboard page failed", "path", r.URL.Path, logattr.Err, err)
-			h.fail(w, r, http.StatusInternalServerError, err)
+			h.fail(w, r, http.StatusInternalServerError, internalError("loading the page "+r.URL.Path))
 			return
 		}
 		h.render(w, r, pageOf(data), title, data)
@@ -155,6 +173,40 @@ var funcs = template.FuncMap{
 	"join":  strings.Join,
 	"add":   func(a, b int) int { return a + b },
 	"deref": func(b *bool) bool { return b != nil && *b },
+	"brief": brief,
+	"lastError": func(j *twicetype.JobRow) string {
+		if len(j.Errors) == 0 {
+			return ""
+		}
+		return j.Errors[len(j.Errors)-1].Error
+	},
+}
+
+// briefRunes is how much of an error a listing shows.
+const briefRunes = 160
+
+// brief is the first line of s, cut to briefRunes with an ellipsis: a
+// listing shows what went wrong at a glance, and the job page has the
+// whole stored text. Without it a page of jobs that failed with a
+// megabyte of error each is a page of tens of megabytes.
+func brief(s string) string {
+	line, rest, more := strings.Cut(strings.TrimSpace(s), "\n")
+	line = strings.TrimSpace(line)
+	cut := more && strings.TrimSpace(rest) != ""
+	if len(line) > briefRunes { // fewer bytes are fewer runes
+		n := 0
+		for i := range line {
+			if n == briefRunes {
+				line, cut = line[:i], true
+				break
+			}
+			n++
+		}
+	}
+	if cut {
+		line += " …"
+	}
+	return line
 }
 
 // stamp formats a time for a table cell, "-" when zero.
