@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +18,7 @@ type listFlags struct {
 	limit              int
 	before             int64
 	json               bool
+	showArgs           bool
 }
 
 func (l *listFlags) register(cmd *cobra.Command, withState bool) {
@@ -64,7 +66,8 @@ func (c *cli) jobsCommand() *cobra.Command {
 	}
 	l.register(cmd, true)
 	cmd.PersistentFlags().BoolVar(&l.json, "json", false, "print JSON")
-	cmd.AddCommand(c.jobsShowCommand(&l.json))
+	cmd.PersistentFlags().BoolVar(&l.showArgs, "show-args", false, "show the args of kinds neither this binary nor any worker's catalog describes (their sensitive fields cannot be redacted)")
+	cmd.AddCommand(c.jobsShowCommand(&l))
 	return cmd
 }
 
@@ -83,21 +86,22 @@ func (c *cli) listJobs(cmd *cobra.Command, l *listFlags) error {
 	if err != nil {
 		return err
 	}
+	now := time.Now()
 	if l.json {
-		return writeJSON(c.stdout, jobsJSON(res.Jobs))
+		return writeJSON(c.stdout, c.newKindBook(l.showArgs).jobsJSON(res.Jobs, now))
 	}
 	if len(res.Jobs) == 0 {
 		fmt.Fprintln(c.stdout, "no jobs match")
 		return nil
 	}
-	printJobTable(c.stdout, res.Jobs)
+	printJobTable(c.stdout, res.Jobs, now)
 	if len(res.Jobs) == p.Limit {
 		fmt.Fprintf(c.stderr, "more may follow: add --before %d\n", res.Jobs[len(res.Jobs)-1].ID)
 	}
 	return nil
 }
 
-func (c *cli) jobsShowCommand(asJSON *bool) *cobra.Command {
+func (c *cli) jobsShowCommand(l *listFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
 		Short: "Show a job: envelope, args (sensitive fields redacted) and every attempt's error",
@@ -119,10 +123,11 @@ func (c *cli) jobsShowCommand(asJSON *bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if *asJSON {
-				return writeJSON(c.stdout, newJobJSON(job))
+			book := c.newKindBook(l.showArgs)
+			if l.json {
+				return writeJSON(c.stdout, book.newJobJSON(job, true, time.Now()))
 			}
-			printJob(c.stdout, job)
+			book.printJob(c.stdout, job, time.Now())
 			return nil
 		}),
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -54,7 +55,7 @@ func TestEnqueueListShow(t *testing.T) {
 			t.Fatalf("table:\n%s", r.stdout)
 		}
 		for i, want := range [][]string{
-			{strconv.FormatInt(credit, 10), "balance.credit.v1", "bulk", "available", "0/20"},
+			{strconv.FormatInt(credit, 10), "balance.credit.v1", "bulk", "scheduled", "0/20"}, // --delay 1h: due later
 			{strconv.FormatInt(email, 10), emailKind, "critical", "available", "0/7"},
 		} {
 			if got := strings.Fields(lines[i+1])[:5]; !reflect.DeepEqual(got, want) {
@@ -255,14 +256,14 @@ func TestOrphans(t *testing.T) {
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	raw := []byte(`{"user_id":7,"reset_token":"s3cr3t","note":"hi"}`)
-	got, names := redact(raw, []string{"reset_token", "absent"})
+	got, names := ops.Redact(raw, []string{"reset_token", "absent"})
 	if string(got) != `{"note":"hi","reset_token":"[redacted]","user_id":7}` || !reflect.DeepEqual(names, []string{"reset_token"}) {
 		t.Errorf("redact = %s, %v", got, names)
 	}
-	if got, names := redact(raw, nil); string(got) != string(raw) || names != nil {
+	if got, names := ops.Redact(raw, nil); string(got) != string(raw) || names != nil {
 		t.Errorf("redact with no sensitive fields changed the args: %s", got)
 	}
-	if got, _ := redact([]byte(`[1]`), []string{"x"}); string(got) != `[1]` {
+	if got, _ := ops.Redact([]byte(`[1]`), []string{"x"}); string(got) != `[1]` {
 		t.Errorf("redact of a non-object = %s", got)
 	}
 }
@@ -299,8 +300,12 @@ func TestEnqueueKindOfLiveWorker(t *testing.T) {
 	}
 	id := s.enqueue(kind, `{"cv_id": 3}`)
 	show := s.ok("jobs", "show", strconv.FormatInt(id, 10)).stdout
-	if !strings.Contains(show, "does not register pdf.cv.v1") || !strings.Contains(show, `"cv_id": 3`) {
-		t.Errorf("jobs show of a kind this binary does not know:\n%s", show)
+	if !strings.Contains(show, "hidden: no live or past worker catalogued pdf.cv.v1") || strings.Contains(show, `"cv_id"`) {
+		t.Errorf("jobs show of a kind known nowhere does not hide its args:\n%s", show)
+	}
+	show = s.ok("jobs", "show", strconv.FormatInt(id, 10), "--show-args").stdout
+	if !strings.Contains(show, "nothing is redacted") || !strings.Contains(show, `"cv_id": 3`) {
+		t.Errorf("jobs show --show-args of a kind known nowhere:\n%s", show)
 	}
 	if r := s.ok("orphans"); !strings.HasPrefix(r.stdout, "no orphaned kinds") {
 		t.Errorf("a kind with a live worker is reported orphaned:\n%s", r.stdout)

@@ -1,7 +1,9 @@
-// Package cli is the twice command line: it parses the arguments of the
-// twice binary and runs its commands (demo, serve, migrate, enqueue, jobs,
-// dlq, orphans, recurring, toggles, bench) against a SQLite database or
-// PostgreSQL, reporting failures as one line and an exit code.
+// Package cli is the twice command line: it parses the arguments of a
+// twice binary and runs its commands (serve, dashboard, migrate, enqueue,
+// jobs, dlq, queues, orphans, recurring, toggles, markers, bench, and in
+// the stock binary demo) against a SQLite database or PostgreSQL,
+// reporting failures as one line and an exit code. The public face is
+// package twicecli; the stock binary adds the demo.
 package cli
 
 import (
@@ -14,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/twicejobs/twice"
 )
 
 // Exit codes.
@@ -27,12 +31,30 @@ const (
 // TWICE_DB environment variable is set.
 const DBDefault = "./twice.db"
 
+// Options is what a twice binary is built with.
+type Options struct {
+	// Registry holds the binary's own kinds: serve works them, and every
+	// command knows their args types, sensitive fields and fail-closed
+	// flags without asking the catalog. Nil means none (the stock binary).
+	Registry *twice.Registry
+	// Config is the base of the client serve starts (queues, middleware,
+	// observer...); its Registry is replaced by Registry.
+	Config twice.Config
+	// Demo adds 'twice demo', which runs on the demo's own registry; only
+	// the stock binary sets it.
+	Demo bool
+}
+
 // Main runs the twice command line with args (without the program name),
 // writing output to stdout and errors, as one line "twice: <message>", to
 // stderr. It returns the exit code. ctx ends long-running commands (serve,
-// demo), which then shut down cleanly.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr}
+// dashboard, demo), which then shut down cleanly.
+func Main(ctx context.Context, opts Options, args []string, stdout, stderr io.Writer) int {
+	reg := opts.Registry
+	if reg == nil {
+		reg = twice.NewRegistry()
+	}
+	c := &cli{stdout: stdout, stderr: stderr, reg: reg, stock: opts.Registry == nil, cfg: opts.Config, demo: opts.Demo}
 	root := c.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -65,6 +87,12 @@ type cli struct {
 	stdout, stderr io.Writer
 	db             string
 	logLevel       string
+	// reg is the binary's registry, never nil; stock reports that the
+	// binary was built without one.
+	reg   *twice.Registry
+	stock bool
+	cfg   twice.Config
+	demo  bool
 }
 
 func (c *cli) rootCommand() *cobra.Command {
@@ -89,9 +117,12 @@ else ` + DBDefault + `.`,
 	}
 	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file, or a postgres:// URL (env TWICE_DB)")
 	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level of serve and demo: debug, info, warn or error (default info; warn for demo --once)")
+	if c.demo {
+		root.AddCommand(c.demoCommand())
+	}
 	root.AddCommand(
-		c.demoCommand(),
 		c.serveCommand(),
+		c.dashboardCommand(),
 		c.migrateCommand(),
 		c.enqueueCommand(),
 		c.jobsCommand(),

@@ -7,8 +7,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
-	"github.com/twicejobs/twice/internal/demo"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
@@ -37,7 +37,9 @@ func (c *cli) openStore(ctx context.Context, create bool) (twicestore.Store, err
 }
 
 // isPostgresURL reports whether --db names a PostgreSQL database.
-func isPostgresURL(db string) bool { return demo.IsPostgresURL(db) }
+func isPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
 
 // displayDB is --db as it may be printed: a URL loses its password.
 func displayDB(db string) string {

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/demo"
 	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/internal/toggles"
 	"github.com/twicejobs/twice/twicestore"
@@ -145,7 +144,7 @@ func (c *cli) togglesUnsetCommand(file *string) *cobra.Command {
 			}
 			fmt.Fprintf(c.stdout, "removed the stored switch of %s (was %s by %s at %s: %q)\n",
 				old.Kind, onOff(old.Enabled), old.By, formatTime(old.At), old.Reason)
-			cat, err := loadCatalog(cmd.Context(), store)
+			cat, err := c.loadCatalog(cmd.Context(), store)
 			if err != nil {
 				return err
 			}
@@ -191,12 +190,8 @@ and in --file, that name no known kind: they switch nothing.`,
 // loadCatalog is what the CLI knows about kinds: those this binary
 // registers (the demo's), which say whether they are fail-closed, and those
 // live workers handle.
-func loadCatalog(ctx context.Context, store twicestore.Store) (*ops.Catalog, error) {
-	reg, err := demo.NewRegistry(nil)
-	if err != nil {
-		return nil, err
-	}
-	return ops.LoadCatalog(ctx, store, reg)
+func (c *cli) loadCatalog(ctx context.Context, store twicestore.Store) (*ops.Catalog, error) {
+	return ops.LoadCatalog(ctx, store, c.reg)
 }
 
 // printEffective prints kind's effective state after a change.
@@ -280,7 +275,7 @@ func (c *cli) openToggles(ctx context.Context, file string) (twicestore.Store, m
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cat, err := loadCatalog(ctx, store)
+	cat, err := c.loadCatalog(ctx, store)
 	if err != nil {
 		store.Close()
 		return nil, nil, nil, err
