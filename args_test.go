@@ -121,3 +121,76 @@ func TestSensitiveFields(t *testing.T) {
 		t.Fatalf("SensitiveFields = %v, want [nick]", got)
 	}
 }
+
+func TestNameWords(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		want []string
+	}{
+		{"UserID", []string{"user", "id"}},
+		{"userId", []string{"user", "id"}},
+		{"user_id", []string{"user", "id"}},
+		{"user-id", []string{"user", "id"}},
+		{"APIToken", []string{"api", "token"}},
+		{"JWTClaims", []string{"jwt", "claims"}},
+		{"IPAddress", []string{"ip", "address"}},
+		{"UserIDs", []string{"user", "ids"}},
+		{"HTTPServer2Port", []string{"http", "server", "2", "port"}},
+		{"email.address", []string{"email", "address"}},
+		{"DOB", []string{"dob"}},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		if got := nameWords(tt.name); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("nameWords(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestSensitiveNames is the payload policy's name rule in both directions:
+// the names of issue 12 item 5 that a substring match refused wrongly, and
+// the ones it missed.
+func TestSensitiveNames(t *testing.T) {
+	t.Parallel()
+	refused := map[string]string{ // name -> the entry it matches
+		// Secrets.
+		"Password": "password", "ResetToken": "token", "reset_token": "token", "resettoken": "token",
+		"Tokens": "token", "Pwd": "pwd", "user_pwd": "pwd", "ClientSecret": "secret", "clientsecret": "secret",
+		"Credentials": "credential", "JWT": "jwt", "JWTClaims": "jwt", "jwt_claims": "jwt", "OTP": "otp", "OTPCode": "otp",
+		"PIN": "pin", "pin": "pin", "Pins": "pin", "AccessKey": "access key", "accesskey": "access key",
+		"APIKey": "api key", "api_key": "api key", "apikey": "api key", "APIToken": "token",
+		"SessionCookie": "cookie", "AuthHeader": "auth header", "auth-header": "auth header",
+		"Authorization": "authorization", "Bearer": "bearer", "BearerValue": "bearer", "CVV": "cvv",
+		// Personal data.
+		"Email": "email", "email_address": "email", "EmailAddress": "email", "e-mail": "e mail", "Phone": "phone",
+		"PhoneNumber": "phone", "Card": "card", "CardNumber": "card", "SSN": "ssn", "IBAN": "iban",
+		"FullName": "full name", "full_name": "full name", "fullname": "full name", "HomeAddress": "home address",
+		"DOB": "dob", "DateOfBirth": "date of birth", "date_of_birth": "date of birth", "BirthDate": "birth date",
+		"UserName": "user name", "username": "user name", "user_name": "user name",
+		"IPAddress": "ip", "ip_address": "ip", "ipaddress": "ip address", "ClientIP": "ip",
+		"FirstName": "first name", "Surname": "surname", "Passport": "passport", "NationalID": "national id",
+		"TaxID": "tax id",
+	}
+	allowed := []string{
+		// Identifiers and measures of a sensitive thing, not the thing.
+		"EmailID", "email_id", "emailId", "CardID", "PhoneCallID", "TokenCount", "token_count", "PasswordLength",
+		"EmailIDs", "AccessKeyID", "SessionID", "UserID", "PasswordResetID", "CardType",
+		// Words that merely contain a sensitive one.
+		"DiscardAfter", "Wildcard", "Cardinality", "Pinned", "Spinner", "Shipping", "Zipped", "Tipping",
+		"Domain", "Recipe", "Opinion", "Keyword",
+		// Ordinary fields.
+		"Country", "Amount", "Cents", "OrderID", "Name", "Address", "Key", "Session", "Count", "ID", "",
+	}
+	for name, want := range refused {
+		m, ok := sensitiveWord(name)
+		if !ok || m.phrase != want {
+			t.Errorf("%q: matched %q (%v), want refused for %q", name, m.phrase, ok, want)
+		}
+	}
+	for _, name := range allowed {
+		if m, ok := sensitiveWord(name); ok {
+			t.Errorf("%q: refused for %q, want allowed", name, m.phrase)
+		}
+	}
+}

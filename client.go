@@ -82,6 +82,7 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 	if bp, ok := store.(twicestore.MarkerBatchPeeker); ok {
 		c.peeks = peeker.New(bp)
 	}
+	c.warnUnservedQueues()
 	return c, nil
 }
 
@@ -121,6 +122,9 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("twice: start: %w", err)
 	}
 	c.warnUnknownToggleKeys(ctx, "startup", c.switchKeys())
+	if err := c.publishCatalog(ctx); err != nil {
+		c.logger.WarnContext(ctx, "publishing the kind catalog failed; the node heartbeat retries", logattr.Component, "nodes", logattr.Err, err)
+	}
 	c.started = true
 
 	bg, cancel := context.WithCancel(context.Background())

@@ -119,8 +119,9 @@ func (c *Client) pruneLoop(ctx context.Context) {
 	})
 }
 
-// nodeLoop reports this node alive with the kinds it handles, and reports
-// kinds with waiting jobs that no live node handles.
+// nodeLoop reports this node alive with the kinds it handles, publishes
+// them to the kind catalog (so tools without this binary's registry know
+// them), and reports kinds with waiting jobs that no live node handles.
 func (c *Client) nodeLoop(ctx context.Context) {
 	logger := c.logger.With(logattr.Component, "nodes")
 	started := time.Now()
@@ -136,6 +137,9 @@ func (c *Client) nodeLoop(ctx context.Context) {
 				logger.WarnContext(ctx, "node heartbeat failed", logattr.Err, err)
 			}
 			return
+		}
+		if err := c.publishCatalog(ctx); err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "publishing the kind catalog failed", logattr.Err, err)
 		}
 		if time.Since(lastOrphanReport) < orphanReportInterval {
 			return

@@ -110,6 +110,14 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 	if o.MaxAttempts < 0 {
 		return fmt.Errorf("register %q: MaxAttempts is %d; use 0 for the default or a positive number", kind, o.MaxAttempts)
 	}
+	if o.Queue != "" {
+		if err := ValidateQueue(o.Queue); err != nil {
+			return fmt.Errorf("register %q: KindOpts.Queue: %w", kind, err)
+		}
+	}
+	if err := checkZeroEncoding(zero); err != nil {
+		return fmt.Errorf("register %q: args type %s: its JSON encoding %w", kind, t, err)
+	}
 	entry := &kindEntry{
 		kind:     kind,
 		opts:     o,
@@ -121,8 +129,9 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 				Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Epoch: row.Epoch,
 				CreatedAt: row.CreatedAt, tx: tx,
 			}
-			if err := json.Unmarshal(row.Args, &job.Args); err != nil {
-				return Permanent(fmt.Errorf("decode args of kind %q: %w", row.Kind, err))
+			if err := strictUnmarshal(row.Args, &job.Args); err != nil {
+				return Permanent(fmt.Errorf("decode args of kind %q into %s (strictly: a field the type does not declare "+
+					"is refused rather than dropped): %w", row.Kind, t, err))
 			}
 			return h.Run(ctx, job)
 		},
@@ -192,6 +201,33 @@ func (r *Registry) ValidateArgs(kind string, raw []byte) error {
 	return nil
 }
 
+// checkZeroEncoding applies the payload policy to the encoding of an args
+// type's zero value when the type encodes itself, so a MarshalJSON that
+// adds a field is refused at registration rather than at the first
+// enqueue. A zero value that cannot be encoded proves nothing, and its
+// MarshalJSON may even panic on it: both are left to the enqueue's check.
+func checkZeroEncoding(zero Args) (err error) {
+	shape := shapeOf(reflect.TypeOf(zero))
+	if !shape.customJSON {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			err = nil
+		}
+	}()
+	b, mErr := json.Marshal(zero)
+	if mErr != nil {
+		return nil
+	}
+	return shape.checkEncoded(b)
+}
+
+// strictUnmarshal decodes one JSON value into v, refusing a key v does not
+// declare (the error names it) and anything after the value. A handler
+// decodes its args this way: an extra key is either a producer's mistake or
+// a field smuggled past the payload policy, and dropping it silently would
+// hide both.
 func strictUnmarshal(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -202,6 +238,50 @@ func strictUnmarshal(raw []byte, v any) error {
 		return fmt.Errorf("unexpected data after the JSON object")
 	}
 	return nil
+}
+
+// ArgFields describes the args of a registered kind as they are stored
+// (JSON name, JSON type, sensitive flag), and reports whether kind is
+// registered.
+func (r *Registry) ArgFields(kind string) (fields []ArgField, registered bool) {
+	e := r.lookup(kind)
+	if e == nil {
+		return nil, false
+	}
+	return ArgFields(e.argsType), true
+}
+
+// KindSpec describes a registered kind for the kind catalog: what a tool
+// without the Go types needs to enqueue, show and operate it.
+type KindSpec struct {
+	// Kind is the kind name.
+	Kind string
+	// Queue is the registration's queue; "" means the client's default.
+	Queue string
+	// Strategy, Priority, MaxAttempts (0: the client's default), Timeout
+	// (0: none) and FailClosed are the registration's options.
+	Strategy    Strategy
+	Priority    int
+	MaxAttempts int
+	Timeout     time.Duration
+	FailClosed  bool
+	// Args are the args' fields as stored, in declaration order.
+	Args []ArgField
+}
+
+// KindSpecs describes every registered kind, sorted by kind.
+func (r *Registry) KindSpecs() []KindSpec {
+	kinds := r.Kinds()
+	specs := make([]KindSpec, 0, len(kinds))
+	for _, k := range kinds {
+		e := r.lookup(k)
+		specs = append(specs, KindSpec{
+			Kind: k, Queue: e.opts.Queue, Strategy: e.opts.Strategy, Priority: e.opts.Priority,
+			MaxAttempts: e.opts.MaxAttempts, Timeout: e.opts.Timeout, FailClosed: e.opts.FailClosed,
+			Args: ArgFields(e.argsType),
+		})
+	}
+	return specs
 }
 
 // SensitiveFields lists the JSON names of kind's args fields tagged

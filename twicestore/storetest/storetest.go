@@ -92,6 +92,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Schedule", scheduleTests},
 		{"Idempotency", idempotencyTests},
 		{"Node", nodeTests},
+		{"Catalog", catalogTests},
 		{"Schema", schemaTests},
 	}
 	for _, g := range groups {
