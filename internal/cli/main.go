@@ -14,8 +14,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/twicejobs/twice"
 )
@@ -103,9 +105,10 @@ func (c *cli) rootCommand() *cobra.Command {
 
 The database is a SQLite file or a postgres:// URL: --db, else $TWICE_DB,
 else ` + DBDefault + `.`,
-		SilenceErrors: true,
-		SilenceUsage:  true,
-		Args:          unknownSubcommand,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		PersistentPreRunE: checkText,
+		Args:              unknownSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usagef("missing command: one of %s", strings.Join(subcommandNames(cmd), ", "))
 		},
@@ -134,6 +137,42 @@ else ` + DBDefault + `.`,
 		c.benchCommand(),
 	)
 	return root
+}
+
+// checkText refuses, before any command runs, a flag value or argument
+// that is not UTF-8 text or holds a NUL byte: no kind, queue, key or path
+// has one, and a database given one answers with a raw error (PostgreSQL
+// refuses both) rather than "no such kind". It checks every flag, set or
+// defaulted from the environment.
+func checkText(cmd *cobra.Command, args []string) error {
+	var bad error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if bad == nil {
+			if err := textError(f.Value.String()); err != nil {
+				bad = usagef("--%s %q: %v", f.Name, f.Value.String(), err)
+			}
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	for i, a := range args {
+		if err := textError(a); err != nil {
+			return usagef("argument %d %q: %v", i+1, a, err)
+		}
+	}
+	return nil
+}
+
+// textError says what is wrong with s as text, or nil.
+func textError(s string) error {
+	switch {
+	case !utf8.ValidString(s):
+		return errors.New("not UTF-8 text: retype it, or fix the terminal's encoding")
+	case strings.ContainsRune(s, 0):
+		return errors.New("contains a NUL byte: remove it")
+	}
+	return nil
 }
 
 // group makes cmd a command that only holds subcommands: run bare or with
