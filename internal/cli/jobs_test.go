@@ -107,7 +107,7 @@ func TestEnqueueListShow(t *testing.T) {
 				t.Errorf("jobs show does not show %q:\n%s", want, text)
 			}
 		}
-		wantError(t, s.run("jobs", "show", "999"), ExitFailure, "job 999 does not exist")
+		wantError(t, s.run("jobs", "show", "999"), ExitFailure, "job 999: job not found")
 	})
 }
 
@@ -187,7 +187,7 @@ func TestDLQ(t *testing.T) {
 	}
 
 	r = s.ok("dlq", "retry", id(0))
-	if r.stdout != "retried 1 job: "+id(0)+"\n" {
+	if r.stdout != "job "+id(0)+": retried\n" {
 		t.Errorf("dlq retry: %q", r.stdout)
 	}
 	if st := jobState(t, s, dead[0]); st != twicetype.JobStateAvailable {
@@ -209,19 +209,19 @@ func TestDLQ(t *testing.T) {
 	// Naming a job that is not dead: the others are still retried, and the
 	// command fails saying why.
 	r = s.run("dlq", "retry", id(2), strconv.FormatInt(live, 10), "999")
-	wantError(t, r, ExitFailure, fmt.Sprintf("job %d is available, not dead", live), "job 999 does not exist")
-	if r.stdout != "retried 1 job: "+id(2)+"\n" {
+	wantError(t, r, ExitFailure, fmt.Sprintf("job %d is available: job is not dead", live), "job 999: job not found")
+	if r.stdout != "job "+id(2)+": retried\n" {
 		t.Errorf("partial retry printed %q", r.stdout)
 	}
 	wantError(t, s.run("dlq", "discard", id(1)), ExitFailure, "is discarded, not dead")
 
 	// In bulk, narrowed: only dead jobs, never the discarded one.
 	r = s.ok("dlq", "retry", "--all", "--kind", emailKind)
-	if r.stdout != "no dead jobs match\n" {
+	if r.stdout != "no jobs match\n" {
 		t.Errorf("retry --all of another kind: %q", r.stdout)
 	}
 	r = s.ok("dlq", "retry", "--all", "--kind", "ads.image-watermark.v1", "--queue", "bulk")
-	if r.stdout != "retried 1 job: "+id(3)+"\n" {
+	if r.stdout != "job "+id(3)+": retried\n" {
 		t.Errorf("retry --all: %q", r.stdout)
 	}
 	if st := jobState(t, s, dead[1]); st != twicetype.JobStateDiscarded {

@@ -207,13 +207,22 @@ func subcommandNames(cmd *cobra.Command) []string {
 }
 
 // run adapts a command's function: an error it returns is a runtime
-// failure (exit 1) unless it is a usage error.
+// failure (exit 1) unless it is a usage error, or an error of the admin
+// API or enqueue that the input caused (but for a job id that names no
+// job, which is the database's state).
 func run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		err := fn(cmd, args)
 		var u *usageError
-		if err == nil || errors.As(err, &u) {
+		switch {
+		case err == nil || errors.As(err, &u):
 			return err
+		case errors.Is(err, twice.ErrJobNotFound):
+			// The API calls it bad input; for an operator naming a job by
+			// id it is the database's state: the job is gone.
+			return &failure{err: err}
+		case errors.Is(err, twice.ErrInvalidInput), errors.Is(err, twice.ErrInvalidArgs), errors.Is(err, twice.ErrUnknownKind):
+			return &usageError{err: err}
 		}
 		return &failure{err: err}
 	}
