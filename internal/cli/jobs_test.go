@@ -248,8 +248,20 @@ func TestOrphans(t *testing.T) {
 	s.enqueue(emailKind, `{"user_id": 2}`)
 	r = s.ok("orphans")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 2 || !reflect.DeepEqual(strings.Fields(lines[1])[:3], []string{emailKind, "critical", "2"}) {
+	if len(lines) < 2 || !reflect.DeepEqual(strings.Fields(lines[1])[:3], []string{emailKind, "critical", "2"}) {
 		t.Errorf("orphans:\n%s", r.stdout)
+	}
+	// No live worker serves "critical" either: the queue is stranded.
+	if !strings.Contains(r.stdout, "STRANDED QUEUE") || !strings.Contains(tableLine(t, r.stdout, "critical"), "2") {
+		t.Errorf("orphans does not report the stranded queue:\n%s", r.stdout)
+	}
+	var out orphansJSON
+	if err := json.Unmarshal([]byte(s.ok("orphans", "--json").stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Kinds) != 1 || out.Kinds[0].Kind != emailKind || out.Kinds[0].Count != 2 ||
+		len(out.Queues) != 1 || out.Queues[0].Queue != "critical" || out.Queues[0].Due != 2 {
+		t.Errorf("orphans --json = %+v", out)
 	}
 }
 
