@@ -706,3 +706,39 @@ func TestAdminSchedules(t *testing.T) {
 		wantErr(t, err, twice.ErrUnknownSchedule)
 	})
 }
+
+// TestAdminStrandedQueues: a queue with waiting jobs that no live node
+// serves is reported; once a node lists it, it is not.
+func TestAdminStrandedQueues(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		ctx := context.Background()
+		c := adminClient(t, store, adminRegistry(t))
+		mustEnqueue(t, c, reportArgs{CustomerID: 1}, nil) // reports: no node yet
+		stranded, err := c.StrandedQueues(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stranded) != 1 || stranded[0].Queue != "reports" || stranded[0].Count != 1 {
+			t.Fatalf("stranded %+v, want reports with 1 job", stranded)
+		}
+		now := time.Now()
+		err = store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: &twicetype.Node{
+			ID: "n1", Kinds: []string{"report.monthly.v1"}, Queues: []string{"reports"}, StartedAt: now, HeartbeatAt: now}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stranded, err = c.StrandedQueues(ctx); err != nil || len(stranded) != 0 {
+			t.Fatalf("with a node serving it: %+v, %v", stranded, err)
+		}
+		qs, err := c.QueueList(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			if q.Name == "reports" && (len(q.Nodes) != 1 || q.Nodes[0] != "n1" || q.Due != 1) {
+				t.Fatalf("reports queue %+v, want served by n1 with 1 due job", q)
+			}
+		}
+	})
+}

@@ -128,16 +128,17 @@ func (k CatalogKind) ArgFields() []ArgField {
 }
 
 // warnUnservedQueues logs each registered kind whose jobs go to a queue
-// this client does not work: unless another worker serves that queue, the
-// kind's jobs wait forever.
-func (c *Client) warnUnservedQueues() {
-	if len(c.registry.Kinds()) == 0 {
-		return
+// the config does not work: unless another worker serves that queue, the
+// kind's jobs wait forever. It runs at NewClient, on the validated config.
+func warnUnservedQueues(cfg Config) {
+	served := make([]string, len(cfg.Queues))
+	for i, q := range cfg.Queues {
+		served[i] = q.Name
 	}
-	served := c.queueNames()
-	for _, kind := range c.registry.Kinds() {
-		if q := c.queueFor(kind, ""); !slices.Contains(served, q) {
-			c.logger.Warn("a registered kind's queue is not among the queues this client works: its jobs wait unless another worker serves that queue; add it to Config.Queues",
+	for _, kind := range cfg.Registry.Kinds() {
+		q := firstNonZero(cfg.Registry.lookup(kind).opts.Queue, cfg.DefaultQueue)
+		if !slices.Contains(served, q) {
+			cfg.Logger.Warn("a registered kind's queue is not among the queues this client works: its jobs wait unless another worker serves that queue; add it to Config.Queues",
 				logattr.Component, "client", logattr.Kind, kind, logattr.Queue, q, "queues", served)
 		}
 	}

@@ -72,6 +72,7 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("twice: invalid config: %w", err)
 	}
+	warnUnservedQueues(cfg)
 	c := &Client{
 		store:    store,
 		cfg:      cfg,
@@ -82,7 +83,6 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 	if bp, ok := store.(twicestore.MarkerBatchPeeker); ok {
 		c.peeks = peeker.New(bp)
 	}
-	c.warnUnservedQueues()
 	return c, nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/demo"
 )
 
 func (c *cli) enqueueCommand() *cobra.Command {
@@ -38,10 +37,7 @@ handles. Anything else is refused, so a typo never queues a job nobody runs.`,
 				return usagef("--max-attempts %d: use a positive number (0 for the default)", maxAttempts)
 			}
 			opts.MaxAttempts = maxAttempts
-			reg, err := demo.NewRegistry(nil)
-			if err != nil {
-				return err
-			}
+			reg := c.reg
 			if err := checkEnqueueInput(reg, kind, raw); err != nil {
 				return err
 			}

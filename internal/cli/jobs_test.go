@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -54,7 +55,7 @@ func TestEnqueueListShow(t *testing.T) {
 			t.Fatalf("table:\n%s", r.stdout)
 		}
 		for i, want := range [][]string{
-			{strconv.FormatInt(credit, 10), "balance.credit.v1", "bulk", "available", "0/20"},
+			{strconv.FormatInt(credit, 10), "balance.credit.v1", "bulk", "scheduled", "0/20"}, // --delay 1h: due later
 			{strconv.FormatInt(email, 10), emailKind, "critical", "available", "0/7"},
 		} {
 			if got := strings.Fields(lines[i+1])[:5]; !reflect.DeepEqual(got, want) {
@@ -106,7 +107,7 @@ func TestEnqueueListShow(t *testing.T) {
 				t.Errorf("jobs show does not show %q:\n%s", want, text)
 			}
 		}
-		wantError(t, s.run("jobs", "show", "999"), ExitFailure, "job 999 does not exist")
+		wantError(t, s.run("jobs", "show", "999"), ExitFailure, "job 999: job not found")
 	})
 }
 
@@ -186,7 +187,7 @@ func TestDLQ(t *testing.T) {
 	}
 
 	r = s.ok("dlq", "retry", id(0))
-	if r.stdout != "retried 1 job: "+id(0)+"\n" {
+	if r.stdout != "job "+id(0)+": retried\n" {
 		t.Errorf("dlq retry: %q", r.stdout)
 	}
 	if st := jobState(t, s, dead[0]); st != twicetype.JobStateAvailable {
@@ -208,19 +209,19 @@ func TestDLQ(t *testing.T) {
 	// Naming a job that is not dead: the others are still retried, and the
 	// command fails saying why.
 	r = s.run("dlq", "retry", id(2), strconv.FormatInt(live, 10), "999")
-	wantError(t, r, ExitFailure, fmt.Sprintf("job %d is available, not dead", live), "job 999 does not exist")
-	if r.stdout != "retried 1 job: "+id(2)+"\n" {
+	wantError(t, r, ExitFailure, fmt.Sprintf("job %d is available: job is not dead", live), "job 999: job not found")
+	if r.stdout != "job "+id(2)+": retried\n" {
 		t.Errorf("partial retry printed %q", r.stdout)
 	}
 	wantError(t, s.run("dlq", "discard", id(1)), ExitFailure, "is discarded, not dead")
 
 	// In bulk, narrowed: only dead jobs, never the discarded one.
 	r = s.ok("dlq", "retry", "--all", "--kind", emailKind)
-	if r.stdout != "no dead jobs match\n" {
+	if r.stdout != "no jobs match\n" {
 		t.Errorf("retry --all of another kind: %q", r.stdout)
 	}
 	r = s.ok("dlq", "retry", "--all", "--kind", "ads.image-watermark.v1", "--queue", "bulk")
-	if r.stdout != "retried 1 job: "+id(3)+"\n" {
+	if r.stdout != "job "+id(3)+": retried\n" {
 		t.Errorf("retry --all: %q", r.stdout)
 	}
 	if st := jobState(t, s, dead[1]); st != twicetype.JobStateDiscarded {
@@ -247,22 +248,34 @@ func TestOrphans(t *testing.T) {
 	s.enqueue(emailKind, `{"user_id": 2}`)
 	r = s.ok("orphans")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 2 || !reflect.DeepEqual(strings.Fields(lines[1])[:3], []string{emailKind, "critical", "2"}) {
+	if len(lines) < 2 || !reflect.DeepEqual(strings.Fields(lines[1])[:3], []string{emailKind, "critical", "2"}) {
 		t.Errorf("orphans:\n%s", r.stdout)
+	}
+	// No live worker serves "critical" either: the queue is stranded.
+	if !strings.Contains(r.stdout, "STRANDED QUEUE") || !strings.Contains(tableLine(t, r.stdout, "critical"), "2") {
+		t.Errorf("orphans does not report the stranded queue:\n%s", r.stdout)
+	}
+	var out orphansJSON
+	if err := json.Unmarshal([]byte(s.ok("orphans", "--json").stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Kinds) != 1 || out.Kinds[0].Kind != emailKind || out.Kinds[0].Count != 2 ||
+		len(out.Queues) != 1 || out.Queues[0].Queue != "critical" || out.Queues[0].Due != 2 {
+		t.Errorf("orphans --json = %+v", out)
 	}
 }
 
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	raw := []byte(`{"user_id":7,"reset_token":"s3cr3t","note":"hi"}`)
-	got, names := redact(raw, []string{"reset_token", "absent"})
+	got, names := ops.Redact(raw, []string{"reset_token", "absent"})
 	if string(got) != `{"note":"hi","reset_token":"[redacted]","user_id":7}` || !reflect.DeepEqual(names, []string{"reset_token"}) {
 		t.Errorf("redact = %s, %v", got, names)
 	}
-	if got, names := redact(raw, nil); string(got) != string(raw) || names != nil {
+	if got, names := ops.Redact(raw, nil); string(got) != string(raw) || names != nil {
 		t.Errorf("redact with no sensitive fields changed the args: %s", got)
 	}
-	if got, _ := redact([]byte(`[1]`), []string{"x"}); string(got) != `[1]` {
+	if got, _ := ops.Redact([]byte(`[1]`), []string{"x"}); string(got) != `[1]` {
 		t.Errorf("redact of a non-object = %s", got)
 	}
 }
@@ -299,8 +312,12 @@ func TestEnqueueKindOfLiveWorker(t *testing.T) {
 	}
 	id := s.enqueue(kind, `{"cv_id": 3}`)
 	show := s.ok("jobs", "show", strconv.FormatInt(id, 10)).stdout
-	if !strings.Contains(show, "does not register pdf.cv.v1") || !strings.Contains(show, `"cv_id": 3`) {
-		t.Errorf("jobs show of a kind this binary does not know:\n%s", show)
+	if !strings.Contains(show, "hidden: no live or past worker catalogued pdf.cv.v1") || strings.Contains(show, `"cv_id"`) {
+		t.Errorf("jobs show of a kind known nowhere does not hide its args:\n%s", show)
+	}
+	show = s.ok("jobs", "show", strconv.FormatInt(id, 10), "--show-args").stdout
+	if !strings.Contains(show, "nothing is redacted") || !strings.Contains(show, `"cv_id": 3`) {
+		t.Errorf("jobs show --show-args of a kind known nowhere:\n%s", show)
 	}
 	if r := s.ok("orphans"); !strings.HasPrefix(r.stdout, "no orphaned kinds") {
 		t.Errorf("a kind with a live worker is reported orphaned:\n%s", r.stdout)
