@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twiceweb"
 )
@@ -25,7 +26,13 @@ func Example() {
 	}
 	defer store.Close()
 
-	dash, err := twiceweb.New(store, twiceweb.Options{
+	// A client that is not started serves the admin API the dashboard is
+	// built on; pass your registry so it knows your kinds.
+	client, err := twice.NewClient(store, twice.Config{Registry: twice.NewRegistry()})
+	if err != nil {
+		panic(err)
+	}
+	dash, err := twiceweb.New(client, twiceweb.Options{
 		Authenticate: func(r *http.Request) (string, error) {
 			if user := r.Header.Get("X-User"); user != "" { // your session or SSO here
 				return user, nil

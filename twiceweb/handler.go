@@ -1,7 +1,15 @@
 // Package twiceweb is twice's dashboard: an http.Handler that shows the
-// queues, jobs, dead letters, recurring schedules, kill switches, orphaned
-// kinds and markers of a store, and lets an operator retry or discard dead
-// jobs and flip kill switches.
+// queues, jobs, dead letters, recurring schedules, kill switches and their
+// history, orphaned kinds, stranded queues and markers of a store, and
+// lets an operator act on them: retry or discard dead jobs, cancel or
+// delete a job, pause and resume queues, flip kill switches, remove or
+// trigger a schedule.
+//
+// It is built on a *twice.Client's admin API, the same one the CLI uses:
+// a Client made by NewClient without Start serves it, so a dashboard needs
+// no worker. Kinds this binary does not register are described by the kind
+// catalog the workers publish: their switches, fail-closed flags and
+// sensitive fields.
 //
 // Pages are rendered on the server with html/template and read without
 // JavaScript; a few lines of plain JavaScript refresh them live. Every
@@ -9,7 +17,8 @@
 //
 // Mount it under any prefix with http.StripPrefix:
 //
-//	dash, err := twiceweb.New(store, twiceweb.Options{Registry: reg, Authenticate: myAuth})
+//	client, err := twice.NewClient(store, twice.Config{Registry: reg})
+//	dash, err := twiceweb.New(client, twiceweb.Options{Authenticate: myAuth})
 //	mux.Handle("/admin/jobs/", http.StripPrefix("/admin/jobs", dash))
 //
 // It is safe by default: every state-changing action is a POST carrying a
@@ -51,13 +60,6 @@ const RefreshIntervalDefault = 5 * time.Second
 // Options configure the dashboard. The zero value serves a read-write
 // dashboard with no authentication, which Listen allows on loopback only.
 type Options struct {
-	// Registry, when set, tells which kinds this binary registers, which
-	// are fail-closed and which args fields are sensitive (redacted on the
-	// job page). Kinds handled by live workers are known without it.
-	// Defaults to none: fail-closed flags show as unknown, and only fields
-	// of registered kinds can be redacted, so args of other kinds are
-	// hidden entirely.
-	Registry *twice.Registry
 	// TogglesFile is the workers' TOML kill switch file, included in the
 	// effective states shown. Defaults to none.
 	TogglesFile string
@@ -108,6 +110,10 @@ type BasicAuth struct {
 
 // Handler is the dashboard. Create it with New.
 type Handler struct {
+	// client carries every action and the reads its admin API offers;
+	// store (the client's) serves the remaining reads: counts, throughput,
+	// nodes, ticks and markers.
+	client *twice.Client
 	store  twicestore.Store
 	opts   Options
 	logger *slog.Logger
@@ -118,11 +124,12 @@ type Handler struct {
 	pages   *pages
 }
 
-// New returns the dashboard over store. It refuses incomplete
-// authentication settings.
-func New(store twicestore.Store, opts Options) (*Handler, error) {
-	if store == nil {
-		return nil, errors.New("twiceweb: store is nil")
+// New returns the dashboard over client's store. The client's registry
+// tells which kinds this binary knows beyond the kind catalog; it need not
+// be started. New refuses incomplete authentication settings.
+func New(client *twice.Client, opts Options) (*Handler, error) {
+	if client == nil {
+		return nil, errors.New("twiceweb: client is nil: make one with twice.NewClient (it need not be started)")
 	}
 	if b := opts.BasicAuth; b != nil && (b.User == "" || b.Password == "") {
 		return nil, errors.New("twiceweb: BasicAuth needs both a user and a password")
@@ -138,7 +145,8 @@ func New(store twicestore.Store, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{
-		store:   store,
+		client:  client,
+		store:   client.Store(),
 		opts:    opts,
 		logger:  opts.Logger.With(logattr.Component, "dashboard"),
 		mux:     http.NewServeMux(),
@@ -394,8 +402,10 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /jobs", h.page(h.jobs))
 	h.mux.HandleFunc("GET /jobs/{id}", h.page(h.job))
 	h.mux.HandleFunc("GET /dead", h.page(h.dead))
+	h.mux.HandleFunc("GET /queues", h.page(h.queues))
 	h.mux.HandleFunc("GET /recurring", h.page(h.recurring))
 	h.mux.HandleFunc("GET /switches", h.page(h.switches))
+	h.mux.HandleFunc("GET /switches/history", h.page(h.history))
 	h.mux.HandleFunc("GET /orphans", h.page(h.orphans))
 	h.mux.HandleFunc("GET /markers", h.page(h.markers))
 	if h.opts.Metrics != nil {
@@ -403,10 +413,16 @@ func (h *Handler) routes() {
 	}
 	cop := http.NewCrossOriginProtection()
 	for path, fn := range map[string]actionFunc{
-		"POST /dead/retry":     h.retryDead,
-		"POST /dead/discard":   h.discardDead,
-		"POST /switches/set":   h.setSwitch,
-		"POST /switches/unset": h.unsetSwitch,
+		"POST /dead/retry":        h.retryDead,
+		"POST /dead/discard":      h.discardDead,
+		"POST /jobs/cancel":       h.cancelJob,
+		"POST /jobs/delete":       h.deleteJob,
+		"POST /queues/pause":      h.pauseQueue,
+		"POST /queues/resume":     h.resumeQueue,
+		"POST /switches/set":      h.setSwitch,
+		"POST /switches/unset":    h.unsetSwitch,
+		"POST /recurring/remove":  h.removeSchedule,
+		"POST /recurring/trigger": h.triggerSchedule,
 	} {
 		h.mux.Handle(path, cop.Handler(h.action(fn)))
 	}
@@ -432,11 +448,16 @@ func (h *Handler) action(fn actionFunc) http.HandlerFunc {
 		}
 		next, confirm, err := fn(w, r, info(r).who)
 		var bad *badInput
+		var conflict *stateConflict
 		switch {
 		case errors.As(err, &bad):
 			h.fail(w, r, http.StatusBadRequest, err)
-		case errors.Is(err, twicestore.ErrNotFound):
+		case errors.Is(err, twice.ErrJobNotFound), errors.Is(err, twicestore.ErrNotFound):
 			h.fail(w, r, http.StatusNotFound, err)
+		case errors.Is(err, twice.ErrInvalidInput):
+			h.fail(w, r, http.StatusBadRequest, err)
+		case errors.As(err, &conflict):
+			h.fail(w, r, http.StatusConflict, err)
 		case err != nil:
 			h.logger.ErrorContext(r.Context(), "dashboard action failed", "who", info(r).who, "path", r.URL.Path, logattr.Err, err)
 			h.fail(w, r, http.StatusInternalServerError, internalError("the action "+r.URL.Path))
@@ -454,3 +475,10 @@ type badInput struct{ msg string }
 func (e *badInput) Error() string { return e.msg }
 
 func badInputf(format string, args ...any) error { return &badInput{msg: fmt.Sprintf(format, args...)} }
+
+// stateConflict is an action the state of the system refused (a finished
+// job cannot be cancelled): a 409 with the message.
+type stateConflict struct{ err error }
+
+func (e *stateConflict) Error() string { return e.err.Error() }
+func (e *stateConflict) Unwrap() error { return e.err }

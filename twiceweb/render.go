@@ -3,7 +3,9 @@ package twiceweb
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/logattr"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -54,7 +57,7 @@ type pages struct {
 	set map[string]*template.Template
 }
 
-var pageNames = []string{"overview", "jobs", "job", "dead", "recurring", "switches", "orphans", "markers", "confirm", "error"}
+var pageNames = []string{"overview", "jobs", "job", "dead", "recurring", "switches", "history", "queues", "orphans", "markers", "confirm", "error"}
 
 func parsePages() (*pages, error) {
 	p := &pages{set: map[string]*template.Template{}}
@@ -145,8 +148,11 @@ func (h *Handler) page(fn pageFunc) http.HandlerFunc {
 		case errors.As(err, &bad):
 			h.fail(w, r, http.StatusBadRequest, err)
 			return
-		case errors.Is(err, twicestore.ErrNotFound):
+		case errors.Is(err, twice.ErrJobNotFound), errors.Is(err, twicestore.ErrNotFound):
 			h.fail(w, r, http.StatusNotFound, err)
+			return
+		case errors.Is(err, twice.ErrInvalidInput):
+			h.fail(w, r, http.StatusBadRequest, err)
 			return
 		case err != nil:
 			h.logger.ErrorContext(r.Context(), "loading a dashboard page failed", "path", r.URL.Path, logattr.Err, err)
@@ -174,12 +180,20 @@ var funcs = template.FuncMap{
 	"add":   func(a, b int) int { return a + b },
 	"deref": func(b *bool) bool { return b != nil && *b },
 	"brief": brief,
+	"nonce": nonce,
 	"lastError": func(j *twicetype.JobRow) string {
 		if len(j.Errors) == 0 {
 			return ""
 		}
 		return j.Errors[len(j.Errors)-1].Error
 	},
+}
+
+// nonce is a random id for a form whose resubmission must not act twice.
+func nonce() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // briefRunes is how much of an error a listing shows.

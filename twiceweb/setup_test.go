@@ -171,14 +171,24 @@ func (e *env) dead(n int) int64 {
 	return id
 }
 
-// handler builds the dashboard with opts on top of the env's defaults.
+// handler builds the dashboard with opts on top of the env's defaults,
+// over a client of the env's registry that is not started, as a
+// dashboard-only binary runs it.
 func (e *env) handler(opts twiceweb.Options) *twiceweb.Handler {
 	e.t.Helper()
-	if opts.Registry == nil {
-		opts.Registry = e.reg
+	return e.handlerWith(e.reg, opts)
+}
+
+// handlerWith builds the dashboard over a client of reg (nil for none).
+func (e *env) handlerWith(reg *twice.Registry, opts twiceweb.Options) *twiceweb.Handler {
+	e.t.Helper()
+	logger := slog.New(slog.NewTextHandler(e.logs, nil))
+	opts.Logger = logger
+	c, err := twice.NewClient(e.store, twice.Config{Registry: reg, Logger: logger})
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	opts.Logger = slog.New(slog.NewTextHandler(e.logs, nil))
-	h, err := twiceweb.New(e.store, opts)
+	h, err := twiceweb.New(c, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}

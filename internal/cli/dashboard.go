@@ -52,7 +52,7 @@ func (d *dashboardFlags) register(cmd *cobra.Command, prefix, defaultAddr, what 
 
 // options checks the flags and turns them into the dashboard's options.
 func (d *dashboardFlags) options(reg *twice.Registry, logger *slog.Logger, metrics *twicemetrics.Metrics) (twiceweb.Options, error) {
-	o := twiceweb.Options{Registry: reg, ReadOnly: d.readOnly, BearerToken: d.token, Logger: logger}
+	o := twiceweb.Options{ReadOnly: d.readOnly, BearerToken: d.token, Logger: logger}
 	if metrics != nil {
 		o.Metrics = metrics.Handler()
 	}
@@ -80,7 +80,13 @@ func (d *dashboardFlags) start(ctx context.Context, store twicestore.Store, reg 
 	if err != nil {
 		return nil, err
 	}
-	h, err := twiceweb.New(store, o)
+	// The dashboard acts through the admin API of a client that is not
+	// started: it runs no worker.
+	client, err := twice.NewClient(store, twice.Config{Registry: reg, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	h, err := twiceweb.New(client, o)
 	if err != nil {
 		return nil, err
 	}
