@@ -128,7 +128,10 @@ type badByteRoute struct {
 // plus one unknown parameter on pages that read none.
 func badByteRoutes() []badByteRoute {
 	dead := url.Values{"id": {"1"}, "kind": {"web.boom.v1"}, "queue": {"default"}, "reason": {"x"}, "all": {""}}
-	set := url.Values{"kind": {"web.ok.v1"}, "state": {"off"}, "reason": {"x"}}
+	set := url.Values{"kind": {"web.ok.v1"}, "state": {"off"}, "reason": {"x"}, "for": {"1h"}}
+	job := url.Values{"id": {"1"}, "reason": {"x"}, "confirm": {"yes"}}
+	pause := url.Values{"queue": {"default"}, "until": {"1h"}, "reason": {"x"}}
+	schedule := url.Values{"name": {"money-sweep"}, "reason": {"x"}, "request": {"r"}, "confirm": {"yes"}}
 	unset := url.Values{"kind": {"web.ok.v1"}, "reason": {"x"}}
 	var routes []badByteRoute
 	for _, r := range []struct {
@@ -137,18 +140,26 @@ func badByteRoutes() []badByteRoute {
 		valid        url.Values
 	}{
 		{"GET", "/", []string{"x"}, nil},
-		{"GET", "/jobs", []string{"state", "kind", "queue", "before"}, nil},
+		{"GET", "/jobs", []string{"state", "kind", "queue", "timing", "before"}, nil},
 		{"GET", "/jobs/{}", nil, nil},
 		{"GET", "/dead", []string{"kind", "queue", "before"}, nil},
+		{"GET", "/queues", []string{"x"}, nil},
 		{"GET", "/recurring", []string{"x"}, nil},
 		{"GET", "/switches", []string{"x"}, nil},
+		{"GET", "/switches/history", []string{"kind", "before"}, nil},
 		{"GET", "/orphans", []string{"x"}, nil},
 		{"GET", "/markers", []string{"handler", "key"}, url.Values{"handler": {"web.ok.v1"}, "key": {"k"}}},
 		{"GET", "/assets/{}", nil, nil},
 		{"POST", "/dead/retry", []string{"id", "kind", "queue", "reason", "all"}, dead},
 		{"POST", "/dead/discard", []string{"id", "kind", "queue", "reason", "all"}, dead},
-		{"POST", "/switches/set", []string{"kind", "state", "reason"}, set},
+		{"POST", "/switches/set", []string{"kind", "state", "reason", "for"}, set},
 		{"POST", "/switches/unset", []string{"kind", "reason"}, unset},
+		{"POST", "/jobs/cancel", []string{"id", "reason"}, job},
+		{"POST", "/jobs/delete", []string{"id", "reason"}, job},
+		{"POST", "/queues/pause", []string{"queue", "until", "reason"}, pause},
+		{"POST", "/queues/resume", []string{"queue", "reason"}, pause},
+		{"POST", "/recurring/remove", []string{"name", "reason"}, schedule},
+		{"POST", "/recurring/trigger", []string{"name", "reason", "request"}, schedule},
 	} {
 		if strings.Contains(r.path, "{}") {
 			routes = append(routes, badByteRoute{method: r.method, path: r.path})
