@@ -46,7 +46,12 @@ func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request, who string) 
 		"The job and its history are deleted: it never runs again and its page is gone. A running job cannot be deleted: cancel it first.")
 }
 
-// jobAction cancels or deletes one job once confirmed.
+func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+	return h.jobAction(r, who, "retry", h.client.JobRetry,
+		"The job goes back to its queue with its attempts reset and its error history kept.")
+}
+
+// jobAction cancels, deletes or retries one job once confirmed.
 func (h *Handler) jobAction(r *http.Request, who, verb string,
 	do func(ctx context.Context, p *twice.JobActionParams) (*twice.JobActionResult, error), detail string) (string, *confirmation, error) {
 	id, err := formJobID(r)

@@ -94,6 +94,41 @@ func testJobCancelAndDelete(t *testing.T, e *env) {
 		t.Errorf("cancelling a job that does not exist: %d, want 404:\n%s", status, body)
 	}
 
+	status, body = b.confirm(page, "/jobs/retry", url.Values{"id": {ids}, "reason": {"customer changed their mind"}}, "Retry job "+ids+"?")
+	if status != http.StatusOK || !strings.Contains(body, `id="job-state">available<`) {
+		t.Fatalf("confirmed retry of the cancelled job: %d, want it available:\n%s", status, body)
+	}
+
+	// A running job: its cancel is a request its worker carries out; it
+	// cannot be deleted meanwhile.
+	now := time.Now()
+	fetched, err := e.store.JobFetch(t.Context(), &twicestore.JobFetchParams{
+		Queue: "default", Kinds: []string{"web.ok.v1"}, Limit: 1, Node: "n1", Now: now, LeaseUntil: now.Add(time.Hour),
+	})
+	if err != nil || len(fetched.Jobs) != 1 || fetched.Jobs[0].ID != id {
+		t.Fatalf("fetch: %v %v, want job %d running", err, fetched, id)
+	}
+	del := url.Values{"id": {ids}, "reason": {"x"}, "confirm": {"yes"}}
+	if status, body := b.post(page, "/jobs/delete", del); status != http.StatusConflict || !strings.Contains(body, "cancel it first") {
+		t.Errorf("deleting a running job: %d, want 409 saying to cancel it first:\n%s", status, body)
+	}
+	status, body = b.post(page, "/jobs/cancel", url.Values{"id": {ids}, "reason": {"stuck on a provider"}, "confirm": {"yes"}})
+	if status != http.StatusOK || !strings.Contains(body, `id="job-state">running<`) || !strings.Contains(body, `id="cancel-request"`) {
+		t.Fatalf("cancel of a running job: %d, want its page showing it running with the cancel requested:\n%s", status, body)
+	}
+	if j := e.job(id); j.Cancel == nil || j.Cancel.Reason != "stuck on a provider" {
+		t.Errorf("the running job's cancel request is %+v, want the reason given", j.Cancel)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "running: cancel requested") {
+		t.Errorf("the cancel request was not logged as one:\n%s", logs)
+	}
+	_, err = e.store.JobFinish(t.Context(), &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
+		ID: id, Epoch: fetched.Jobs[0].Epoch, State: twicetype.JobStateCancelled, FinishedAt: time.Now(), Note: j0Note(e, id),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	status, body = b.confirm(page, "/jobs/delete", url.Values{"id": {ids}, "reason": {"test data"}}, "Delete job "+ids+"?")
 	if status != http.StatusOK || !strings.Contains(body, "table class=\"jobs\"") {
 		t.Fatalf("confirmed delete: %d, want the jobs page:\n%s", status, body)
@@ -198,6 +233,12 @@ func testSwitchHistory(t *testing.T, e *env) {
 	b := newBrowser(t, srv.URL)
 	b.post("/switches", "/switches/set", url.Values{"kind": {"web.ok.v1"}, "state": {"off"}, "reason": {"incident 7"}})
 	b.post("/switches", "/switches/set", url.Values{"kind": {"web.ok.v1"}, "state": {"on"}, "reason": {"incident 7 over"}, "for": {"1h"}})
+	if _, body := b.get("/switches"); !strings.Contains(body, `data-expires="web.ok.v1">expires `) {
+		t.Errorf("the switches page does not show the switch's expiry:\n%s", body)
+	}
+	if status, body := b.post("/switches", "/switches/set", url.Values{"kind": {"web.ok.v1"}, "state": {"on"}, "reason": {"x"}, "for": {"-1h"}}); status != http.StatusBadRequest {
+		t.Errorf("a switch that expires in the past: %d, want 400:\n%s", status, body)
+	}
 	b.post("/switches", "/switches/unset", url.Values{"kind": {"web.ok.v1"}, "reason": {"back to default"}})
 	status, body := b.get("/switches/history?kind=web.ok.v1")
 	if status != http.StatusOK || strings.Count(body, "<tr data-change=") != 3 {
@@ -388,4 +429,13 @@ func TestActionsRefused(t *testing.T) {
 			t.Errorf("the read-only %s page shows an action form", page)
 		}
 	}
+}
+
+// j0Note is the note a worker records when it ends a job as its cancel
+// request asked.
+func j0Note(e *env, id int64) string {
+	if c := e.job(id).Cancel; c != nil {
+		return c.Note()
+	}
+	return "cancelled"
 }

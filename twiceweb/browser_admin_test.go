@@ -25,7 +25,7 @@ func TestBrowserAdmin(t *testing.T) {
 	defer srv.Close()
 	ctx := newChrome(t)
 
-	t.Run("cancel a waiting job from its page", func(t *testing.T) {
+	t.Run("cancel a waiting job from its page, then retry it", func(t *testing.T) {
 		id := e.enqueue(okArgs{N: 1}) // no worker: it waits
 		do(t, ctx, "cancel",
 			chromedp.Navigate(srv.URL+"/jobs/"+strconv.FormatInt(id, 10)),
@@ -44,6 +44,16 @@ func TestBrowserAdmin(t *testing.T) {
 		screenshot(t, ctx, "job-cancelled")
 		if j := e.job(id); j.State != twicetype.JobStateCancelled || j.Cancel == nil || j.Cancel.Reason != "customer asked" {
 			t.Errorf("the store has the job %s with cancel %+v, want cancelled for the reason typed", j.State, j.Cancel)
+		}
+		do(t, ctx, "retry the cancelled job",
+			chromedp.SendKeys(chromedp.CSS(`form[action$="/jobs/retry"] input[name="reason"]`), "customer changed their mind"),
+			chromedp.Click(chromedp.ID("retry-job")),
+			chromedp.WaitVisible(chromedp.ID("confirm")),
+			chromedp.Click(chromedp.ID("confirm")),
+			chromedp.WaitVisible(chromedp.ID("job-state")),
+		)
+		if s := run(t, ctx, "read state", chromedp.Text(chromedp.ID("job-state"))); s != "available" {
+			t.Errorf("the job page shows %q after the retry, want available", s)
 		}
 	})
 

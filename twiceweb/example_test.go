@@ -57,3 +57,37 @@ func Example() {
 	// 401 false
 	// 200 true
 }
+
+// Without authentication the dashboard answers only requests for
+// localhost and loopback addresses, so a page that rebinds its own name to
+// this machine cannot drive it; AllowedHosts names the others to answer,
+// such as the name a loopback-only proxy forwards.
+func ExampleOptions_allowedHosts() {
+	dir, _ := os.MkdirTemp("", "twiceweb-example-")
+	defer os.RemoveAll(dir)
+	store, err := twicesqlite.Open(context.Background(), filepath.Join(dir, "app.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	client, err := twice.NewClient(store, twice.Config{})
+	if err != nil {
+		panic(err)
+	}
+	dash, err := twiceweb.New(client, twiceweb.Options{AllowedHosts: []string{"jobs.internal"}})
+	if err != nil {
+		panic(err)
+	}
+	for _, host := range []string{"localhost:8090", "127.0.0.1:8090", "jobs.internal", "attacker.example:8090"} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		dash.ServeHTTP(rec, req)
+		fmt.Println(host, rec.Code)
+	}
+	// Output:
+	// localhost:8090 200
+	// 127.0.0.1:8090 200
+	// jobs.internal 200
+	// attacker.example:8090 403
+}

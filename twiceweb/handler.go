@@ -417,6 +417,7 @@ func (h *Handler) routes() {
 		"POST /dead/discard":      h.discardDead,
 		"POST /jobs/cancel":       h.cancelJob,
 		"POST /jobs/delete":       h.deleteJob,
+		"POST /jobs/retry":        h.retryJob,
 		"POST /queues/pause":      h.pauseQueue,
 		"POST /queues/resume":     h.resumeQueue,
 		"POST /switches/set":      h.setSwitch,

@@ -77,6 +77,8 @@ type switchRow struct {
 	// LastSeen is when a worker last published the kind; zero for a kind
 	// only this binary registers.
 	LastSeen time.Time
+	// Expires is when the stored switch stops counting; zero for never.
+	Expires time.Time
 }
 
 // toggleRows computes the switches as 'twice toggles ls' does, with the
@@ -107,6 +109,11 @@ func (h *Handler) toggleRows(r *http.Request) ([]switchRow, *ops.Catalog, error)
 	var rows []switchRow
 	for _, tr := range ops.ToggleRows(cat, file, stored) {
 		row := switchRow{ToggleRow: tr}
+		for _, st := range stored {
+			if strings.EqualFold(st.Kind, tr.Kind) {
+				row.Expires = st.ExpiresAt
+			}
+		}
 		if k, ok := kc.lookup(tr.Kind); ok {
 			row.Catalogued, row.LastSeen = true, k.LastSeen
 			row.Live = row.Live || k.Live
