@@ -107,7 +107,7 @@ func catalogArgFields(t reflect.Type) []twicetype.ArgField {
 	fields := ArgFields(t)
 	out := make([]twicetype.ArgField, len(fields))
 	for i, f := range fields {
-		out[i] = twicetype.ArgField{Name: f.Name, Type: cmp.Or(f.Type, twicetype.ArgTypeAny), Sensitive: f.Sensitive}
+		out[i] = twicetype.ArgField{Name: f.Name, Type: cmp.Or(f.Type, twicetype.ArgTypeAny), Items: f.Items, Sensitive: f.Sensitive}
 	}
 	return out
 }
@@ -118,11 +118,14 @@ func catalogArgFields(t reflect.Type) []twicetype.ArgField {
 func (k CatalogKind) ArgFields() []ArgField {
 	out := make([]ArgField, len(k.Args))
 	for i, f := range k.Args {
-		typ := f.Type
+		typ, items := f.Type, f.Items
 		if typ == twicetype.ArgTypeAny {
 			typ = ""
 		}
-		out[i] = ArgField{Name: f.Name, Type: typ, Sensitive: f.Sensitive}
+		if items == twicetype.ArgTypeAny {
+			items = ""
+		}
+		out[i] = ArgField{Name: f.Name, Type: typ, Items: items, Sensitive: f.Sensitive}
 	}
 	return out
 }
