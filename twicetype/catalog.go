@@ -30,9 +30,6 @@ type ArgField struct {
 	Name string `json:"name"` // the JSON key
 	// Type is the field's JSON type: one of the ArgType constants.
 	Type string `json:"type"`
-	// Items is the JSON type of an array's elements, in the same terms;
-	// empty for a field that is not an array.
-	Items string `json:"items,omitempty"`
 	// Sensitive fields are redacted wherever args are shown.
 	Sensitive bool `json:"sensitive,omitempty"`
 }
