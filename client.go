@@ -11,10 +11,8 @@ import (
 
 	"github.com/twicejobs/twice/internal/completer"
 	"github.com/twicejobs/twice/internal/logattr"
-	"github.com/twicejobs/twice/internal/peeker"
 	"github.com/twicejobs/twice/internal/producer"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // Client enqueues jobs and, once started, works the kinds in its registry.
@@ -39,27 +37,12 @@ type Client struct {
 	workCancel  context.CancelCauseFunc
 	loops       sync.WaitGroup
 
-	// running holds the leases of jobs being worked, for the heartbeat. It
-	// is keyed by lease, not job id: after a lost lease the same job can be
-	// running here twice, under two epochs.
-	runningMu sync.Mutex
-	running   map[twicestore.JobLease]*runningJob
+	// running holds the jobs being worked, for the lease heartbeat.
+	running *runningJobs
+	// exec runs the fetched jobs (execute.go).
+	exec *executor
 
 	switches *killSwitches
-
-	// peeks batches ClaimAfter's marker peeks when the store can; nil
-	// means one MarkerPeek per job. fetchPeeks holds the peeks the fetch
-	// made (see peek.go).
-	peeks      *peeker.Peeker
-	fetchPeeks fetchPeeks
-}
-
-type runningJob struct {
-	row    *twicetype.JobRow
-	cancel context.CancelCauseFunc
-	// lost is set when the lease was lost and the handler cancelled; a
-	// handler still running a heartbeat later ignores its context.
-	lost, stuckLogged bool
 }
 
 // NewClient validates cfg and returns a client on store. It does not touch
@@ -77,10 +60,7 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 		cfg:      cfg,
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
-		running:  make(map[twicestore.JobLease]*runningJob),
-	}
-	if bp, ok := store.(twicestore.MarkerBatchPeeker); ok {
-		c.peeks = peeker.New(bp)
+		running:  newRunningJobs(),
 	}
 	return c, nil
 }
@@ -127,7 +107,11 @@ func (c *Client) Start(ctx context.Context) error {
 	c.fetchCancel = cancel
 	c.workCtx, c.workCancel = context.WithCancelCause(context.Background())
 	c.complete = completer.New(c.store, c.logger, 0)
-	c.complete.Start()
+	c.complete.Start(context.Background())
+	c.exec = &executor{
+		store: c.store, registry: c.registry, cfg: &c.cfg, logger: c.logger,
+		complete: c.complete, running: c.running, enabled: c.kindEnabled, workCtx: c.workCtx,
+	}
 
 	queues := make([]producer.Queue, len(c.cfg.Queues))
 	for i, q := range c.cfg.Queues {
@@ -145,7 +129,7 @@ func (c *Client) Start(ctx context.Context) error {
 		FetchLimit:   c.cfg.FetchLimit,
 		Logger:       c.logger,
 		Peek:         c.fetchPeekHandlers(),
-		Run:          c.runFetched,
+		Run:          c.exec.Execute,
 	})
 	c.goLoop(func() { c.producer.Run(bg) })
 	leaseCtx, leaseCancel := context.WithCancel(context.Background())
@@ -159,7 +143,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.cfg.TogglesFile != "" {
 		c.goLoop(func() { c.fileSwitchLoop(bg) })
 	}
-	if l, ok := c.store.(twicestore.InsertListener); ok && len(c.registry.Kinds()) > 0 {
+	if l, ok := twicestore.As[twicestore.InsertListener](c.store); ok && len(c.registry.Kinds()) > 0 {
 		c.goLoop(func() { c.listenInserts(bg, l) })
 	}
 	c.logger.InfoContext(ctx, "twice worker started",
@@ -220,102 +204,9 @@ func (c *Client) Stop(ctx context.Context) error {
 	return stopErr
 }
 
-func (c *Client) logStuck() {
-	c.runningMu.Lock()
-	defer c.runningMu.Unlock()
-	for _, r := range c.running {
-		c.jobLogger(r.row).Error("job handler ignores its cancelled context; leaving it to its lease", logattr.Component, "client")
-	}
-}
-
-// jobLogger returns the client logger with the job's attributes, added
-// only when something is logged (see jobLogHandler).
-func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return slog.New(newJobLogHandler(c.logger.Handler(), row))
-}
-
-func (c *Client) track(row *twicetype.JobRow, cancel context.CancelCauseFunc) {
-	c.runningMu.Lock()
-	c.running[leaseOf(row)] = &runningJob{row: row, cancel: cancel}
-	c.runningMu.Unlock()
-}
-
-func (c *Client) untrack(row *twicetype.JobRow) {
-	c.runningMu.Lock()
-	delete(c.running, leaseOf(row))
-	c.runningMu.Unlock()
-}
-
-// heartbeatLeases extends the leases of running jobs in one call every
-// third of the lease, and cancels the handlers whose lease was lost. It runs
-// until Stop has drained the running jobs, not just until fetching stops.
-func (c *Client) heartbeatLeases(ctx context.Context) {
-	t := time.NewTicker(c.cfg.LeaseDuration / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.extendLeases()
-	}
-}
-
-func (c *Client) extendLeases() {
-	c.runningMu.Lock()
-	leases := make([]twicestore.JobLease, 0, len(c.running))
-	for l := range c.running {
-		leases = append(leases, l)
-	}
-	c.runningMu.Unlock()
-	if len(leases) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseDuration/3)
-	defer cancel()
-	res, err := c.store.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{
-		Leases: leases, LeaseUntil: time.Now().Add(c.cfg.LeaseDuration),
-	})
-	if err != nil {
-		c.logger.Warn("extending leases failed", logattr.Component, "heartbeat", logattr.Err, err)
-		return
-	}
-	extended := make(map[int64]bool, len(res.Extended))
-	for _, id := range res.Extended {
-		extended[id] = true
-	}
-	// A job refetched here after its lease was lost runs under two epochs;
-	// only the newest can be the one the store extended.
-	newest := make(map[int64]int64, len(leases))
-	for _, l := range leases {
-		newest[l.ID] = max(newest[l.ID], l.Epoch)
-	}
-	c.runningMu.Lock()
-	defer c.runningMu.Unlock()
-	for _, l := range leases {
-		r, ok := c.running[l]
-		switch {
-		case !ok || (extended[l.ID] && l.Epoch == newest[l.ID]):
-		case !r.lost:
-			r.lost = true
-			c.jobLogger(r.row).Warn("job lease lost; cancelling its handler", logattr.Component, "heartbeat")
-			r.cancel(ErrLeaseLost)
-		case !r.stuckLogged:
-			r.stuckLogged = true
-			c.jobLogger(r.row).Error("job handler is stuck: it ignores its cancelled context after losing its lease, "+
-				"and another worker may be running the job", logattr.Component, "heartbeat")
-		}
-	}
-}
-
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
-}
-
-func leaseOf(row *twicetype.JobRow) twicestore.JobLease {
-	return twicestore.JobLease{ID: row.ID, Epoch: row.Epoch}
 }
 
 // listenInserts wakes the fetch loop when another process inserts jobs into
