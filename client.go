@@ -24,7 +24,18 @@ type Client struct {
 
 	mu       sync.Mutex
 	started  bool
-	stopped  bool
+	stopping bool
+	// stopped is closed when the shutdown is over (Stopped); stopErr is
+	// set before.
+	stopped chan struct{}
+	stopErr error
+	// hurried is closed when a Stop's ctx ended: the grace period is over.
+	hurried   chan struct{}
+	hurryOnce sync.Once
+	// abortCtx, cancelled by abort, bounds the writes of the shutdown
+	// (the completer's included) once the grace period is over.
+	abortCtx context.Context
+	abort    context.CancelFunc
 	producer *producer.Producer
 	complete *completer.Completer
 	// fetchCancel stops fetching and the background loops; workCancel
@@ -61,6 +72,8 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
 		running:  newRunningJobs(),
+		stopped:  make(chan struct{}),
+		hurried:  make(chan struct{}),
 	}
 	return c, nil
 }
@@ -81,6 +94,9 @@ func (c *Client) Start(ctx context.Context) error {
 	defer c.mu.Unlock()
 	if c.started {
 		return errors.New("twice: client already started")
+	}
+	if c.stopping {
+		return errors.New("twice: client stopped; make a new one with NewClient")
 	}
 	if err := c.store.Ping(ctx); err != nil {
 		return fmt.Errorf("twice: start: database unreachable: %w", err)
@@ -106,8 +122,9 @@ func (c *Client) Start(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.Background())
 	c.fetchCancel = cancel
 	c.workCtx, c.workCancel = context.WithCancelCause(context.Background())
+	c.abortCtx, c.abort = context.WithCancel(context.Background())
 	c.complete = completer.New(c.store, c.logger, 0)
-	c.complete.Start(context.Background())
+	c.complete.Start(c.abortCtx)
 	c.exec = &executor{
 		store: c.store, registry: c.registry, cfg: &c.cfg, logger: c.logger,
 		complete: c.complete, running: c.running, enabled: c.kindEnabled, workCtx: c.workCtx,
@@ -159,49 +176,105 @@ func (c *Client) goLoop(fn func()) {
 	}()
 }
 
-// Stop shuts the worker down: it stops fetching, lets running jobs finish
-// until ctx is done, then cancels their contexts with ErrShutdown and puts
-// each job that returns an error back in its queue without spending an
-// attempt. Outcomes are written before Stop returns. A handler that ignores
-// its cancelled context is logged as stuck and left to its lease.
+// stuckWait is how long the shutdown waits for handlers to return after
+// cancelling them, before it names them as stuck and leaves their jobs to
+// their leases.
+const stuckWait = 5 * time.Second
+
+// Stop shuts the worker down: it stops fetching and lets running jobs
+// finish until ctx is done. When ctx ends first, Stop cancels the handlers'
+// contexts with ErrShutdown and returns ctx.Err() at once; the shutdown
+// goes on without it: each job whose handler then returns an error is put
+// back in its queue without spending an attempt, and its outcome is
+// written within outcomeWriteTimeout (10 s) or given up, the job then
+// running again when its lease expires. Stopped is closed when all of that
+// is over; a program that wants the put-backs recorded before it exits
+// waits on Stopped for a few seconds after Stop. Stop returns nil when the
+// shutdown finished before ctx ended: every outcome was then written. A
+// handler that ignores its cancelled context is logged as stuck and left to
+// its lease. Stop may be called again, or concurrently: each call waits
+// for the same shutdown, bounded by its own ctx.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
-	if !c.started || c.stopped {
-		c.mu.Unlock()
-		return nil
+	if !c.stopping {
+		c.stopping = true
+		if c.started {
+			go c.shutdown()
+		} else {
+			close(c.stopped)
+		}
 	}
-	c.stopped = true
 	c.mu.Unlock()
+	select {
+	case <-c.stopped:
+		return c.stopErr
+	case <-ctx.Done():
+	}
+	select {
+	case <-c.stopped: // both ready: the shutdown did finish
+		return c.stopErr
+	default:
+	}
+	c.hurry()
+	return ctx.Err()
+}
 
+// Stopped returns a channel that is closed once the client has stopped:
+// nothing is fetched any more, the handlers returned (or were left to their
+// leases as stuck), and their outcomes were written or given up. Before
+// Stop it is open; for a client that was never started, Stop closes it at
+// once.
+func (c *Client) Stopped() <-chan struct{} { return c.stopped }
+
+// hurry ends the grace period of a shutdown: the handlers' contexts are
+// cancelled with ErrShutdown, and outcomes still unwritten after
+// outcomeWriteTimeout are given up, so a store that hangs cannot hold the
+// shutdown for ever.
+func (c *Client) hurry() {
+	c.hurryOnce.Do(func() {
+		c.workCancel(ErrShutdown)
+		close(c.hurried)
+		time.AfterFunc(outcomeWriteTimeout, c.abort)
+	})
+}
+
+// shutdown is Stop's work, on a goroutine of its own so that every Stop
+// call can return when its ctx ends.
+func (c *Client) shutdown() {
+	var stopErr error
+	defer func() {
+		c.stopErr = stopErr
+		close(c.stopped)
+	}()
 	c.fetchCancel()
 	drained := make(chan struct{})
 	go func() {
 		c.producer.Wait()
 		close(drained)
 	}()
-	var stopErr error
 	select {
 	case <-drained:
-	case <-ctx.Done():
-		c.workCancel(ErrShutdown)
+	case <-c.hurried:
+		t := time.NewTimer(stuckWait)
 		select {
 		case <-drained:
-		case <-time.After(5 * time.Second):
+		case <-t.C:
 			c.logStuck()
 			stopErr = fmt.Errorf("twice: stop: %d jobs did not return after cancellation; their leases will expire", c.producer.Running())
 		}
+		t.Stop()
 	}
 	c.leaseCancel()
 	c.loops.Wait()
 	c.complete.Stop()
 	c.workCancel(ErrShutdown)
-	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rmCtx, cancel := context.WithTimeout(c.abortCtx, 5*time.Second)
 	defer cancel()
 	if err := c.store.NodeRemove(rmCtx, &twicestore.NodeRemoveParams{ID: c.cfg.NodeID}); err != nil {
-		c.logger.WarnContext(ctx, "removing node record failed", logattr.Component, "client", logattr.Err, err)
+		c.logger.Warn("removing node record failed", logattr.Component, "client", logattr.Err, err)
 	}
-	c.logger.InfoContext(ctx, "twice worker stopped", logattr.Component, "client", logattr.Node, c.cfg.NodeID)
-	return stopErr
+	c.abort() // nothing is written any more; ends the abort timer's context
+	c.logger.Info("twice worker stopped", logattr.Component, "client", logattr.Node, c.cfg.NodeID)
 }
 
 func hostname() string {
