@@ -260,7 +260,7 @@ func TestOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(out.Kinds) != 1 || out.Kinds[0].Kind != emailKind || out.Kinds[0].Count != 2 ||
-		len(out.Queues) != 1 || out.Queues[0].Queue != "critical" || out.Queues[0].Due != 2 {
+		len(out.Queues) != 1 || out.Queues[0].Queue != "critical" || out.Queues[0].Count != 2 {
 		t.Errorf("orphans --json = %+v", out)
 	}
 }
