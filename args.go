@@ -9,13 +9,32 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
+
+	"github.com/twicejobs/twice/twicetype"
 )
 
 // Args is a job's payload: a small struct of primitive values (IDs, not
 // entities) with a versioned kind name. Args are stored and shown as
 // plaintext, so they must not carry secrets or personal data; fetch or
 // regenerate those when the job runs.
+//
+// Register and Enqueue apply this payload policy to the type: its fields
+// are primitives, time.Time or slices of them (no nested structs, maps,
+// pointers, interfaces), and no field is named like a secret or personal
+// data. Names are split into words (APIToken is "api token", user_name
+// "user name"), and a name is refused when it holds a secret word (password,
+// pwd, secret, token, credential, api key, access key, private key, jwt,
+// otp, pin, cvv, bearer, cookie, authorization, auth header) or a personal
+// one (email, phone, ssn, iban, card, passport, dob, date of birth, full
+// name, user name, first/last name, surname, home/street/billing address,
+// ip, ip address, national id, tax id), so Cardinality and Wildcard pass
+// while Card is refused. A name ending in an identifier or a measure (id,
+// ids, uuid, count, length, size, type, kind, version) is about the thing,
+// not the thing, and passes: EmailID, TokenCount. Tag a field
+// `twice:"allow"` when the rule misjudges it, or `twice:"sensitive"` to
+// keep it and have it redacted where args are shown. A type with its own
+// MarshalJSON has its encoding checked too, and a handler decodes its
+// args strictly: a field the type does not declare is a permanent error.
 type Args interface {
 	// Kind names the job, versioned: "email.partner-verification.v1". A
 	// change of payload shape is a new version, run side by side with the
@@ -43,227 +62,6 @@ const (
 	TagSensitive = "sensitive"
 )
 
-// sensitiveNames is the payload policy's table of names that mean a secret
-// or personal data. Field names (Go and JSON) are split into lower-case
-// words at case changes, digits and '_', '-', '.' or spaces (APIToken is
-// "api token", user_name is "user name", JWTClaims is "jwt claims"), and a
-// name is refused when its words contain an entry's words in a row, or one
-// word spells the entry's words run together ("apikey", "username"). A
-// word's plural counts as the word ("tokens").
-//
-// Matching words, not substrings, is what lets Cardinality, Wildcard,
-// DiscardAfter and Pinned through while Card and PIN are refused. A name
-// whose last word is an identifier or a measure (see qualifierWords:
-// EmailID, PhoneCallID, TokenCount, PasswordLength) names data about the
-// thing, not the thing, and is allowed, unless an entry ends at that last
-// word itself (NationalID, TaxID are personal data).
-//
-// The list is deliberate: each entry is a secret (whoever reads it can act
-// as someone) or personal data (it identifies or locates a person). A field
-// it misses is still the user's responsibility; a field it wrongly refuses
-// is tagged `twice:"allow"`.
-var sensitiveNames = []sensitiveName{
-	// Secrets.
-	{"password", secretData, true},
-	{"passwd", secretData, true},
-	{"pwd", secretData, false},
-	{"passphrase", secretData, true},
-	{"secret", secretData, true},
-	{"token", secretData, true},
-	{"credential", secretData, true},
-	{"api key", secretData, false},
-	{"access key", secretData, false},
-	{"private key", secretData, false},
-	{"signing key", secretData, false},
-	{"encryption key", secretData, false},
-	{"session key", secretData, false},
-	{"jwt", secretData, false},
-	{"otp", secretData, false},
-	{"totp", secretData, false},
-	{"pin", secretData, false},
-	{"cvv", secretData, false},
-	{"cvc", secretData, false},
-	{"bearer", secretData, false},
-	{"cookie", secretData, false},
-	{"authorization", secretData, false},
-	{"auth header", secretData, false},
-	// Personal data.
-	{"email", personalData, false},
-	{"e mail", personalData, false},
-	{"mail address", personalData, false},
-	{"phone", personalData, false},
-	{"mobile number", personalData, false},
-	{"msisdn", personalData, false},
-	{"ssn", personalData, false},
-	{"social security", personalData, false},
-	{"national id", personalData, false},
-	{"tax id", personalData, false},
-	{"iban", personalData, false},
-	{"card", personalData, false},
-	{"passport", personalData, false},
-	{"dob", personalData, false},
-	{"birthdate", personalData, false},
-	{"birth date", personalData, false},
-	{"date of birth", personalData, false},
-	{"birthday", personalData, false},
-	{"full name", personalData, false},
-	{"user name", personalData, false},
-	{"first name", personalData, false},
-	{"last name", personalData, false},
-	{"given name", personalData, false},
-	{"family name", personalData, false},
-	{"middle name", personalData, false},
-	{"maiden name", personalData, false},
-	{"surname", personalData, false},
-	{"home address", personalData, false},
-	{"street address", personalData, false},
-	{"postal address", personalData, false},
-	{"mailing address", personalData, false},
-	{"billing address", personalData, false},
-	{"shipping address", personalData, false},
-	{"ip", personalData, false},
-	{"ip address", personalData, false},
-	{"ip addr", personalData, false},
-	{"mac address", personalData, false},
-}
-
-// qualifierWords end a name that holds an identifier or a measure of
-// something rather than the thing: EmailID, TokenCount, PasswordLength.
-var qualifierWords = map[string]bool{
-	"id": true, "ids": true, "uuid": true, "guid": true,
-	"count": true, "len": true, "length": true, "size": true,
-	"type": true, "kind": true, "version": true,
-}
-
-const (
-	secretData   = "a secret"
-	personalData = "personal data"
-)
-
-// sensitiveName is one entry of sensitiveNames.
-type sensitiveName struct {
-	phrase string // words separated by one space
-	what   string // secretData or personalData
-	// suffix also matches the entry at the end of one longer word
-	// ("resettoken", "clientsecret"): for words distinctive enough that no
-	// harmless word ends in them.
-	suffix bool
-}
-
-// sensitivePhrases are the entries of sensitiveNames split into words.
-var sensitivePhrases = func() [][]string {
-	p := make([][]string, len(sensitiveNames))
-	for i, n := range sensitiveNames {
-		p[i] = strings.Fields(n.phrase)
-	}
-	return p
-}()
-
-// sensitiveMatch is the entry a name matched.
-type sensitiveMatch struct {
-	phrase, what string
-}
-
-// sensitiveName reports the first of names that looks like a secret or
-// personal data, and the entry it matched.
-func sensitiveWord(names ...string) (sensitiveMatch, bool) {
-	for _, n := range names {
-		if m, ok := matchSensitive(nameWords(n)); ok {
-			return m, true
-		}
-	}
-	return sensitiveMatch{}, false
-}
-
-// matchSensitive applies the table to a name's words.
-func matchSensitive(words []string) (sensitiveMatch, bool) {
-	if len(words) == 0 {
-		return sensitiveMatch{}, false
-	}
-	last := len(words) - 1
-	qualified := last > 0 && qualifierWords[words[last]]
-	for end := range words {
-		if qualified && end != last {
-			continue // the name is about the thing: only an entry ending in the qualifier counts
-		}
-		for i, p := range sensitivePhrases {
-			if phraseEndsAt(words, end, p, sensitiveNames[i].suffix) {
-				return sensitiveMatch{phrase: sensitiveNames[i].phrase, what: sensitiveNames[i].what}, true
-			}
-		}
-	}
-	return sensitiveMatch{}, false
-}
-
-// phraseEndsAt reports whether phrase p's words end at words[end], either
-// one word each or run together in words[end] alone.
-func phraseEndsAt(words []string, end int, p []string, suffix bool) bool {
-	w := words[end]
-	joined := strings.Join(p, "")
-	if sameWord(w, joined) || (suffix && len(w) > len(joined) && (strings.HasSuffix(w, joined) || strings.HasSuffix(w, joined+"s"))) {
-		return true
-	}
-	start := end - len(p) + 1
-	if len(p) == 1 || start < 0 {
-		return false
-	}
-	for j, pw := range p {
-		if !sameWord(words[start+j], pw) {
-			return false
-		}
-	}
-	return true
-}
-
-// sameWord reports whether w is word or its plural.
-func sameWord(w, word string) bool {
-	return w == word || w == word+"s"
-}
-
-// nameWords splits a Go or JSON field name into lower-case words: at '_',
-// '-', '.', spaces and other non-alphanumerics, between a lower-case letter
-// and an upper-case one (userName), before the last capital of an acronym
-// followed by a lower-case word (APIToken: api, token) unless that is a
-// plural's s (UserIDs: user, ids), and between letters and digits.
-func nameWords(name string) []string {
-	runes := []rune(name)
-	var words []string
-	start := -1
-	flush := func(end int) {
-		if start >= 0 && end > start {
-			words = append(words, strings.ToLower(string(runes[start:end])))
-		}
-		start = -1
-	}
-	for i, r := range runes {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			flush(i)
-			continue
-		}
-		if start < 0 {
-			start = i
-			continue
-		}
-		prev := runes[i-1]
-		var boundary bool
-		switch {
-		case unicode.IsDigit(r) != unicode.IsDigit(prev):
-			boundary = true
-		case unicode.IsUpper(r) && unicode.IsLower(prev):
-			boundary = true
-		case unicode.IsUpper(r) && unicode.IsUpper(prev) && i+1 < len(runes) && unicode.IsLower(runes[i+1]):
-			plural := runes[i+1] == 's' && (i+2 == len(runes) || !unicode.IsLower(runes[i+2]))
-			boundary = !plural
-		}
-		if boundary {
-			flush(i)
-			start = i
-		}
-	}
-	flush(len(runes))
-	return words
-}
-
 // argsShape is what the payload policy learnt about an Args type, cached
 // per type: its verdict, and its fields as they are stored.
 type argsShape struct {
@@ -277,6 +75,9 @@ type argsShape struct {
 	// itself (MarshalJSON): the encoding can then hold keys and values the
 	// fields do not declare, so each one is checked at enqueue.
 	customJSON bool
+	// selfEncoding reports that the type itself encodes itself: its
+	// fields then do not describe its JSON, so ArgFields cannot either.
+	selfEncoding bool
 	// customDecode reports that the type decodes itself (UnmarshalJSON),
 	// so the strict decode cannot refuse keys it does not declare.
 	customDecode bool
@@ -314,7 +115,10 @@ func newArgsShape(t reflect.Type) *argsShape {
 		s.err = fmt.Errorf("args type %s is a %s: args must be a struct of IDs and other primitive values", t, t.Kind())
 		return s
 	}
-	s.customJSON = encodesItself(t)
+	// A struct with MarshalText encodes as a JSON string: not an object of
+	// fields either, so its encoding is checked like a MarshalJSON one's.
+	s.selfEncoding = encodesItself(t) || t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType)
+	s.customJSON = s.selfEncoding
 	s.customDecode = t.Implements(jsonDecoderType) || reflect.PointerTo(t).Implements(jsonDecoderType)
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -336,7 +140,7 @@ func newArgsShape(t reflect.Type) *argsShape {
 		tag := f.Tag.Get("twice")
 		if tag == TagAllow || tag == TagSensitive {
 			s.allowed[name] = true
-		} else if m, ok := sensitiveWord(f.Name, jsonName); ok {
+		} else if m, ok := sensitiveFieldName(f.Name, jsonName); ok {
 			s.err = fmt.Errorf("args type %s, field %s: the name contains %q, which looks like %s; "+
 				"args are stored and shown as plaintext, so pass an ID and load or regenerate the value when the job runs, "+
 				"or tag the field `twice:\"allow\"` (or `twice:\"sensitive\"` to redact it in the CLI and dashboard) if it is neither",
@@ -344,8 +148,8 @@ func newArgsShape(t reflect.Type) *argsShape {
 			return s
 		}
 		s.customJSON = s.customJSON || fieldEncodesItself(f.Type)
-		typ, items := jsonTypeOf(f.Type, slices.Contains(strings.Split(jsonOpts, ","), "string"))
-		s.fields = append(s.fields, ArgField{Name: name, Type: typ, Items: items, Sensitive: tag == TagSensitive})
+		typ := jsonTypeOf(f.Type, slices.Contains(strings.Split(jsonOpts, ","), "string"))
+		s.fields = append(s.fields, ArgField{Name: name, Type: typ, Sensitive: tag == TagSensitive})
 	}
 	if s.fields == nil {
 		s.fields = []ArgField{} // known to have no fields, unlike nil
@@ -373,38 +177,37 @@ func fieldEncodesItself(t reflect.Type) bool {
 	return false
 }
 
-// jsonTypeOf is the JSON type encoding/json gives a field of type t:
-// "string", "integer", "number", "boolean" or "array" (with items, the
-// type of its elements), or "" when the type encodes itself. quoted is the
-// json tag's ",string" option.
-func jsonTypeOf(t reflect.Type, quoted bool) (typ, items string) {
+// jsonTypeOf is the JSON type encoding/json gives a field of type t, one
+// of the twicetype.ArgType constants: ArgTypeAny when the type encodes
+// itself. quoted is the json tag's ",string" option.
+func jsonTypeOf(t reflect.Type, quoted bool) string {
 	switch {
 	case encodesItself(t):
-		return "", ""
+		return twicetype.ArgTypeAny
 	case t == timeType, t.Implements(textMarshalerType):
-		return "string", ""
+		return twicetype.ArgTypeString
 	}
+	var typ string
 	switch t.Kind() {
 	case reflect.String:
-		return "string", ""
+		return twicetype.ArgTypeString
 	case reflect.Bool:
-		typ = "boolean"
+		typ = twicetype.ArgTypeBoolean
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		typ = "integer"
+		typ = twicetype.ArgTypeInteger
 	case reflect.Float32, reflect.Float64:
-		typ = "number"
+		typ = twicetype.ArgTypeNumber
 	case reflect.Slice, reflect.Array:
 		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 && !encodesItself(t.Elem()) {
-			return "string", "" // []byte is base64
+			return twicetype.ArgTypeString // []byte is base64
 		}
-		items, _ = jsonTypeOf(t.Elem(), false)
-		return "array", items
+		return twicetype.ArgTypeArray
 	}
 	if quoted {
-		return "string", ""
+		return twicetype.ArgTypeString
 	}
-	return typ, ""
+	return typ
 }
 
 func checkFieldType(t reflect.Type) error {
@@ -451,7 +254,9 @@ func SensitiveFields(t reflect.Type) []string {
 // ArgFields describes the fields of an args type as they are stored: JSON
 // name, JSON type and sensitive flag, for the kind catalog and for tools
 // that check raw JSON args without the Go type (CheckArgsJSON). It returns
-// nil for a type the payload policy refuses.
+// nil, meaning unknown, for a type the payload policy refuses and for one
+// that encodes itself (MarshalJSON or MarshalText on the args type): its
+// Go fields need not be its JSON keys.
 func ArgFields(t reflect.Type) []ArgField {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -460,7 +265,7 @@ func ArgFields(t reflect.Type) []ArgField {
 		return nil
 	}
 	s := shapeOf(t)
-	if s.err != nil {
+	if s.err != nil || s.selfEncoding {
 		return nil
 	}
 	return slices.Clone(s.fields)

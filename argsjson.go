@@ -2,29 +2,22 @@ package twice
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/twicejobs/twice/twicetype"
 )
 
-// ArgField describes one field of a kind's args as stored in JSON, for
-// tools that check or show args without the Go type: the kind catalog,
-// the CLI's enqueue (CheckArgsJSON) and redaction.
-type ArgField struct {
-	// Name is the field's JSON name.
-	Name string `json:"name"`
-	// Type is the field's JSON type: "string", "integer", "number",
-	// "boolean" or "array"; "" for a field whose type encodes itself
-	// (MarshalJSON), which takes any primitive value.
-	Type string `json:"type"`
-	// Items is the JSON type of an array's elements, in the same terms.
-	Items string `json:"items,omitempty"`
-	// Sensitive reports a field tagged `twice:"sensitive"`: redact it
-	// wherever args are shown.
-	Sensitive bool `json:"sensitive,omitempty"`
-}
+// ArgField describes one field of a kind's args as stored in JSON (JSON
+// name, JSON type, sensitive flag), for tools that check or show args
+// without the Go type: the kind catalog, the CLI's enqueue (CheckArgsJSON)
+// and redaction. It is the catalog's twicetype.ArgField; a field whose
+// type encodes itself (MarshalJSON) has type twicetype.ArgTypeAny.
+type ArgField = twicetype.ArgField
 
 // CheckArgsJSON applies the payload policy to raw JSON args of kind, for
 // tools that enqueue without the Go type (the CLI, EnqueueJSON for a kind
@@ -101,39 +94,28 @@ func checkMember(m member, fields []ArgField) error {
 		}
 		return fmt.Errorf("unknown field %q: the kind's fields are %s", m.key, strings.Join(names, ", "))
 	}
-	if got, ok := jsonValueFits(m.value, f.Type, f.Items); !ok {
-		want := f.Type
-		if f.Type == "array" && f.Items != "" {
-			want = "array of " + f.Items
-		}
-		return fmt.Errorf("field %q is %s, want %s", m.key, got, want)
+	if got, ok := jsonValueFits(m.value, f.Type); !ok {
+		return fmt.Errorf("field %q is %s, want %s", m.key, got, cmp.Or(f.Type, twicetype.ArgTypeAny))
 	}
 	return nil
 }
 
-// jsonValueFits reports whether a JSON value has the JSON type typ (items
-// for an array's elements; "" accepts any primitive), and what it is.
-func jsonValueFits(v json.RawMessage, typ, items string) (got string, ok bool) {
+// jsonValueFits reports whether a JSON value has the JSON type typ (null
+// fits any; ArgTypeAny, or no type, takes any primitive; an array's
+// elements must be primitives), and what it is.
+func jsonValueFits(v json.RawMessage, typ string) (got string, ok bool) {
 	got = jsonTypeOfValue(v)
 	switch {
 	case got == "null":
 		return got, true
-	case typ == "":
+	case typ == twicetype.ArgTypeAny, typ == "":
 		return got, checkPrimitive(v) == nil
-	case typ == "number" && got == "integer":
+	case typ == twicetype.ArgTypeNumber && got == twicetype.ArgTypeInteger:
 		return got, true
 	case got != typ:
 		return got, false
-	case typ == "array":
-		var elems []json.RawMessage
-		if err := json.Unmarshal(v, &elems); err != nil {
-			return got, false
-		}
-		for _, e := range elems {
-			if egot, ok := jsonValueFits(e, items, ""); !ok {
-				return "an array holding " + egot, false
-			}
-		}
+	case typ == twicetype.ArgTypeArray && checkPrimitive(v) != nil:
+		return "an array holding an object", false
 	}
 	return got, true
 }

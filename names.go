@@ -100,11 +100,11 @@ func checkText(what, s string, limit int) error {
 // shortQuote quotes s for an error message, cut to a readable length:
 // a 10,000-character name must not make a 10,000-character error.
 func shortQuote(s string) string {
-	const max = 40
-	if len(s) <= max {
+	const maxQuoted = 40
+	if len(s) <= maxQuoted {
 		return fmt.Sprintf("%q", s)
 	}
-	cut := max
+	cut := maxQuoted
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

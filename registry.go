@@ -251,39 +251,6 @@ func (r *Registry) ArgFields(kind string) (fields []ArgField, registered bool) {
 	return ArgFields(e.argsType), true
 }
 
-// KindSpec describes a registered kind for the kind catalog: what a tool
-// without the Go types needs to enqueue, show and operate it.
-type KindSpec struct {
-	// Kind is the kind name.
-	Kind string
-	// Queue is the registration's queue; "" means the client's default.
-	Queue string
-	// Strategy, Priority, MaxAttempts (0: the client's default), Timeout
-	// (0: none) and FailClosed are the registration's options.
-	Strategy    Strategy
-	Priority    int
-	MaxAttempts int
-	Timeout     time.Duration
-	FailClosed  bool
-	// Args are the args' fields as stored, in declaration order.
-	Args []ArgField
-}
-
-// KindSpecs describes every registered kind, sorted by kind.
-func (r *Registry) KindSpecs() []KindSpec {
-	kinds := r.Kinds()
-	specs := make([]KindSpec, 0, len(kinds))
-	for _, k := range kinds {
-		e := r.lookup(k)
-		specs = append(specs, KindSpec{
-			Kind: k, Queue: e.opts.Queue, Strategy: e.opts.Strategy, Priority: e.opts.Priority,
-			MaxAttempts: e.opts.MaxAttempts, Timeout: e.opts.Timeout, FailClosed: e.opts.FailClosed,
-			Args: ArgFields(e.argsType),
-		})
-	}
-	return specs
-}
-
 // SensitiveFields lists the JSON names of kind's args fields tagged
 // `twice:"sensitive"`, for redaction where args are shown, and reports
 // whether kind is registered: when it is not, no field can be recognised
