@@ -119,7 +119,7 @@ else ` + DBDefault + `.`,
 		db = env
 	}
 	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file, or a postgres:// URL (env TWICE_DB)")
-	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level of serve and demo: debug, info, warn or error (default info; warn for demo --once)")
+	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level: debug, info, warn or error (default info for serve, dashboard and demo, warn for demo --once, error elsewhere; info logs every action with who and why)")
 	if c.demo {
 		root.AddCommand(c.demoCommand())
 	}
