@@ -104,7 +104,12 @@ func (c *cli) rootCommand() *cobra.Command {
 		Long: `twice runs background jobs that converge when delivered twice.
 
 The database is a SQLite file or a postgres:// URL: --db, else $TWICE_DB,
-else ` + DBDefault + `.`,
+else ` + DBDefault + `.
+
+This command line knows the kinds of the binary it is built into (a team
+builds its own with twicecli.Main(registry)) and, for any other kind, the
+catalog every worker publishes to the database: their fail-closed flags,
+args fields and sensitive fields.`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		PersistentPreRunE: checkText,
