@@ -25,8 +25,9 @@ func (reportArgs) Kind() string { return "report.monthly.v1" }
 
 // chargeArgs is a fail-closed kind with a sensitive field.
 type chargeArgs struct {
-	ChargeID  int64  `json:"charge_id"`
-	CardToken string `json:"card_token" twice:"sensitive"`
+	ChargeID  int64   `json:"charge_id"`
+	CardToken string  `json:"card_token" twice:"sensitive"`
+	Lines     []int64 `json:"lines,omitempty"`
 }
 
 func (chargeArgs) Kind() string { return "billing.charge.v1" }

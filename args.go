@@ -240,10 +240,18 @@ func checkFieldType(t reflect.Type) error {
 }
 
 // SensitiveFields lists the JSON names of an args type's fields tagged
-// `twice:"sensitive"`, for redaction where args are shown.
+// `twice:"sensitive"`, for redaction where args are shown. For a type that
+// encodes itself they are the names its fields would have: the best guess
+// there is.
 func SensitiveFields(t reflect.Type) []string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return nil
+	}
 	var names []string
-	for _, f := range ArgFields(t) {
+	for _, f := range shapeOf(t).fields {
 		if f.Sensitive {
 			names = append(names, f.Name)
 		}

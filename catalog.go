@@ -1,10 +1,8 @@
 package twice
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -93,36 +91,9 @@ func (c *Client) catalogKinds() []twicetype.KindInfo {
 			FailClosed:  e.opts.FailClosed,
 			MaxAttempts: firstNonZero(e.opts.MaxAttempts, c.cfg.MaxAttempts),
 			Timeout:     e.opts.Timeout,
-			Args:        catalogArgFields(e.argsType),
+			Args:        ArgFields(e.argsType),
 			Schedules:   schedules[kind],
 		})
-	}
-	return out
-}
-
-// catalogArgFields is the payload policy's description of an args type
-// (ArgFields) in the catalog's terms. A field whose type encodes itself has
-// no JSON type of its own: the catalog calls it ArgTypeAny.
-func catalogArgFields(t reflect.Type) []twicetype.ArgField {
-	fields := ArgFields(t)
-	out := make([]twicetype.ArgField, len(fields))
-	for i, f := range fields {
-		out[i] = twicetype.ArgField{Name: f.Name, Type: cmp.Or(f.Type, twicetype.ArgTypeAny), Sensitive: f.Sensitive}
-	}
-	return out
-}
-
-// ArgFields returns the kind's catalogued args fields in the terms of
-// CheckArgsJSON, for a tool that checks raw JSON args of a kind it knows
-// only from the catalog.
-func (k CatalogKind) ArgFields() []ArgField {
-	out := make([]ArgField, len(k.Args))
-	for i, f := range k.Args {
-		typ := f.Type
-		if typ == twicetype.ArgTypeAny {
-			typ = ""
-		}
-		out[i] = ArgField{Name: f.Name, Type: typ, Sensitive: f.Sensitive}
 	}
 	return out
 }

@@ -41,8 +41,9 @@ func TestCatalogPublishedAtStart(t *testing.T) {
 		wantFields := []twicetype.ArgField{
 			{Name: "charge_id", Type: twicetype.ArgTypeInteger},
 			{Name: "card_token", Type: twicetype.ArgTypeString, Sensitive: true},
+			{Name: "lines", Type: twicetype.ArgTypeArray},
 		}
-		if len(charge.Args) != len(wantFields) || charge.Args[0] != wantFields[0] || charge.Args[1] != wantFields[1] {
+		if len(charge.Args) != len(wantFields) || charge.Args[0] != wantFields[0] || charge.Args[1] != wantFields[1] || charge.Args[2] != wantFields[2] {
 			t.Errorf("charge args %+v, want %+v", charge.Args, wantFields)
 		}
 		if report.Kind != "report.monthly.v1" || report.Queue != "reports" || report.Strategy != "claim-after" || report.FailClosed ||
@@ -59,12 +60,15 @@ func TestCatalogPublishedAtStart(t *testing.T) {
 		if len(cat) != 2 || !cat[0].Live || cat[0].Registered || cat[0].Kind != "billing.charge.v1" {
 			t.Fatalf("bare client's catalog %+v", cat)
 		}
-		fields := cat[0].ArgFields()
+		fields := cat[0].Args // what CheckArgsJSON takes
 		if err := twice.CheckArgsJSON(cat[0].Kind, []byte(`{"charge_id": 1, "card_token": "tok"}`), fields, 0); err != nil {
 			t.Errorf("catalogued fields refuse good args: %v", err)
 		}
 		if err := twice.CheckArgsJSON(cat[0].Kind, []byte(`{"charge_id": "one"}`), fields, 0); err == nil {
 			t.Error("catalogued fields take a string for an integer")
+		}
+		if err := twice.CheckArgsJSON(cat[0].Kind, []byte(`{"lines": 3}`), fields, 0); err == nil {
+			t.Error("catalogued fields take a number for an array")
 		}
 	})
 }
@@ -93,7 +97,7 @@ func TestCatalogMergesRegistry(t *testing.T) {
 		for _, k := range cat {
 			got[k.Kind] = k
 		}
-		if k := got["billing.charge.v1"]; !k.Registered || k.Live || !k.FailClosed || len(k.Args) != 2 {
+		if k := got["billing.charge.v1"]; !k.Registered || k.Live || !k.FailClosed || len(k.Args) != 3 {
 			t.Errorf("registered-only kind: %+v", k)
 		}
 		if k := got["report.monthly.v1"]; !k.Registered || k.Live || k.Queue != "old-reports" || k.Node != "gone" {

@@ -315,7 +315,7 @@ func TestLogLinesCarryTheEnvelope(t *testing.T) {
 // enqueueStores are the stores the name and size tests run on: SQLite, and
 // PostgreSQL (where a long queue name used to come back as the database's
 // own index error) when TWICE_TEST_POSTGRES is set.
-func enqueueStores(t *testing.T) map[string]func(t *testing.T) twicestore.Store {
+func enqueueStores() map[string]func(t *testing.T) twicestore.Store {
 	stores := map[string]func(t *testing.T) twicestore.Store{
 		"sqlite": func(t *testing.T) twicestore.Store { return newStore(t) },
 	}
@@ -339,7 +339,7 @@ func enqueueStores(t *testing.T) map[string]func(t *testing.T) twicestore.Store 
 func TestEnqueueRefusesBadNamesAndKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for name, open := range enqueueStores(t) {
+	for name, open := range enqueueStores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			store := open(t)
@@ -428,7 +428,7 @@ func TestQueueNamesAreValidatedWhereTheyAreSet(t *testing.T) {
 func TestEnqueueJSONAppliesThePayloadPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for name, open := range enqueueStores(t) {
+	for name, open := range enqueueStores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			store := open(t)

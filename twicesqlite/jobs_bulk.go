@@ -88,7 +88,7 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 		if j.uniqueKey != "" {
 			var holder int64
 			err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(id), 0) FROM twice_jobs INDEXED BY twice_jobs_unique
-				WHERE kind = ? AND unique_key = ? AND state IN ('available', 'running')`, j.kind, j.uniqueKey).Scan(&holder)
+				WHERE kind = ? AND unique_key = ? AND unique_key <> '' AND state IN ('available', 'running')`, j.kind, j.uniqueKey).Scan(&holder)
 			if err != nil {
 				return twicestore.JobActionResult{}, err
 			}
@@ -97,8 +97,8 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 			}
 		}
 		_, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'available', attempt = 0, run_at = ?,
-			lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = ''
-			WHERE id = ?`, now, j.id)
+			lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = '',
+			snoozes = 0 WHERE id = ?`, now, j.id)
 		if err != nil {
 			return twicestore.JobActionResult{}, err
 		}
