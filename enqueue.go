@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,12 @@ type EnqueueOpts struct {
 	MessageID string
 	// CorrelationID overrides the one from the context.
 	CorrelationID string
+	// AllowUnknownKind lets EnqueueJSON store a kind that no registry,
+	// catalog or live worker knows (its workers have never run); its raw
+	// keys still get the payload policy's name rule. Ignored by Enqueue.
+	// Defaults to false: such a kind is refused, so a typo never queues a
+	// job nobody will run.
+	AllowUnknownKind bool
 }
 
 // EnqueueParams is one job of a batch.
@@ -131,8 +138,8 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 	}
 	if known, err := c.liveKinds(ctx); err != nil {
 		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
-	} else if !known[kind] {
-		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler or live worker knows it (known kinds: %s)",
+	} else if !known[kind] && (opts == nil || !opts.AllowUnknownKind) && !c.catalogued(ctx, kind) {
+		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler, catalogued kind or live worker knows it (known kinds: %s)",
 			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
 	}
 	// A live worker's kind is checked against the fields its node put in
@@ -185,6 +192,14 @@ func (c *Client) catalogArgs(ctx context.Context, kind string) ([]ArgField, erro
 		}
 	}
 	return nil, nil
+}
+
+// catalogued reports whether a worker published kind to the catalog, live
+// or not: its jobs wait for that worker to come back. A failed read counts
+// as not catalogued, and the caller refuses.
+func (c *Client) catalogued(ctx context.Context, kind string) bool {
+	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
+	return err == nil && slices.ContainsFunc(res.Kinds, func(k twicetype.KindInfo) bool { return k.Kind == kind })
 }
 
 func (c *Client) knownKinds(live map[string]bool) []string {

@@ -45,10 +45,9 @@ type orphanKindJSON struct {
 }
 
 type strandedQueueJSON struct {
-	Queue     string `json:"queue"`
-	Due       int    `json:"due"`
-	Scheduled int    `json:"scheduled"`
-	Paused    bool   `json:"paused"`
+	Queue  string    `json:"queue"`
+	Count  int       `json:"count"`
+	Oldest time.Time `json:"oldest"`
 }
 
 func (c *cli) orphansCommand() *cobra.Command {
@@ -73,7 +72,7 @@ registers their kind, or serves their queue, starts.`,
 			if err != nil {
 				return err
 			}
-			queues, err := client.QueueList(cmd.Context())
+			queues, err := client.StrandedQueues(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -82,9 +81,7 @@ registers their kind, or serves their queue, starts.`,
 				out.Kinds = append(out.Kinds, orphanKindJSON{Kind: o.Kind, Queue: o.Queue, Count: o.Count, Oldest: o.Oldest})
 			}
 			for _, q := range queues {
-				if stranded(q) {
-					out.Queues = append(out.Queues, strandedQueueJSON{Queue: q.Name, Due: q.Due, Scheduled: q.Scheduled, Paused: q.Paused})
-				}
+				out.Queues = append(out.Queues, strandedQueueJSON{Queue: q.Queue, Count: q.Count, Oldest: q.Oldest})
 			}
 			if asJSON {
 				return writeJSON(c.stdout, out)
@@ -107,9 +104,9 @@ registers their kind, or serves their queue, starts.`,
 			}
 			fmt.Fprintln(c.stdout)
 			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "STRANDED QUEUE\tDUE\tSCHEDULED\tPAUSED")
+			fmt.Fprintln(tw, "STRANDED QUEUE\tWAITING\tOLDEST")
 			for _, q := range out.Queues {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", q.Queue, q.Due, q.Scheduled, yesNo(q.Paused))
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", q.Queue, q.Count, formatTime(q.Oldest))
 			}
 			return tw.Flush()
 		}),

@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -132,6 +133,9 @@ func (c *cli) runJobAction(cmd *cobra.Command, act jobAction, f *jobActionFlags,
 			return usagef("%s --all needs --state, so a forgotten filter never %s every job", act.name, act.done)
 		}
 		states = act.allStates
+		if filter.Timing != "" {
+			states = []twicetype.JobState{twicetype.JobStateAvailable} // due or scheduled: available jobs only
+		}
 	}
 	narrowed := *filter != twice.JobFilter{}
 	client, done, err := c.openClient(cmd)
@@ -152,6 +156,16 @@ func (c *cli) runJobAction(cmd *cobra.Command, act jobAction, f *jobActionFlags,
 			return err
 		}
 		results = append(results, res.Jobs...)
+	}
+	if narrowed && !f.all {
+		// An id the filters left out reads as not found: say which.
+		for i, r := range results {
+			if errors.Is(r.Err, twice.ErrJobNotFound) {
+				if j, err := client.JobGet(cmd.Context(), r.ID); err == nil {
+					results[i].Err = fmt.Errorf("job %d (%s, queue %s, %s) does not match the filters", j.ID, j.Kind, j.Queue, j.State)
+				}
+			}
+		}
 	}
 	slices.SortFunc(results, func(a, b twice.JobResult) int { return cmp.Compare(a.ID, b.ID) })
 	asJSON, _ := cmd.Flags().GetBool("json") // the jobs command's persistent flag

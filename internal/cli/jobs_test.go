@@ -260,7 +260,7 @@ func TestOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(out.Kinds) != 1 || out.Kinds[0].Kind != emailKind || out.Kinds[0].Count != 2 ||
-		len(out.Queues) != 1 || out.Queues[0].Queue != "critical" || out.Queues[0].Due != 2 {
+		len(out.Queues) != 1 || out.Queues[0].Queue != "critical" || out.Queues[0].Count != 2 {
 		t.Errorf("orphans --json = %+v", out)
 	}
 }
@@ -289,37 +289,73 @@ func compact(t *testing.T, raw []byte) string {
 	return b.String()
 }
 
-// TestEnqueueKindOfLiveWorker: a kind this binary does not register is
-// accepted when a live worker handles it, and shown unredacted with a
-// warning, since its sensitive fields cannot be known here.
-func TestEnqueueKindOfLiveWorker(t *testing.T) {
+// TestEnqueueCataloguedKind (issue 11 items 1 and 5): a kind this binary
+// does not register but a worker published to the catalog (its worker
+// stopped since) is enqueued with its args checked against the catalogued
+// fields, and shown with its sensitive fields redacted; a kind in no
+// catalog, or a queue nobody serves, needs --force; bad input changes
+// nothing.
+func TestEnqueueCataloguedKind(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	const kind = "pdf.cv.v1"
-	wantError(t, s.run("enqueue", kind, `{"cv_id": 3}`), ExitUsage, "unknown job kind")
+	publishCatalog(t, s, "pdf-worker", time.Now().Add(-time.Hour), twicetype.KindInfo{
+		Kind: kind, Queue: "documents", MaxAttempts: 5,
+		Args: []twicetype.ArgField{{Name: "cv_id", Type: twicetype.ArgTypeInteger}, {Name: "reset_token", Type: twicetype.ArgTypeString, Sensitive: true}},
+	})
+	before := jobsSnapshot(t, s.db)
+	for _, tc := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{kind, `{"cv_id": 3, "email": "a@example.com"}`}, []string{`"email"`}},
+		{[]string{kind, `{"cv_id": "3"}`}, []string{`"cv_id"`, "integer"}},
+		{[]string{kind, `{"cv_id": 3, "pad": "` + strings.Repeat("x", 3000) + `"}`}, []string{"2048-byte limit"}},
+		{[]string{"pdf.vc.v1", `{"cv_id": 3}`}, []string{"in no catalog", "did you mean pdf.cv.v1?", "--force"}},
+		{[]string{"pdf.other.v1", `{"password": "x"}`, "--force"}, []string{"password"}},
+		{[]string{kind, `{"cv_id": 3}`, "--queue", "documnets"}, []string{"no live worker serves it", "did you mean documents?", "--force"}},
+		{[]string{kind, `{"cv_id": 3}`, "--run-at", "tomorrow"}, []string{"--run-at"}},
+		{[]string{kind, `{"cv_id": 3}`, "--run-at", "2030-01-01T00:00:00Z", "--delay", "1m"}, []string{"exclude each other"}},
+	} {
+		wantError(t, s.run(append([]string{"enqueue"}, tc.args...)...), ExitUsage, tc.wants...)
+	}
+	sameJobs(t, s.db, before)
 
-	store, err := twicesqlite.Open(t.Context(), s.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	err = store.NodeHeartbeat(t.Context(), &twicestore.NodeHeartbeatParams{Node: &twicetype.Node{
-		ID: "pdf-worker", Kinds: []string{kind}, Queues: []string{"default"}, StartedAt: now, HeartbeatAt: now,
-	}})
-	store.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := s.enqueue(kind, `{"cv_id": 3}`)
+	id := s.enqueue(kind, `{"cv_id": 3, "reset_token": "s3cr3t"}`, "--run-at", "2030-01-01T00:00:00Z")
+	other := s.enqueue("pdf.other.v1", `{"doc_id": 4}`, "--force", "--queue", "nowhere")
 	show := s.ok("jobs", "show", strconv.FormatInt(id, 10)).stdout
-	if !strings.Contains(show, "hidden: no live or past worker catalogued pdf.cv.v1") || strings.Contains(show, `"cv_id"`) {
+	if strings.Contains(show, "s3cr3t") || !strings.Contains(show, `"reset_token": "[redacted]"`) || !strings.Contains(show, `"cv_id": 3`) {
+		t.Errorf("jobs show of a catalogued kind does not redact its sensitive field:\n%s", show)
+	}
+	if !strings.Contains(show, "scheduled (available from") || !strings.Contains(show, "documents") {
+		t.Errorf("jobs show of a job due in 2030:\n%s", show)
+	}
+	var jobs []jobJSON
+	out := s.ok("jobs", "--json").stdout
+	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "s3cr3t") || len(jobs) != 2 {
+		t.Fatalf("jobs --json shows a sensitive field:\n%s", out)
+	}
+	for _, j := range jobs {
+		switch j.ID {
+		case id:
+			if !j.ArgsTypeKnown || !j.Scheduled || !reflect.DeepEqual(j.ArgsRedacted, []string{"reset_token"}) || j.MaxAttempts != 5 {
+				t.Errorf("catalogued job in --json: %+v", j)
+			}
+		case other:
+			if !j.ArgsHidden || string(j.Args) != "null" || j.Queue != "nowhere" {
+				t.Errorf("a kind known nowhere in --json: %+v (args %s)", j, j.Args)
+			}
+		}
+	}
+	show = s.ok("jobs", "show", strconv.FormatInt(other, 10)).stdout
+	if !strings.Contains(show, "hidden: no live or past worker catalogued pdf.other.v1") || strings.Contains(show, "doc_id") {
 		t.Errorf("jobs show of a kind known nowhere does not hide its args:\n%s", show)
 	}
-	show = s.ok("jobs", "show", strconv.FormatInt(id, 10), "--show-args").stdout
-	if !strings.Contains(show, "nothing is redacted") || !strings.Contains(show, `"cv_id": 3`) {
+	show = s.ok("jobs", "show", strconv.FormatInt(other, 10), "--show-args").stdout
+	if !strings.Contains(show, "nothing is redacted") || !strings.Contains(show, `"doc_id": 4`) {
 		t.Errorf("jobs show --show-args of a kind known nowhere:\n%s", show)
-	}
-	if r := s.ok("orphans"); !strings.HasPrefix(r.stdout, "no orphaned kinds") {
-		t.Errorf("a kind with a live worker is reported orphaned:\n%s", r.stdout)
 	}
 }

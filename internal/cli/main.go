@@ -104,7 +104,12 @@ func (c *cli) rootCommand() *cobra.Command {
 		Long: `twice runs background jobs that converge when delivered twice.
 
 The database is a SQLite file or a postgres:// URL: --db, else $TWICE_DB,
-else ` + DBDefault + `.`,
+else ` + DBDefault + `.
+
+This command line knows the kinds of the binary it is built into (a team
+builds its own with twicecli.Main(registry)) and, for any other kind, the
+catalog every worker publishes to the database: their fail-closed flags,
+args fields and sensitive fields.`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		PersistentPreRunE: checkText,
@@ -119,7 +124,7 @@ else ` + DBDefault + `.`,
 		db = env
 	}
 	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file, or a postgres:// URL (env TWICE_DB)")
-	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level of serve and demo: debug, info, warn or error (default info; warn for demo --once)")
+	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level: debug, info, warn or error (default info for serve, dashboard and demo, warn for demo --once, error elsewhere; info logs every action with who and why)")
 	if c.demo {
 		root.AddCommand(c.demoCommand())
 	}

@@ -211,10 +211,8 @@ func parseUntil(flag, s string, now time.Time) (time.Time, error) {
 		}
 		return now.Add(d), nil
 	}
-	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02 15:04"} {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, nil
-		}
+	if t, err := parseTime(flag, s); err == nil {
+		return t, nil
 	}
 	return time.Time{}, usagef("%s %q: give a time like 2026-12-01T06:00:00Z (RFC 3339) or a duration like 30m", flag, s)
 }

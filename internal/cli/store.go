@@ -66,9 +66,10 @@ func dirExists(dir string) bool {
 // binary's registry, that serves the admin API without running a worker:
 // what every command that reads or acts on jobs, queues, switches and
 // schedules goes through. Its log (every admin action, with who and why)
-// goes to stderr at --log-level, by default warn. close closes the store.
+// goes to stderr at --log-level, by default error: a command's own output
+// says what it did, and a failure is one line. close closes the store.
 func (c *cli) openClient(cmd *cobra.Command) (client *twice.Client, closeFn func(), err error) {
-	logger, err := c.logger(cmd, slog.LevelWarn)
+	logger, err := c.logger(cmd, slog.LevelError)
 	if err != nil {
 		return nil, nil, err
 	}

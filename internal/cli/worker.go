@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,11 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 			defer store.Close()
 			cfg := c.cfg
 			cfg.Registry, cfg.Redeliver = c.reg, cfg.Redeliver || redeliver
+			if len(cfg.Queues) == 0 {
+				if cfg.Queues, err = c.defaultQueues(ctx, store); err != nil {
+					return err
+				}
+			}
 			if cfg.Logger == nil {
 				cfg.Logger = logger
 			}
@@ -95,6 +101,28 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 	dash.register(cmd, "dashboard", "", "serve the dashboard and /metrics on this address, e.g. 127.0.0.1:8090 (default: none)")
 	cmd.Flags().BoolVar(&redeliver, "redeliver", false, "deliver every job a second time, sometimes at once, so a handler that does not converge shows it (development and staging only)")
 	return cmd
+}
+
+// defaultQueues are the queues serve works when the binary's Config names
+// none: the client's default queues, and every queue a registered kind
+// goes to, so twicecli.Main(reg) alone works every kind it registers.
+func (c *cli) defaultQueues(ctx context.Context, store twicestore.Store) ([]twice.QueueConfig, error) {
+	probe, err := twice.NewClient(store, twice.Config{Registry: c.reg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	kinds, err := probe.Catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Config's own default, spelled out to be extended.
+	queues := []twice.QueueConfig{{Name: twice.QueueCritical, Concurrency: 10}, {Name: twice.QueueDefault, Concurrency: 10}, {Name: twice.QueueBulk, Concurrency: 5}}
+	for _, k := range kinds {
+		if k.Registered && !slices.ContainsFunc(queues, func(q twice.QueueConfig) bool { return q.Name == k.Queue }) {
+			queues = append(queues, twice.QueueConfig{Name: k.Queue})
+		}
+	}
+	return queues, nil
 }
 
 func (c *cli) demoCommand() *cobra.Command {

@@ -74,13 +74,14 @@ func TestServe(t *testing.T) {
 
 // testServe starts the serve of a CLI built with a registry of its own on
 // s's database, with extra arguments, checks it works two jobs with the
-// registry's handler, and stops it the way SIGINT does.
+// registry's handler, in the kind's own queue, and stops it the way SIGINT
+// does.
 func testServe(t *testing.T, s *setup, extra ...string) {
 	t.Helper()
 	reg := twice.NewRegistry()
 	twice.MustRegister(reg, twice.HandlerFunc[reportArgs](func(_ context.Context, j *twice.Job[reportArgs]) error {
 		return twice.NoOp(fmt.Sprintf("report %d built", j.Args.ReportID))
-	}), nil)
+	}), &twice.KindOpts{Queue: "reports"}) // no Config: serve works the kind's queue all the same
 	opts := Options{Registry: reg}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
