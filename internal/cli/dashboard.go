@@ -13,7 +13,6 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicemetrics"
-	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twiceweb"
 )
 
@@ -51,7 +50,7 @@ func (d *dashboardFlags) register(cmd *cobra.Command, prefix, defaultAddr, what 
 }
 
 // options checks the flags and turns them into the dashboard's options.
-func (d *dashboardFlags) options(reg *twice.Registry, logger *slog.Logger, metrics *twicemetrics.Metrics) (twiceweb.Options, error) {
+func (d *dashboardFlags) options(logger *slog.Logger, metrics *twicemetrics.Metrics) (twiceweb.Options, error) {
 	o := twiceweb.Options{ReadOnly: d.readOnly, BearerToken: d.token, Logger: logger}
 	if metrics != nil {
 		o.Metrics = metrics.Handler()
@@ -67,22 +66,18 @@ func (d *dashboardFlags) options(reg *twice.Registry, logger *slog.Logger, metri
 }
 
 // start serves the dashboard and /metrics on --dashboard until ctx ends,
-// and returns a func that waits for the server to shut down. It refuses a
-// non-loopback address without authentication before serving anything.
-// When the address is only the default (optional), a port already taken
-// is reported and the command goes on without a dashboard.
-func (d *dashboardFlags) start(ctx context.Context, store twicestore.Store, reg *twice.Registry, metrics *twicemetrics.Metrics,
+// and returns a func that waits for the server to shut down. The dashboard
+// acts through client's admin API (a worker's own client, or one that is
+// not started: it runs no worker). It refuses a non-loopback address
+// without authentication before serving anything. When the address is only
+// the default (optional), a port already taken is reported and the command
+// goes on without a dashboard.
+func (d *dashboardFlags) start(ctx context.Context, client *twice.Client, metrics *twicemetrics.Metrics,
 	logger *slog.Logger, out io.Writer, optional bool) (wait func(), err error) {
 	if d.addr == "" {
 		return func() {}, nil
 	}
-	o, err := d.options(reg, logger, metrics)
-	if err != nil {
-		return nil, err
-	}
-	// The dashboard acts through the admin API of a client that is not
-	// started: it runs no worker.
-	client, err := twice.NewClient(store, twice.Config{Registry: reg, Logger: logger})
+	o, err := d.options(logger, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +135,17 @@ An address other than loopback needs --basic-auth or --token.`,
 				return err
 			}
 			defer store.Close()
-			wait, err := dash.start(ctx, store, c.reg, twicemetrics.New(store), logger, c.stdout, false)
+			cfg := twice.Config{Registry: c.reg, Logger: logger, Queues: c.cfg.Queues, DefaultQueue: c.cfg.DefaultQueue}
+			if len(cfg.Queues) == 0 {
+				if cfg.Queues, err = c.defaultQueues(ctx, store); err != nil {
+					return err
+				}
+			}
+			client, err := twice.NewClient(store, cfg) // never started: no worker
+			if err != nil {
+				return err
+			}
+			wait, err := dash.start(ctx, client, twicemetrics.New(store), logger, c.stdout, false)
 			if err != nil {
 				return err
 			}

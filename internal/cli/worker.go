@@ -81,7 +81,7 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 			}
 			dashCtx, stopDash := context.WithCancel(ctx)
 			defer stopDash()
-			waitDash, err := dash.start(dashCtx, store, c.reg, metrics, cfg.Logger, c.stdout, false)
+			waitDash, err := dash.start(dashCtx, client, metrics, cfg.Logger, c.stdout, false)
 			if err != nil {
 				return err
 			}
@@ -188,7 +188,11 @@ system's temporary directory.`,
 					if err != nil {
 						return err
 					}
-					waitDash, err = dash.start(ctx, store, reg, metrics, logger, c.stdout, !cmd.Flags().Changed("dashboard"))
+					client, err := twice.NewClient(store, twice.Config{Registry: reg, Logger: logger})
+					if err != nil {
+						return err
+					}
+					waitDash, err = dash.start(ctx, client, metrics, logger, c.stdout, !cmd.Flags().Changed("dashboard"))
 					return err
 				},
 			})
