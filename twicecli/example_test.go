@@ -30,7 +30,7 @@ func ExampleNew() {
 	cli := twicecli.New(reg, nil)
 
 	dir, _ := os.MkdirTemp("", "twicecli-example-")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	db := filepath.Join(dir, "twice.db")
 	ctx := context.Background()
 	cli.Run(ctx, []string{"migrate", "--db", db}, io.Discard, os.Stderr)

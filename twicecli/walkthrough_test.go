@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -109,8 +110,8 @@ func (w *walker) team(args ...string) result {
 	err := cmd.Run()
 	code := 0
 	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
 			w.t.Fatalf("shop %q: %v", args, err)
 		}
 		code = ee.ExitCode()
@@ -513,7 +514,7 @@ func snapshot(t *testing.T, db string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer sdb.Close()
+		defer func() { _ = sdb.Close() }()
 		queries[0] = strings.Replace(queries[0], "CAST(enabled = 1 AS TEXT)", "CASE enabled WHEN 1 THEN 'true' ELSE 'false' END", 1)
 		queries = append(queries, `SELECT type || ' ' || name FROM sqlite_master ORDER BY 1`)
 		for _, q := range queries {
@@ -529,7 +530,7 @@ func snapshot(t *testing.T, db string) string {
 				}
 				out = append(out, s)
 			}
-			r.Close()
+			_ = r.Close()
 			rows = append(rows, out)
 		}
 	}

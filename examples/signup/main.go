@@ -59,7 +59,7 @@ func main() {
 	defer cancel()
 	dir, err := os.MkdirTemp("", "twice-signup-")
 	if err == nil {
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		err = run(ctx, filepath.Join(dir, "signup.db"), 3, os.Stdout)
 	}
 	if err != nil {
@@ -124,7 +124,7 @@ func run(ctx context.Context, path string, n int, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	store, err := twicesqlite.New(ctx, db) // twice's tables beside the app's
 	if err != nil {
 		return err
@@ -191,7 +191,7 @@ func check(ctx context.Context, db *sql.DB, n int, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	var emails, diverged int
 	for rows.Next() {
 		var id, cents, sent int64

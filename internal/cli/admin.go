@@ -20,7 +20,7 @@ func (c *cli) migrateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			applied, latest, err := store.SchemaVersion(cmd.Context())
 			if err != nil {
 				return err

@@ -105,12 +105,12 @@ func jobsSnapshot(t *testing.T, path string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	rows, err := db.QueryContext(t.Context(), `SELECT id, kind, queue, state, attempt, epoch, args, errors, note FROM twice_jobs ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	var jobs []string
 	for rows.Next() {
 		var (

@@ -134,7 +134,7 @@ An address other than loopback needs --basic-auth or --token.`,
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			cfg := twice.Config{Registry: c.reg, Logger: logger, Queues: c.cfg.Queues, DefaultQueue: c.cfg.DefaultQueue}
 			if len(cfg.Queues) == 0 {
 				if cfg.Queues, err = c.defaultQueues(ctx, store); err != nil {

@@ -97,7 +97,7 @@ func (c *cli) dlqActionCommand(act dlqAction) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			res, err := act.apply(store, cmd.Context(), &twicestore.JobBulkParams{Filter: filter, Now: time.Now()})
 			if err != nil {
 				return err

@@ -20,7 +20,7 @@ func runningJob(t *testing.T, s *setup) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	now := time.Now()
 	res, err := store.JobFetch(t.Context(), &twicestore.JobFetchParams{
 		Queue: "bulk", Kinds: []string{"ads.image-watermark.v1"}, Limit: 1, Node: "test", Now: now, LeaseUntil: now.Add(time.Minute),

@@ -146,7 +146,9 @@ func (c *cli) listJobs(cmd *cobra.Command, l *listFlags) error {
 		fmt.Fprintln(c.stdout, "no jobs match")
 		return nil
 	}
-	printJobTable(c.stdout, res.Jobs, now)
+	if err := printJobTable(c.stdout, res.Jobs, now); err != nil {
+		return err
+	}
 	if res.Next != 0 {
 		fmt.Fprintf(c.stderr, "more may follow: add --before %d\n", res.Next)
 	}
@@ -179,8 +181,7 @@ func (c *cli) jobsShowCommand(l *listFlags) *cobra.Command {
 			if l.json {
 				return writeJSON(c.stdout, book.newJobJSON(job, true, time.Now()))
 			}
-			book.printJob(c.stdout, job, time.Now())
-			return nil
+			return book.printJob(c.stdout, job, time.Now())
 		}),
 	}
 }

@@ -120,7 +120,7 @@ func deadJobs(t *testing.T, path string, n int) []int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	now := time.Now()
 	var params []*twicestore.JobInsertParams
 	for i := range n {

@@ -33,7 +33,7 @@ func TestRecurringLs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store.Close()
+	_ = store.Close()
 
 	r := s.ok("recurring", "ls")
 	for _, want := range []string{"nightly-watermarks", "0 3 * * *", "enqueued", "credit-sweep", "skipped"} {

@@ -132,7 +132,7 @@ func (k *kindBook) args(j *twicetype.JobRow) shownArgs {
 // printJobTable prints jobs one per line.
 // The state column says "scheduled" for an available job whose run_at is
 // still to come, so it is not mistaken for one stuck in its queue.
-func printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time.Time) {
+func printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNOTE / LAST ERROR")
 	for _, j := range jobs {
@@ -143,7 +143,7 @@ func printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time.Time) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
 			j.ID, j.Kind, j.Queue, state, j.Attempt, j.MaxAttempts, formatTime(j.RunAt), firstLine(noteOrError(j), 70))
 	}
-	tw.Flush()
+	return tw.Flush()
 }
 
 func noteOrError(j *twicetype.JobRow) string {
@@ -187,7 +187,7 @@ func cut(s string, n int) string {
 }
 
 // printJob prints one job in full.
-func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) {
+func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) error {
 	state := string(j.State)
 	if scheduled(j, now) {
 		state = "scheduled (available from " + formatTime(j.RunAt) + ")"
@@ -218,7 +218,9 @@ func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) {
 	if j.Note != "" {
 		row("note", j.Note)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 
 	a := k.args(j)
 	fmt.Fprintln(w, "\nargs")
@@ -248,4 +250,5 @@ func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) {
 			}
 		}
 	}
+	return nil
 }

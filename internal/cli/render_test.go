@@ -24,7 +24,7 @@ func TestUnreadableArgs(t *testing.T) {
 	if _, err := db.ExecContext(t.Context(), `UPDATE twice_jobs SET args = ? WHERE id = ?`, []byte("{\"user_id\": 2, \xff"), bad); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
+	_ = db.Close()
 
 	r := s.ok("jobs", "--json")
 	var jobs []jobJSON
@@ -89,7 +89,7 @@ func TestListingsShowAnErrorsFirstLine(t *testing.T) {
 	if _, err := store.JobFinish(t.Context(), &twicestore.JobFinishParams{Outcomes: outcomes}); err != nil {
 		t.Fatal(err)
 	}
-	store.Close()
+	_ = store.Close()
 
 	for _, args := range [][]string{{"jobs"}, {"dlq", "ls"}} {
 		out := s.ok(args...).stdout

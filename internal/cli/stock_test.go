@@ -19,7 +19,7 @@ func dbSnapshot(t *testing.T, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	var b strings.Builder
 	for _, q := range []string{
 		`SELECT type || ' ' || name FROM sqlite_master ORDER BY type, name`,
@@ -91,7 +91,7 @@ func TestStockDashboard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.Body.Close()
+		_ = res.Body.Close()
 		if res.StatusCode != http.StatusOK {
 			t.Errorf("GET /%s: %s", page, res.Status)
 		}

@@ -79,8 +79,8 @@ func (c *cli) openClient(cmd *cobra.Command) (client *twice.Client, closeFn func
 	}
 	client, err = twice.NewClient(store, twice.Config{Registry: c.reg, Logger: logger, Queues: c.cfg.Queues, DefaultQueue: c.cfg.DefaultQueue})
 	if err != nil {
-		store.Close()
+		_ = store.Close()
 		return nil, nil, err
 	}
-	return client, func() { store.Close() }, nil
+	return client, func() { _ = store.Close() }, nil // a read's close fails nothing
 }

@@ -257,8 +257,7 @@ when, why and until when. Then list the toggle keys, in the store and in
 			if asJSON {
 				return writeJSON(c.stdout, rows)
 			}
-			printToggleTable(c.stdout, rows, *file)
-			return nil
+			return printToggleTable(c.stdout, rows, *file)
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -377,7 +376,7 @@ func (c *cli) printEffective(ctx context.Context, client *twice.Client, file map
 }
 
 // printToggleTable prints the known kinds, then the unknown keys, if any.
-func printToggleTable(w io.Writer, rows []toggleJSON, file string) {
+func printToggleTable(w io.Writer, rows []toggleJSON, file string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tSTATE\tDECIDED BY\tFAIL-CLOSED\tSTORE\tFILE\tSET BY\tAT\tEXPIRES\tREASON")
 	var unknown []toggleJSON
@@ -396,12 +395,14 @@ func printToggleTable(w io.Writer, rows []toggleJSON, file string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.Kind, r.State, r.DecidedBy, yesNo(*r.FailClosed), storeValue(r.Store), boolValue(r.File), by, at, exp, reason)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	if file == "" {
 		fmt.Fprintln(w, "(no --file given: the workers' kill switch file, if any, is not included)")
 	}
 	if len(unknown) == 0 {
-		return
+		return nil
 	}
 	fmt.Fprintf(w, "\n%d toggle %s no known kind, so %s nothing:\n", len(unknown),
 		plural(len(unknown), "key names", "keys name"), plural(len(unknown), "it switches", "they switch"))
@@ -414,7 +415,7 @@ func printToggleTable(w io.Writer, rows []toggleJSON, file string) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Kind, storeValue(r.Store), boolValue(r.File), hint)
 	}
-	tw.Flush()
+	return tw.Flush()
 }
 
 // withFlagHint rewrites an admin API error's advice to name the CLI's flag

@@ -21,7 +21,7 @@ func storedToggles(t *testing.T, s *setup) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	res, err := store.ToggleList(t.Context(), &twicestore.ToggleListParams{})
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func publishCatalog(t *testing.T, s *setup, node string, at time.Time, kinds ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	if err := store.CatalogPublish(t.Context(), &twicestore.CatalogPublishParams{Node: node, Now: at, Kinds: kinds}); err != nil {
 		t.Fatal(err)
 	}

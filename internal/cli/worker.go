@@ -59,7 +59,7 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			cfg := c.cfg
 			cfg.Registry, cfg.Redeliver = c.reg, cfg.Redeliver || redeliver
 			if len(cfg.Queues) == 0 {
@@ -218,7 +218,7 @@ func (c *cli) demoOnce(cmd *cobra.Command, objects string, redeliver bool) error
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		path = filepath.Join(dir, "demo.db")
 		fmt.Fprintln(c.stdout, "using a fresh database, removed at exit (pass --db to keep one)")
 	}

@@ -39,7 +39,7 @@ func waitFinished(t *testing.T, db string, id int64) *twicetype.JobRow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	deadline := time.After(30 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -206,7 +206,7 @@ func runDemoLive(t *testing.T, args ...string) string {
 func TestDemoGoesOnWhenTheDashboardPortIsTaken(t *testing.T) {
 	t.Parallel()
 	if ln, err := net.Listen("tcp", twiceweb.AddrDefault); err == nil {
-		defer ln.Close()
+		defer func() { _ = ln.Close() }()
 	} // else something holds it already, which is the case under test too
 	out := runDemoLive(t, "--db", filepath.Join(t.TempDir(), "demo.db"), "--http", "127.0.0.1:0")
 	if !strings.Contains(out, "dashboard: not served") {
@@ -221,7 +221,7 @@ func TestDemoAPIPortTaken(t *testing.T) {
 	t.Parallel()
 	t.Run("default", func(t *testing.T) {
 		if ln, err := net.Listen("tcp", demo.HTTPAddrDefault); err == nil {
-			defer ln.Close()
+			defer func() { _ = ln.Close() }()
 		} // else something holds it already, which is the case under test too
 		out := runDemoLive(t, "--db", filepath.Join(t.TempDir(), "demo.db"), "--dashboard", "127.0.0.1:0")
 		if !strings.Contains(out, "demo API: not served") {
@@ -233,7 +233,7 @@ func TestDemoAPIPortTaken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
+		defer func() { _ = ln.Close() }()
 		s := &setup{t: t, db: filepath.Join(t.TempDir(), "demo.db")}
 		wantError(t, s.run("demo", "--http", ln.Addr().String(), "--dashboard", ""), ExitFailure,
 			"serve the demo API on "+ln.Addr().String(), "pass --http with a free address")
