@@ -115,11 +115,12 @@ var ErrInvalidArgs = errors.New("invalid job args")
 
 // EnqueueJSON stores one job from raw JSON args, for tools that do not have
 // the Go type (the CLI). A kind registered with this client must decode
-// into its args type with no unknown fields; a kind only a live worker
-// handles must pass CheckArgsJSON against the fields the kind catalog
+// into its args type with no unknown fields; a kind a live worker handles
+// or a worker published to the kind catalog (its jobs wait while that
+// worker is down) must pass CheckArgsJSON against the fields the catalog
 // holds for it (or, when it holds none, the name rule on its keys); any
 // other kind is refused with ErrUnknownKind, so a typo never queues a job
-// nobody will run. A registered kind is decoded into its type and enqueued
+// nobody will run, unless opts.AllowUnknownKind. A registered kind is decoded into its type and enqueued
 // as Enqueue would, so its IdempotencyKey applies.
 func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ValidateKind(kind); err != nil {
