@@ -249,8 +249,9 @@ func switchCreditsOn(ctx context.Context, store twicestore.Store) error {
 
 // NewRegistry returns a registry of the demo's kinds, each with the
 // strategy its effect needs and a's handler. With a nil App the registry
-// only validates enqueues (the CLI's use): its handlers dead-letter any job
-// they are given, so never start a worker on it.
+// only describes the kinds (the dashboard of 'twice demo' uses it so): its
+// handlers dead-letter any job they are given, so never start a worker on
+// it.
 func NewRegistry(a *App) (*twice.Registry, error) {
 	reg := twice.NewRegistry()
 	err := errors.Join(
