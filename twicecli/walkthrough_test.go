@@ -410,6 +410,40 @@ func walk(t *testing.T, shop, db string) {
 	})
 	wk.stop(t)
 
+	t.Run("orphans and retry once the worker is gone", func(t *testing.T) {
+		waiting, _ := w.enqueue(w.team, "invoice.charge.v1", `{"invoice_id": 4}`)
+		team, stock := w.both(0, "orphans", "--json")
+		for _, r := range []result{team, stock} {
+			var o struct {
+				Kinds []struct {
+					Kind  string `json:"kind"`
+					Count int    `json:"count"`
+				} `json:"orphaned_kinds"`
+				Queues []struct {
+					Queue string `json:"queue"`
+					Count int    `json:"count"`
+				} `json:"stranded_queues"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &o); err != nil {
+				t.Fatal(err)
+			}
+			if len(o.Kinds) != 1 || o.Kinds[0].Kind != "invoice.charge.v1" || len(o.Queues) != 1 || o.Queues[0].Queue != "invoices" {
+				t.Errorf("orphans --json with the worker stopped: %+v", o)
+			}
+		}
+		w.both(1, "jobs", "retry", strconv.FormatInt(waiting, 10)) // waiting, not dead
+		r := w.stock("jobs", "cancel", strconv.FormatInt(waiting, 10))
+		if r.code != 0 {
+			t.Fatalf("cancel: %s", r.stderr)
+		}
+		if r := w.team("jobs", "retry", strconv.FormatInt(waiting, 10)); r.stdout != fmt.Sprintf("job %d: retried\n", waiting) {
+			t.Errorf("retry of the cancelled job: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if j := w.show(w.stock, waiting); j.State != "available" {
+			t.Errorf("retried job is %s", j.State)
+		}
+	})
+
 	t.Run("stock serve and dashboard leave the database alone", func(t *testing.T) {
 		before := snapshot(t, db)
 		r := w.stock("serve")
