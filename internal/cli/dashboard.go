@@ -23,6 +23,8 @@ type dashboardFlags struct {
 	basicAuth string
 	token     string
 	readOnly  bool
+	hosts     []string
+	secure    bool
 }
 
 // register adds the flags to cmd: --PREFIX (the address), and
@@ -47,11 +49,14 @@ func (d *dashboardFlags) register(cmd *cobra.Command, prefix, defaultAddr, what 
 	f.StringVar(&d.token, name("token"), os.Getenv("TWICE_DASHBOARD_TOKEN"),
 		"bearer token the dashboard requires (env TWICE_DASHBOARD_TOKEN, which keeps it out of ps)")
 	f.BoolVar(&d.readOnly, name("read-only"), false, "serve the dashboard without its actions (retry, cancel, discard, pause, kill switches)")
+	f.StringSliceVar(&d.hosts, name("allowed-host"), nil,
+		"a host name the dashboard answers besides localhost and loopback addresses (repeatable; a leading *. allows subdomains); without authentication no other name is answered, which stops DNS rebinding")
+	f.BoolVar(&d.secure, name("secure-cookie"), false, "mark the CSRF cookie Secure, for a dashboard behind a proxy that terminates TLS")
 }
 
 // options checks the flags and turns them into the dashboard's options.
 func (d *dashboardFlags) options(logger *slog.Logger, metrics *twicemetrics.Metrics) (twiceweb.Options, error) {
-	o := twiceweb.Options{ReadOnly: d.readOnly, BearerToken: d.token, Logger: logger}
+	o := twiceweb.Options{ReadOnly: d.readOnly, BearerToken: d.token, Logger: logger, AllowedHosts: d.hosts, SecureCookie: d.secure}
 	if metrics != nil {
 		o.Metrics = metrics.Handler()
 	}

@@ -75,7 +75,7 @@ func TestStockDashboard(t *testing.T) {
 	var stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, Options{Demo: true}, []string{"dashboard", "--db", s.db, "--addr", "127.0.0.1:0"}, stdout, &stderr)
+		done <- Main(ctx, Options{Demo: true}, []string{"dashboard", "--db", s.db, "--addr", "127.0.0.1:0", "--allowed-host", "twice.internal"}, stdout, &stderr)
 	}()
 	select {
 	case <-stdout.seen:
@@ -94,6 +94,20 @@ func TestStockDashboard(t *testing.T) {
 		_ = res.Body.Close()
 		if res.StatusCode != http.StatusOK {
 			t.Errorf("GET /%s: %s", page, res.Status)
+		}
+	}
+	// Without authentication it answers loopback names and --allowed-host
+	// only (DNS rebinding).
+	for host, ok := range map[string]bool{"twice.internal": true, "attacker.example": false} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if (res.StatusCode == http.StatusOK) != ok {
+			t.Errorf("GET / with Host %s: %s", host, res.Status)
 		}
 	}
 	cancel()
