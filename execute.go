@@ -57,6 +57,8 @@ type execution struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	start  time.Time
+	// leaseLost is set when the attempt ended after its lease was lost.
+	leaseLost bool
 }
 
 // Execute works one fetched job; the producer calls it on a worker
@@ -412,15 +414,60 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 		ae.Stack = panicErr.Stack
 	}
 	o.Error = ae
+	if errors.Is(context.Cause(e.ctx), ErrLeaseLost) || errors.Is(err, ErrLeaseLost) {
+		// A stale holder: the store refuses this outcome (its epoch is
+		// old), and the job's new holder decides what becomes of it.
+		e.leaseLost = true
+		o.State, o.RunAt = twicetype.JobStateAvailable, now
+		e.logger.WarnContext(e.ctx, "job attempt ended after its lease was lost; its outcome is not recorded, "+
+			"another worker may hold the job", logattr.Component, "executor", logattr.Err, err)
+		return o
+	}
 	if errors.As(err, &permanent) || e.row.Attempt >= e.row.MaxAttempts {
 		o.State, o.FinishedAt = twicetype.JobStateDead, now
 		e.logger.ErrorContext(e.ctx, "job dead-lettered", logattr.Component, "executor", logattr.Err, err,
 			"max_attempts", e.row.MaxAttempts)
+		e.markFailed(err)
 		return o
 	}
 	o.State, o.RunAt = twicetype.JobStateAvailable, now.Add(e.x.cfg.Backoff(e.row.Attempt))
 	e.logger.WarnContext(e.ctx, "job failed; will retry", logattr.Component, "executor", logattr.Err, err, "run_at", o.RunAt)
 	return o
+}
+
+// markFailed runs a Staged handler's MarkFailed for a failure that
+// dead-letters the job, once the attempt is over: for Transactional, after
+// its transaction was rolled back, in a transaction of its own.
+func (e *execution) markFailed(err error) {
+	var mf *markFailedError
+	if !errors.As(err, &mf) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), markFailedTimeout)
+	defer cancel()
+	var merr error
+	if e.entry.opts.Strategy == Transactional {
+		merr = e.inTx(ctx, func(tx twicestore.Tx) error { return mf.mark(ctx, tx) })
+	} else {
+		merr = mf.mark(ctx, nil)
+	}
+	if merr != nil {
+		e.logger.ErrorContext(ctx, "marking the row failed did not work; the job is dead-lettered anyway",
+			logattr.Component, "executor", logattr.Err, merr)
+	}
+}
+
+// inTx runs fn in a transaction of its own, committed when fn returns nil.
+func (e *execution) inTx(ctx context.Context, fn func(tx twicestore.Tx) error) error {
+	tx, err := e.x.store.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // finish hands an outcome to the completer; the job stays tracked (and its
@@ -434,6 +481,7 @@ func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)
 		case err != nil:
 			e.logger.Error("recording job outcome failed; the job will run again when its lease expires",
 				logattr.Component, "completer", logattr.Err, err)
+		case !applied && e.leaseLost: // said when the attempt ended
 		case !applied:
 			e.logger.Warn("job outcome discarded: the lease was lost and another worker may hold the job",
 				logattr.Component, "completer", "epoch", e.row.Epoch)
