@@ -20,7 +20,8 @@ import (
 // jobColumnNames are the columns every job query returns, in scanJob's order.
 var jobColumnNames = []string{"id", "kind", "queue", "priority", "args", "message_id", "idempotency_key",
 	"correlation_id", "unique_key", "state", "attempt", "max_attempts", "epoch", "run_at", "lease_until",
-	"attempted_by", "errors", "note", "created_at", "finished_at", "metadata"}
+	"attempted_by", "errors", "note", "created_at", "finished_at", "metadata",
+	"cancel_requested_at", "cancel_by", "cancel_reason", "snoozes"}
 
 // jobCols renders the job columns of the table or CTE named alias. The error
 // history and the metadata are read as JSON text, which pgx and database/sql both scan into a
@@ -46,12 +47,17 @@ func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
 		j                      twicetype.JobRow
 		state, errs, meta      string
 		leaseUntil, finishedAt sql.NullTime
+		cancelAt               sql.NullTime
+		cancelBy, cancelReason string
 	)
 	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta)
+		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes)
 	if err := r.Scan(dest...); err != nil {
 		return nil, err
+	}
+	if cancelAt.Valid {
+		j.Cancel = &twicetype.CancelRequest{At: fromNull(cancelAt), By: cancelBy, Reason: cancelReason}
 	}
 	j.State = twicetype.JobState(state)
 	j.RunAt = j.RunAt.UTC()
@@ -293,6 +299,10 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 // leased once per epoch. The partial fetch index yields rows already in fetch
 // order, so the LIMIT stops the scan early.
 //
+// A queue paused (with no until, or one still ahead) leases nothing: the
+// pause is checked in the same statement (once, as an init plan), so a fetch
+// never leases a job of a queue whose pause committed before it began.
+//
 // fetchPeekSQL also peeks, per leased job, the marker of its key under the
 // handler $7/$8 name for its kind; fetchSQL, for a fetch that peeks
 // nothing, spares every row that subquery.
@@ -308,6 +318,8 @@ var (
 const fetchLeaseSQL = `WITH picked AS (
 	SELECT id FROM twice_jobs
 	WHERE state = 'available' AND queue = $1 AND kind = ANY($2::text[]) AND run_at <= $3
+		AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
+			WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $3))
 	ORDER BY priority, run_at, id
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED
@@ -368,7 +380,7 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 const extendSQL = `UPDATE twice_jobs AS j SET lease_until = $1
 FROM unnest($2::bigint[], $3::bigint[]) AS l(id, epoch)
 WHERE j.id = l.id AND j.epoch = l.epoch AND j.state = 'running'
-RETURNING j.id`
+RETURNING j.id, j.cancel_requested_at IS NOT NULL`
 
 // JobExtendLease moves the lease of every job still running under the
 // given epoch, in one statement.
@@ -385,11 +397,29 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 	for i, l := range leases {
 		ids[i], epochs[i] = l.ID, l.Epoch
 	}
-	extended, err := queryIDs(ctx, e.q, extendSQL, p.LeaseUntil, ids, epochs)
+	rs, err := e.q.query(ctx, extendSQL, p.LeaseUntil, ids, epochs)
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}
-	res.Extended = extended
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			id        int64
+			cancelled bool
+		)
+		if err := rs.Scan(&id, &cancelled); err != nil {
+			return nil, fmt.Errorf("extend leases: %w", err)
+		}
+		res.Extended = append(res.Extended, id)
+		if cancelled {
+			res.CancelRequested = append(res.CancelRequested, id)
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	slices.Sort(res.Extended)
+	slices.Sort(res.CancelRequested)
 	return res, nil
 }
 
@@ -427,7 +457,11 @@ func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]int6
 // CTE runs whether or not the rest of the statement reads it. Markers go in
 // key order, so batches claiming the same keys wait for each other in the
 // same order.
-const finishSQL = `WITH claimed AS (
+//
+// An error is appended to the history, which keeps its first and last
+// entries only (see keptErrors). A cancelled outcome without a note of its
+// own takes the cancel request's.
+var finishSQL = `WITH claimed AS (
 	INSERT INTO twice_markers (handler, key, processed_at, job_id, epoch)
 	SELECT * FROM unnest($9::text[], $10::text[], $11::timestamptz[], $12::bigint[], $13::bigint[])
 		AS m(handler, key, processed_at, job_id, epoch)
@@ -438,15 +472,32 @@ UPDATE twice_jobs AS j SET
 	state = o.state,
 	run_at = CASE WHEN o.state = 'available' THEN o.run_at ELSE j.run_at END,
 	attempt = CASE WHEN o.refund THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
+	snoozes = j.snoozes + CASE WHEN o.snooze THEN 1 ELSE 0 END,
 	lease_until = NULL,
-	errors = CASE WHEN o.err = '' THEN j.errors ELSE j.errors || jsonb_build_array(o.err::jsonb) END,
-	note = o.note,
-	finished_at = CASE WHEN o.state IN ('completed', 'dead') THEN o.finished_at END
+	errors = CASE WHEN o.err = '' THEN j.errors ELSE ` + keptErrors("j.errors || jsonb_build_array(o.err::jsonb)") + ` END,
+	note = CASE WHEN o.state = 'cancelled' AND o.note = '' AND j.cancel_requested_at IS NOT NULL
+		THEN ` + cancelNoteSQL + ` ELSE o.note END,
+	finished_at = CASE WHEN o.state IN ('completed', 'dead', 'cancelled') THEN o.finished_at END
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
-	$7::text[], $8::timestamptz[])
-	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, ord)
+	$7::text[], $8::timestamptz[], $14::boolean[])
+	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, ord)
 WHERE j.id = o.id AND j.state = 'running' AND j.epoch = o.epoch
 RETURNING o.ord`
+
+// keptErrors is an expression for the error history arr with only its
+// first twicestore.ErrorsKeptFirst and last twicestore.ErrorsKeptLast
+// entries.
+func keptErrors(arr string) string {
+	return fmt.Sprintf(`(SELECT coalesce(jsonb_agg(t.e ORDER BY t.i), '[]'::jsonb)
+		FROM jsonb_array_elements(%[1]s) WITH ORDINALITY AS t(e, i)
+		WHERE t.i <= %[2]d OR t.i > jsonb_array_length(%[1]s) - %[3]d)`,
+		arr, twicestore.ErrorsKeptFirst, twicestore.ErrorsKeptLast)
+}
+
+// cancelNoteSQL renders a job's cancel request as twicetype.CancelRequest's
+// Note does.
+const cancelNoteSQL = `('cancelled' || CASE WHEN j.cancel_by <> '' THEN ' by ' || j.cancel_by ELSE '' END ||
+	CASE WHEN j.cancel_reason <> '' THEN ': ' || j.cancel_reason ELSE '' END)`
 
 // JobFinish writes a batch of outcomes, and claims their markers, in one
 // statement.
@@ -460,7 +511,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		ids, epochs         = make([]int64, n), make([]int64, n)
 		states, errs, notes = make([]string, n), make([]string, n), make([]string, n)
 		runAts, finishedAts = make([]time.Time, n), make([]time.Time, n) // each used by its states only
-		refunds             = make([]bool, n)
+		refunds, snoozes    = make([]bool, n), make([]bool, n)
 		handlers, keys      []string
 		processedAts        []time.Time
 		claimants, claimEps []int64 // the job and epoch claiming each marker
@@ -481,10 +532,10 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		switch o.State {
 		case twicetype.JobStateAvailable:
 			runAts[i], finishedAts[i] = nowOr(o.RunAt), now
-		case twicetype.JobStateCompleted, twicetype.JobStateDead:
+		case twicetype.JobStateCompleted, twicetype.JobStateDead, twicetype.JobStateCancelled:
 			runAts[i], finishedAts[i] = now, nowOr(o.FinishedAt)
 		default:
-			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available or dead", o.ID, o.State)
+			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available, dead or cancelled", o.ID, o.State)
 		}
 		if o.Error != nil {
 			b, err := json.Marshal(o.Error)
@@ -494,6 +545,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 			errs[i] = string(b)
 		}
 		ids[i], epochs[i], states[i], notes[i], refunds[i] = o.ID, o.Epoch, string(o.State), o.Note, o.RefundAttempt
+		snoozes[i] = o.Snooze
 		if m := o.Marker; m != nil {
 			at := m.Now
 			if at.IsZero() {
@@ -512,7 +564,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		claimants, claimEps = []int64{}, []int64{}
 	}
 	rs, err := e.q.query(ctx, finishSQL, ids, epochs, states, runAts, refunds, errs, notes, finishedAts,
-		handlers, keys, processedAts, claimants, claimEps)
+		handlers, keys, processedAts, claimants, claimEps, snoozes)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
@@ -533,12 +585,13 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	return res, nil
 }
 
-// rescueSQL releases expired leases: back to available while attempts
-// remain, dead otherwise, recording the lost attempt either way. SET
+// rescueSQL releases expired leases: cancelled when an operator asked to
+// cancel the job, else back to available while attempts remain, dead
+// otherwise, recording the lost attempt either way. SET
 // expressions read the row as it was, so every CASE sees the old attempt.
 // SKIP LOCKED lets rescuers on several nodes run at once, each taking
 // other jobs, and keeps them from waiting on a worker finishing one.
-const rescueSQL = `WITH expired AS (
+var rescueSQL = `WITH expired AS (
 	SELECT id FROM twice_jobs
 	WHERE state = 'running' AND lease_until < $1
 	ORDER BY lease_until, id
@@ -546,14 +599,16 @@ const rescueSQL = `WITH expired AS (
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE twice_jobs AS j SET
-	state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
-	finished_at = CASE WHEN j.attempt >= j.max_attempts THEN $1 END,
+	state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+		WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
+	finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempt >= j.max_attempts THEN $1 END,
+	note = CASE WHEN j.cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE j.note END,
 	lease_until = NULL,
-	errors = j.errors || jsonb_build_array(jsonb_build_object(
+	errors = ` + keptErrors(`j.errors || jsonb_build_array(jsonb_build_object(
 		'attempt', j.attempt,
 		'at', $2::text,
 		'error', 'lease expired at ' || to_char(j.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') ||
-			' before node "' || j.attempted_by || '" finished the attempt'))
+			' before node "' || j.attempted_by || '" finished the attempt'))`) + `
 FROM expired
 WHERE j.id = expired.id
 RETURNING j.id, j.state`
@@ -576,9 +631,12 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 		if err := rs.Scan(&id, &state); err != nil {
 			return nil, fmt.Errorf("rescue jobs: %w", err)
 		}
-		if twicetype.JobState(state) == twicetype.JobStateDead {
+		switch twicetype.JobState(state) {
+		case twicetype.JobStateDead:
 			res.Dead = append(res.Dead, id)
-		} else {
+		case twicetype.JobStateCancelled:
+			res.Cancelled = append(res.Cancelled, id)
+		default:
 			res.Requeued = append(res.Requeued, id)
 		}
 	}
@@ -587,5 +645,6 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 	}
 	slices.Sort(res.Requeued)
 	slices.Sort(res.Dead)
+	slices.Sort(res.Cancelled)
 	return res, nil
 }

@@ -1,8 +1,8 @@
 package twicepg
 
 // What operators and the dashboard do with jobs: look them up, list and
-// count them, retry or discard dead ones, delete old finished ones, and find
-// orphaned kinds.
+// count them, delete old finished ones, and find orphaned kinds. The bulk
+// actions (retry, discard, cancel, delete) are in jobs_bulk.go.
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twi
 
 // filterSQL renders f as conditions on twice_jobs AS j joined by AND
 // (always at least one), numbering its parameters after the first
-// numbered arguments already taken.
+// numbered arguments already taken. The filter must have passed Validate.
 func filterSQL(f twicestore.JobFilter, numbered int) (string, []any) {
 	conds := []string{"TRUE"}
 	var args []any
@@ -49,12 +49,24 @@ func filterSQL(f twicestore.JobFilter, numbered int) (string, []any) {
 	if f.Queue != "" {
 		add("j.queue = ?", f.Queue)
 	}
+	if f.Node != "" {
+		add("j.attempted_by = ?", f.Node)
+	}
+	switch f.Timing {
+	case twicestore.JobDue:
+		add("j.state = 'available' AND j.run_at <= ?", nowOr(f.Now))
+	case twicestore.JobScheduled:
+		add("j.state = 'available' AND j.run_at > ?", nowOr(f.Now))
+	}
 	return strings.Join(conds, " AND "), args
 }
 
 // JobList lists matching jobs newest first (by id, descending). BeforeID
 // continues from a previous page; a Limit of zero or less lists them all.
 func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*twicestore.JobListResult, error) {
+	if err := p.Filter.Validate(); err != nil {
+		return nil, err
+	}
 	where, args := filterSQL(p.Filter, 0)
 	if p.BeforeID > 0 {
 		args = append(args, p.BeforeID)
@@ -72,6 +84,9 @@ func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*t
 // JobCount counts matching jobs grouped by state, queue and kind, in that
 // order.
 func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (*twicestore.JobCountResult, error) {
+	if err := p.Filter.Validate(); err != nil {
+		return nil, err
+	}
 	where, args := filterSQL(p.Filter, 0)
 	rs, err := e.q.query(ctx, `SELECT j.state, j.queue, j.kind, count(*) FROM twice_jobs AS j WHERE `+where+`
 		GROUP BY j.state, j.queue, j.kind ORDER BY j.state, j.queue, j.kind`, args...)
@@ -95,40 +110,6 @@ func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
 	return res, nil
-}
-
-// JobRetry moves matching dead or discarded jobs back to available, due at
-// Now, with their attempts reset and their error history kept. The lease
-// epoch is never reset: it must only grow for fencing to hold.
-//
-// A unique job cannot come back while another job of its kind holds its
-// unique key (one was enqueued after it died): the retry then fails, changing
-// nothing, with an error saying which key.
-func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	where, args := filterSQL(p.Filter, 1)
-	ids, err := queryIDs(ctx, e.q, `UPDATE twice_jobs AS j SET
-		state = 'available', attempt = 0, run_at = $1, lease_until = NULL, finished_at = NULL
-		WHERE j.state IN ('dead', 'discarded') AND `+where+` RETURNING j.id`,
-		append([]any{nowOr(p.Now)}, args...)...)
-	if isUniqueViolation(err) {
-		return nil, fmt.Errorf("retry jobs: a job with the same kind and unique key is already available or running "+
-			"(discard the dead one, or retry it once the other has finished): %w", err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("retry jobs: %w", err)
-	}
-	return &twicestore.JobBulkResult{IDs: ids}, nil
-}
-
-// JobDiscard moves matching dead jobs to discarded, finished at Now.
-func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	where, args := filterSQL(p.Filter, 1)
-	ids, err := queryIDs(ctx, e.q, `UPDATE twice_jobs AS j SET state = 'discarded', finished_at = $1
-		WHERE j.state = 'dead' AND `+where+` RETURNING j.id`, append([]any{nowOr(p.Now)}, args...)...)
-	if err != nil {
-		return nil, fmt.Errorf("discard jobs: %w", err)
-	}
-	return &twicestore.JobBulkResult{IDs: ids}, nil
 }
 
 // JobOrphans lists, per kind and queue, the available jobs whose kind no
@@ -198,6 +179,7 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDelet
 		{twicetype.JobStateCompleted, p.CompletedBefore},
 		{twicetype.JobStateDead, p.DeadBefore},
 		{twicetype.JobStateDiscarded, p.DiscardedBefore},
+		{twicetype.JobStateCancelled, p.CancelledBefore},
 	}
 	for _, c := range cuts {
 		left := p.Limit - res.Deleted

@@ -63,13 +63,15 @@ func schemaChannel(base, schema string) string {
 type notifier struct {
 	channel       string // insert wake-ups
 	toggleChannel string // kill switch changes
+	cancelChannel string // cancel requests for running jobs (see jobs_cancel.go)
 
 	mu   sync.Mutex
 	last map[string]time.Time // queue → when it was last notified
 }
 
 func newNotifier(schema string) *notifier {
-	return &notifier{channel: channelFor(schema), toggleChannel: schemaChannel(toggleChannel, schema), last: map[string]time.Time{}}
+	return &notifier{channel: channelFor(schema), toggleChannel: schemaChannel(toggleChannel, schema),
+		cancelChannel: schemaChannel(cancelChannel, schema), last: map[string]time.Time{}}
 }
 
 // due returns the distinct queues of an insert at now that were not

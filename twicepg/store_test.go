@@ -233,41 +233,6 @@ func TestIsUniqueViolation(t *testing.T) {
 	}
 }
 
-// TestRetryUniqueConflict: a dead unique job cannot be retried while a newer
-// job holds its key; the retry fails saying so, and changes nothing.
-func TestRetryUniqueConflict(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	s, _ := openStore(t)
-	const kind = "test.retryunique.v1"
-	job := func() *twicestore.JobInsertParams {
-		return &twicestore.JobInsertParams{Kind: kind, Queue: "default", UniqueKey: "u", MaxAttempts: 1, Args: []byte(`{}`)}
-	}
-	if _, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{job()}}); err != nil {
-		t.Fatal(err)
-	}
-	fetched, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{kind}, Limit: 1,
-		Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
-	if err != nil || len(fetched.Jobs) != 1 {
-		t.Fatalf("fetch = %+v, %v", fetched, err)
-	}
-	dead := fetched.Jobs[0]
-	if _, err := s.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{
-		{ID: dead.ID, Epoch: dead.Epoch, State: "dead"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{job()}}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.JobRetry(ctx, &twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{dead.ID}}})
-	if err == nil || !strings.Contains(err.Error(), "same kind and unique key") {
-		t.Fatalf("JobRetry = %v, want an error about the unique key", err)
-	}
-	if got, err := s.JobGet(ctx, &twicestore.JobGetParams{ID: dead.ID}); err != nil || got.State != "dead" {
-		t.Fatalf("job after the refused retry: %+v, %v; want it still dead", got, err)
-	}
-}
-
 func TestOpenSchemaTooNew(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

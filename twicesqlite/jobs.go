@@ -17,22 +17,27 @@ import (
 // jobColumns is the column list every job query returns, in scanJob's order.
 const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
-	errors, note, created_at, finished_at, metadata`
+	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 	var (
-		j                     twicetype.JobRow
-		state, errs, meta     string
-		runAt, createdAt      int64
-		leaseUntil, finishedA sql.NullInt64
+		j                      twicetype.JobRow
+		state, errs, meta      string
+		runAt, createdAt       int64
+		leaseUntil, finishedA  sql.NullInt64
+		cancelAt               sql.NullInt64
+		cancelBy, cancelReason string
 	)
 	err := r.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &runAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &createdAt, &finishedA, &meta)
+		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes)
 	if err != nil {
 		return nil, err
+	}
+	if cancelAt.Valid {
+		j.Cancel = &twicetype.CancelRequest{At: fromMicros(cancelAt), By: cancelBy, Reason: cancelReason}
 	}
 	j.State = twicetype.JobState(state)
 	j.RunAt = time.UnixMicro(runAt).UTC()
@@ -247,14 +252,20 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 // INDEXED BY pins the partial fetch index, which yields rows already in
 // fetch order: without statistics the planner may prefer the (state, id)
 // listing index, and then sort every available job to take the first few.
+//
+// A queue paused (with no until, or one still ahead) leases nothing: the
+// pause is checked in the same statement, so a fetch never leases a job of
+// a queue whose pause committed before it.
 const fetchSQL = `UPDATE twice_jobs
-SET state = 'running', attempt = attempt + 1, epoch = epoch + 1, lease_until = ?, attempted_by = ?
+SET state = 'running', attempt = attempt + 1, epoch = epoch + 1, lease_until = ?1, attempted_by = ?2
 WHERE id IN (
 	SELECT id FROM twice_jobs INDEXED BY twice_jobs_fetch
-	WHERE state = 'available' AND queue = ? AND run_at <= ?
-	  AND kind IN (SELECT value FROM json_each(?))
+	WHERE state = 'available' AND queue = ?3 AND run_at <= ?4
+	  AND kind IN (SELECT value FROM json_each(?5))
+	  AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
+		WHERE qp.queue = ?3 AND (qp.until IS NULL OR qp.until > ?4))
 	ORDER BY priority, run_at, id
-	LIMIT ?
+	LIMIT ?6
 ) AND state = 'available'
 RETURNING ` + jobColumns
 
@@ -323,45 +334,63 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 		rows, err := e.db.QueryContext(ctx, `UPDATE twice_jobs SET lease_until = ?
 			FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS epoch FROM json_each(?)) AS l
 			WHERE twice_jobs.id = l.id AND twice_jobs.epoch = l.epoch AND +twice_jobs.state = 'running'
-			RETURNING twice_jobs.id`, micros(p.LeaseUntil), jsonArg(leases))
+			RETURNING twice_jobs.id, twice_jobs.cancel_requested_at IS NOT NULL`, micros(p.LeaseUntil), jsonArg(leases))
 		if err != nil {
 			return err
 		}
-		res.Extended, err = scanIDs(rows)
-		return err
+		defer func() { _ = rows.Close() }() // rows.Err reports what matters
+		for rows.Next() {
+			var (
+				id        int64
+				cancelled bool
+			)
+			if err := rows.Scan(&id, &cancelled); err != nil {
+				return err
+			}
+			res.Extended = append(res.Extended, id)
+			if cancelled {
+				res.CancelRequested = append(res.CancelRequested, id)
+			}
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}
 	slices.Sort(res.Extended)
+	slices.Sort(res.CancelRequested)
 	return res, nil
-}
-
-func scanIDs(rows *sql.Rows) ([]int64, error) {
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // finishSQL writes one outcome, guarded by state and epoch: a worker whose
 // lease was lost (rescued, perhaps fetched again under a newer epoch) writes
-// nothing.
-const finishSQL = `UPDATE twice_jobs SET
+// nothing. An error is appended to the history, which keeps its first and
+// last entries only (see keptErrors). A cancelled outcome without a note of
+// its own takes the cancel request's.
+var finishSQL = `UPDATE twice_jobs SET
 	state = ?1,
 	run_at = CASE WHEN ?1 = 'available' THEN ?2 ELSE run_at END,
 	attempt = MAX(attempt - ?3, 0),
+	snoozes = snoozes + ?9,
 	lease_until = NULL,
-	errors = CASE WHEN ?4 IS NULL THEN errors ELSE json_insert(errors, '$[#]', json(?4)) END,
-	note = ?5,
+	errors = CASE WHEN ?4 IS NULL THEN errors ELSE ` + keptErrors("json_insert(errors, '$[#]', json(?4))", "json_array_length(errors) + 1") + ` END,
+	note = CASE WHEN ?1 = 'cancelled' AND ?5 = '' AND cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE ?5 END,
 	finished_at = ?6
 WHERE id = ?7 AND state = 'running' AND epoch = ?8`
+
+// keptErrors is an expression for the error history arr (of length n)
+// with only its first twicestore.ErrorsKeptFirst and last
+// twicestore.ErrorsKeptLast entries.
+func keptErrors(arr, n string) string {
+	return fmt.Sprintf(`(SELECT json_group_array(json(value)) FROM (
+		SELECT value FROM json_each(%s) WHERE key < %d OR key >= (%s) - %d ORDER BY key))`,
+		arr, twicestore.ErrorsKeptFirst, n, twicestore.ErrorsKeptLast)
+}
+
+// cancelNoteSQL renders a job's cancel request as twicetype.CancelRequest's
+// Note does.
+const cancelNoteSQL = `('cancelled' || CASE WHEN cancel_by <> '' THEN ' by ' || cancel_by ELSE '' END ||
+	CASE WHEN cancel_reason <> '' THEN ': ' || cancel_reason ELSE '' END)`
 
 // JobFinish writes a batch of outcomes in one transaction with one prepared
 // UPDATE. Markers are claimed first, whatever the guard says: the effect
@@ -373,7 +402,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	}
 	type prepared struct {
 		runAt, finishedAt any
-		refund            int
+		refund, snooze    int
 		errJSON           any
 	}
 	prep := make([]prepared, len(p.Outcomes))
@@ -387,17 +416,20 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				runAt = now
 			}
 			pr.runAt = micros(runAt)
-		case twicetype.JobStateCompleted, twicetype.JobStateDead:
+		case twicetype.JobStateCompleted, twicetype.JobStateDead, twicetype.JobStateCancelled:
 			finished := o.FinishedAt
 			if finished.IsZero() {
 				finished = now
 			}
 			pr.finishedAt = micros(finished)
 		default:
-			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available or dead", o.ID, o.State)
+			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available, dead or cancelled", o.ID, o.State)
 		}
 		if o.RefundAttempt {
 			pr.refund = 1
+		}
+		if o.Snooze {
+			pr.snooze = 1
 		}
 		if o.Error != nil {
 			b, err := json.Marshal(o.Error)
@@ -437,7 +469,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				}
 			}
 			pr := prep[i]
-			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch)
+			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze)
 			if err != nil {
 				return fmt.Errorf("job %d: %w", o.ID, err)
 			}
@@ -455,19 +487,22 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	return res, nil
 }
 
-// rescueSQL releases expired leases: back to available while attempts
-// remain, dead otherwise, recording the lost attempt either way. SET
-// expressions read the row as it was, so every CASE sees the old attempt.
-// INDEXED BY pins the partial rescue index, for the reason fetchSQL does.
-const rescueSQL = `UPDATE twice_jobs SET
-	state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END,
-	finished_at = CASE WHEN attempt >= max_attempts THEN ?1 ELSE NULL END,
+// rescueSQL releases expired leases: cancelled when an operator asked to
+// cancel the job, else back to available while attempts remain, dead
+// otherwise, recording the lost attempt either way. SET expressions read
+// the row as it was, so every CASE sees the old attempt. INDEXED BY pins
+// the partial rescue index, for the reason fetchSQL does.
+var rescueSQL = `UPDATE twice_jobs SET
+	state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+		WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END,
+	finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempt >= max_attempts THEN ?1 ELSE NULL END,
+	note = CASE WHEN cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE note END,
 	lease_until = NULL,
-	errors = json_insert(errors, '$[#]', json_object(
+	errors = ` + keptErrors(`json_insert(errors, '$[#]', json_object(
 		'attempt', attempt,
 		'at', ?2,
 		'error', 'lease expired at ' || strftime('%Y-%m-%dT%H:%M:%fZ', lease_until / 1000000.0, 'unixepoch') ||
-			' before node "' || attempted_by || '" finished the attempt'))
+			' before node "' || attempted_by || '" finished the attempt'))`, "json_array_length(errors) + 1") + `
 WHERE id IN (
 	SELECT id FROM twice_jobs INDEXED BY twice_jobs_rescue
 	WHERE state = 'running' AND lease_until < ?1
@@ -499,9 +534,12 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 			if err := rows.Scan(&id, &state); err != nil {
 				return err
 			}
-			if twicetype.JobState(state) == twicetype.JobStateDead {
+			switch twicetype.JobState(state) {
+			case twicetype.JobStateDead:
 				res.Dead = append(res.Dead, id)
-			} else {
+			case twicetype.JobStateCancelled:
+				res.Cancelled = append(res.Cancelled, id)
+			default:
 				res.Requeued = append(res.Requeued, id)
 			}
 		}
@@ -512,5 +550,6 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 	}
 	slices.Sort(res.Requeued)
 	slices.Sort(res.Dead)
+	slices.Sort(res.Cancelled)
 	return res, nil
 }

@@ -8,7 +8,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +28,7 @@ func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twi
 }
 
 // filterSQL renders f as conditions joined by AND (always at least one),
-// with their arguments.
+// with their arguments. The filter must have passed Validate.
 func filterSQL(f twicestore.JobFilter) (string, []any) {
 	conds := []string{"1 = 1"}
 	var args []any
@@ -49,12 +48,27 @@ func filterSQL(f twicestore.JobFilter) (string, []any) {
 		conds = append(conds, "queue = ?")
 		args = append(args, f.Queue)
 	}
+	if f.Node != "" {
+		conds = append(conds, "attempted_by = ?")
+		args = append(args, f.Node)
+	}
+	switch f.Timing {
+	case twicestore.JobDue:
+		conds = append(conds, "state = 'available' AND run_at <= ?")
+		args = append(args, micros(nowOr(f.Now)))
+	case twicestore.JobScheduled:
+		conds = append(conds, "state = 'available' AND run_at > ?")
+		args = append(args, micros(nowOr(f.Now)))
+	}
 	return strings.Join(conds, " AND "), args
 }
 
 // JobList lists matching jobs newest first (by id, descending). BeforeID
 // continues from a previous page; a Limit of zero or less lists them all.
 func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*twicestore.JobListResult, error) {
+	if err := p.Filter.Validate(); err != nil {
+		return nil, err
+	}
 	where, args := filterSQL(p.Filter)
 	if p.BeforeID > 0 {
 		where += " AND id < ?"
@@ -75,6 +89,9 @@ func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*t
 // JobCount counts matching jobs grouped by state, queue and kind, in that
 // order.
 func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (*twicestore.JobCountResult, error) {
+	if err := p.Filter.Validate(); err != nil {
+		return nil, err
+	}
 	where, args := filterSQL(p.Filter)
 	rows, err := e.db.QueryContext(ctx, `SELECT state, queue, kind, COUNT(*) FROM twice_jobs WHERE `+where+`
 		GROUP BY state, queue, kind ORDER BY state, queue, kind`, args...)
@@ -98,42 +115,6 @@ func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
 	return res, nil
-}
-
-// JobRetry moves matching dead or discarded jobs back to available, due at
-// Now, with their attempts reset and their error history kept. The lease
-// epoch is never reset: it must only grow for fencing to hold.
-func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	where, args := filterSQL(p.Filter)
-	args = append([]any{micros(nowOr(p.Now))}, args...)
-	return e.bulk(ctx, "retry jobs", `UPDATE twice_jobs SET
-		state = 'available', attempt = 0, run_at = ?, lease_until = NULL, finished_at = NULL
-		WHERE state IN ('dead', 'discarded') AND `+where+` RETURNING id`, args)
-}
-
-// JobDiscard moves matching dead jobs to discarded, finished at Now.
-func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	where, args := filterSQL(p.Filter)
-	args = append([]any{micros(nowOr(p.Now))}, args...)
-	return e.bulk(ctx, "discard jobs", `UPDATE twice_jobs SET state = 'discarded', finished_at = ?
-		WHERE state = 'dead' AND `+where+` RETURNING id`, args)
-}
-
-func (e *executor) bulk(ctx context.Context, what, query string, args []any) (*twicestore.JobBulkResult, error) {
-	var ids []int64
-	err := e.write(ctx, func() error {
-		rows, err := e.db.QueryContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		ids, err = scanIDs(rows)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	slices.Sort(ids)
-	return &twicestore.JobBulkResult{IDs: ids}, nil
 }
 
 // JobOrphans lists, per kind and queue, the available jobs whose kind no
@@ -186,6 +167,7 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDelet
 		{twicetype.JobStateCompleted, p.CompletedBefore},
 		{twicetype.JobStateDead, p.DeadBefore},
 		{twicetype.JobStateDiscarded, p.DiscardedBefore},
+		{twicetype.JobStateCancelled, p.CancelledBefore},
 	}
 	for _, c := range cuts {
 		left := p.Limit - res.Deleted

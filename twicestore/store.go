@@ -33,6 +33,11 @@ var (
 	// ErrWrongTx means a transaction of another driver or database type was
 	// passed where this driver's transaction was expected.
 	ErrWrongTx = errors.New("twicestore: transaction type not supported by this driver")
+	// ErrLockTimeout means a statement gave up waiting for a lock another
+	// transaction held (a frozen worker's, say) after the time its driver
+	// allows. The transaction it ran in is spoilt and must be rolled back;
+	// the work can be retried from the start, soon.
+	ErrLockTimeout = errors.New("twicestore: gave up waiting for a lock another transaction holds")
 )
 
 // Executor runs twice's queries, either on the store's pool or inside a
@@ -47,7 +52,9 @@ type Executor interface {
 	// new lease: the attempt and the lease epoch are both incremented.
 	JobFetch(ctx context.Context, p *JobFetchParams) (*JobFetchResult, error)
 	// JobExtendLease moves the lease deadline of running jobs whose epoch
-	// still matches; the result lists those it extended.
+	// still matches; the result lists those it extended, and among them
+	// those an operator asked to cancel, so every worker learns of a
+	// cancel within one heartbeat.
 	JobExtendLease(ctx context.Context, p *JobExtendLeaseParams) (*JobExtendLeaseResult, error)
 	// JobFinish records outcomes of running jobs, each guarded by state
 	// running and the caller's epoch, so a worker whose lease was lost never
@@ -56,7 +63,9 @@ type Executor interface {
 	// because the effect they stand for has happened.
 	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
 	// JobRescue makes running jobs whose lease expired before Now fetchable
-	// again, or dead when they have no attempts left.
+	// again, or dead when they have no attempts left, or cancelled when an
+	// operator asked to cancel them (their worker is gone; a cancelled job
+	// is never run again).
 	JobRescue(ctx context.Context, p *JobRescueParams) (*JobRescueResult, error)
 	// JobGet returns one job or ErrNotFound.
 	JobGet(ctx context.Context, p *JobGetParams) (*twicetype.JobRow, error)
@@ -64,11 +73,25 @@ type Executor interface {
 	JobList(ctx context.Context, p *JobListParams) (*JobListResult, error)
 	// JobCount counts jobs by state, queue and kind.
 	JobCount(ctx context.Context, p *JobCountParams) (*JobCountResult, error)
-	// JobRetry moves dead (or discarded) jobs back to available with their
-	// attempts reset and their error history kept.
+	// JobRetry moves dead, discarded or cancelled jobs back to available
+	// with their attempts reset and their error history kept. A job whose
+	// unique key a live job holds is left alone with a JobActionConflict
+	// result; the others are retried all the same.
 	JobRetry(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
 	// JobDiscard moves dead jobs to discarded.
 	JobDiscard(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
+	// JobCancel cancels jobs. An available job (due or scheduled) becomes
+	// cancelled at once, finished at Now, with the request recorded as its
+	// Cancel and its Note. A running job gets the request recorded and
+	// keeps running: its worker learns of it (JobExtendLease, or a
+	// CancelListener) and ends the attempt, as cancelled, through
+	// JobFinish; if it finished first, the cancel changed nothing. A
+	// finished job is left alone (JobActionAlreadyFinished).
+	JobCancel(ctx context.Context, p *JobCancelParams) (*JobBulkResult, error)
+	// JobDelete deletes jobs that are not running; a running job is
+	// refused (JobActionWrongState), since its worker still holds it:
+	// cancel it first.
+	JobDelete(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
 	// JobDeleteFinished deletes up to Limit finished jobs whose FinishedAt
 	// is before the cut-off of their state, lowest ids first, in short
 	// statements; a zero cut-off keeps that state's jobs and a zero Limit
@@ -87,6 +110,26 @@ type Executor interface {
 	// due at Now and how long the oldest due one has waited: the queue
 	// depth and age metrics.
 	JobQueueStats(ctx context.Context, p *JobQueueStatsParams) (*JobQueueStatsResult, error)
+
+	// Queues: pause and resume them cluster-wide, list them, and find the
+	// ones no node works.
+
+	// QueuePause pauses a queue on every node, replacing an earlier pause
+	// of it: JobFetch leases none of its jobs until QueueResume, or until
+	// Until when set. Jobs already running go on; waiting jobs keep their
+	// attempts. A queue need not have jobs to be paused.
+	QueuePause(ctx context.Context, p *QueuePauseParams) error
+	// QueueResume lifts a queue's pause; Resumed is false when none was in
+	// force.
+	QueueResume(ctx context.Context, p *QueueResumeParams) (*QueueResumeResult, error)
+	// QueueList lists every queue known from its unfinished jobs, a pause
+	// (even one run out) or a node that works it, by name, with its pause
+	// and its due, scheduled and running jobs. A queue that only finished
+	// jobs name is not listed: finding those would read the whole history.
+	QueueList(ctx context.Context, p *QueueListParams) (*QueueListResult, error)
+	// QueueStranded lists queues with available jobs that no node whose
+	// heartbeat is at or after AliveSince lists among the queues it works.
+	QueueStranded(ctx context.Context, p *QueueStrandedParams) (*QueueStrandedResult, error)
 
 	// MarkerPeek reports whether handler has processed key, without writing.
 	MarkerPeek(ctx context.Context, p *MarkerParams) (*MarkerPeekResult, error)
@@ -184,6 +227,19 @@ type InsertListener interface {
 	// reconnects by itself after a lost connection, and returns only when
 	// ctx is done, with ctx's error.
 	ListenInserts(ctx context.Context, notify func(queue string)) error
+}
+
+// CancelListener is implemented by stores that can tell every process at
+// once that an operator asked to cancel a running job (PostgreSQL's
+// LISTEN/NOTIFY). Workers still learn of cancels from JobExtendLease on
+// every heartbeat; this only makes a cancel arrive sooner.
+type CancelListener interface {
+	// ListenCancels calls notify with the job's id whenever JobCancel
+	// records a cancel request for a running job (in any process), until
+	// ctx is done, reconnecting by itself like ListenInserts; it returns
+	// ctx's error. The job may run on another node: notify should look
+	// the id up among its own jobs and ignore the others.
+	ListenCancels(ctx context.Context, notify func(jobID int64)) error
 }
 
 // MarkerBatchPeeker is implemented by stores that answer many marker peeks
@@ -284,28 +340,50 @@ type JobExtendLeaseParams struct {
 // others were lost (rescued and possibly fetched by someone else).
 type JobExtendLeaseResult struct {
 	Extended []int64
+	// CancelRequested lists the extended jobs an operator asked to cancel
+	// (JobCancel): their workers should stop them and finish them as
+	// cancelled. Ascending.
+	CancelRequested []int64
 }
 
 // JobOutcome is what became of one attempt.
 type JobOutcome struct {
 	ID    int64
 	Epoch int64
-	// State is completed, available (retry, snooze or requeue) or dead.
+	// State is completed, available (retry, snooze or requeue), dead or
+	// cancelled.
 	State twicetype.JobState
 	// RunAt is when an available job may run again.
 	RunAt time.Time
 	// RefundAttempt gives the attempt back: snoozes and shutdown requeues
 	// do not spend one.
 	RefundAttempt bool
-	// Error, when set, is appended to the job's error history.
+	// Snooze counts the outcome as a snooze: the job's Snoozes grows by
+	// one.
+	Snooze bool
+	// Error, when set, is appended to the job's error history, which is
+	// then cut to its first ErrorsKeptFirst and last ErrorsKeptLast
+	// entries.
 	Error *twicetype.AttemptError
-	// Note says why the job finished as it did (a no-op's reason, say).
+	// Note says why the job finished as it did (a no-op's reason, say). A
+	// cancelled outcome with no Note takes the one of the job's cancel
+	// request, if it has one.
 	Note string
 	// FinishedAt is when the job reached a terminal state.
 	FinishedAt time.Time
 	// Marker, when set, is claimed in the same transaction.
 	Marker *MarkerParams
 }
+
+// A job's error history keeps its first ErrorsKeptFirst and its last
+// ErrorsKeptLast attempt errors: the first say how the trouble began, the
+// last what it is now, and a job that fails a thousand times does not
+// carry a thousand errors into every listing. The dropped ones show as a
+// gap in the attempt numbers.
+const (
+	ErrorsKeptFirst = 2
+	ErrorsKeptLast  = 8
+)
 
 // JobFinishParams record a batch of outcomes.
 type JobFinishParams struct {
@@ -327,8 +405,9 @@ type JobRescueParams struct {
 
 // JobRescueResult lists what the rescue did.
 type JobRescueResult struct {
-	Requeued []int64
-	Dead     []int64
+	Requeued  []int64
+	Dead      []int64
+	Cancelled []int64 // jobs with a cancel request, finished as cancelled
 }
 
 // JobGetParams name one job.
@@ -342,6 +421,42 @@ type JobFilter struct {
 	State twicetype.JobState
 	Kind  string
 	Queue string
+	// Node matches the node that holds the lease of a running job (or
+	// last held it, for a job in another state): with State running, the
+	// jobs a node is working now.
+	Node string
+	// Timing keeps available jobs due by Now (JobDue) or later
+	// (JobScheduled); it matches no job in another state.
+	Timing JobTiming
+	// Now is the time Timing compares RunAt with; zero is the current
+	// time.
+	Now time.Time
+}
+
+// JobTiming tells due jobs from scheduled ones in a JobFilter.
+type JobTiming string
+
+// The timings a JobFilter can ask for.
+const (
+	// JobDue matches available jobs whose RunAt is at or before Now: those
+	// a worker would fetch now.
+	JobDue JobTiming = "due"
+	// JobScheduled matches available jobs whose RunAt is after Now
+	// (delays, retry backoffs, snoozes).
+	JobScheduled JobTiming = "scheduled"
+)
+
+// Validate refuses a filter no driver could apply; drivers call it first.
+func (f *JobFilter) Validate() error {
+	if f.State != "" && !f.State.Valid() {
+		return fmt.Errorf("job filter: state %q is not one of %v", f.State, twicetype.AllJobStates)
+	}
+	switch f.Timing {
+	case "", JobDue, JobScheduled:
+	default:
+		return fmt.Errorf("job filter: timing %q is not %q or %q", f.Timing, JobDue, JobScheduled)
+	}
+	return nil
 }
 
 // JobListParams filter and page a listing.
@@ -376,15 +491,64 @@ type JobCountResult struct {
 }
 
 // JobBulkParams select the jobs a bulk action applies to. The action's own
-// state guard (dead for retry and discard) always applies on top.
+// state guard (dead for discard; dead, discarded or cancelled for retry;
+// not running for delete) always applies on top.
 type JobBulkParams struct {
 	Filter JobFilter
 	Now    time.Time
 }
 
-// JobBulkResult lists the jobs the action changed.
+// JobCancelParams select the jobs to cancel and say who asks and why.
+type JobCancelParams struct {
+	Filter JobFilter
+	By     string // who asks (user@host for the CLI)
+	Reason string // why, as the operator typed it
+	Now    time.Time
+}
+
+// JobBulkResult tells what a bulk action did.
 type JobBulkResult struct {
+	// IDs lists the jobs the action changed (for JobCancel, those
+	// cancelled at once and those now with a cancel request), ascending.
 	IDs []int64
+	// Results has one entry per job the filter matched, whatever the
+	// action's state guard made of it, and one per id of Filter.IDs the
+	// filter matched no job for (JobActionNotFound), ordered by id.
+	Results []JobActionResult
+}
+
+// JobActionStatus is what a bulk action did to one job.
+type JobActionStatus string
+
+// What a bulk action can do to one job.
+const (
+	// JobActionDone: the job was retried, discarded, cancelled or deleted.
+	JobActionDone JobActionStatus = "done"
+	// JobActionCancelRequested: the job is running; its worker was asked
+	// to stop it (or had been asked before).
+	JobActionCancelRequested JobActionStatus = "cancel_requested"
+	// JobActionNotFound: no job has the id.
+	JobActionNotFound JobActionStatus = "not_found"
+	// JobActionAlreadyFinished: a cancel found the job finished; nothing
+	// changed.
+	JobActionAlreadyFinished JobActionStatus = "already_finished"
+	// JobActionWrongState: the action does not apply to the job's state
+	// (JobActionResult.State); nothing changed.
+	JobActionWrongState JobActionStatus = "wrong_state"
+	// JobActionConflict: a retry found the job's unique key held by a live
+	// job of its kind (JobActionResult.HolderID); nothing changed.
+	JobActionConflict JobActionStatus = "conflict"
+)
+
+// JobActionResult is what a bulk action did to one job.
+type JobActionResult struct {
+	ID     int64
+	Status JobActionStatus
+	// State is the job's state after the action (as found, when the
+	// action changed nothing); empty when not found or deleted.
+	State twicetype.JobState
+	// HolderID is the live job holding the unique key, for a conflict.
+	HolderID int64
 }
 
 // JobDeleteFinishedParams are the retention cut-offs, per finished state.
@@ -392,6 +556,7 @@ type JobDeleteFinishedParams struct {
 	CompletedBefore time.Time
 	DeadBefore      time.Time
 	DiscardedBefore time.Time
+	CancelledBefore time.Time
 	Limit           int
 }
 
@@ -464,12 +629,79 @@ type QueueStat struct {
 	// OldestDue is the earliest RunAt of the due jobs; zero when none is
 	// due.
 	OldestDue time.Time
+	// Paused reports the queue paused at Now (QueuePause): its due jobs
+	// wait on purpose, so their age is no sign of trouble.
+	Paused bool
 }
 
 // JobQueueStatsResult holds one stat per queue with available jobs, by
 // queue name.
 type JobQueueStatsResult struct {
 	Queues []QueueStat
+}
+
+// QueuePauseParams name the queue to pause and say who asks, why, and
+// until when.
+type QueuePauseParams struct {
+	Queue string
+	// Until ends the pause by itself; zero pauses until QueueResume.
+	Until  time.Time
+	By     string
+	Reason string
+	// Now is when the pause starts; zero is the current time.
+	Now time.Time
+}
+
+// Validate refuses a pause with no queue or one that would end before it
+// starts; drivers call it first.
+func (p *QueuePauseParams) Validate() error {
+	now := p.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	switch {
+	case p.Queue == "":
+		return errors.New("pause queue: no queue named")
+	case !p.Until.IsZero() && !p.Until.After(now):
+		return fmt.Errorf("pause queue %q: until %s is not in the future: give a later time, or none to pause until resumed",
+			p.Queue, p.Until.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// QueueResumeParams name the queue to resume.
+type QueueResumeParams struct {
+	Queue string
+	// Now tells a pause in force from one whose Until has passed; zero is
+	// the current time.
+	Now time.Time
+}
+
+// QueueResumeResult tells whether a pause was lifted.
+type QueueResumeResult struct {
+	// Resumed is false when the queue was not paused (or its pause had
+	// run out).
+	Resumed bool
+}
+
+// QueueListParams give the time jobs are due by and pauses are judged at.
+type QueueListParams struct {
+	Now time.Time // zero is the current time
+}
+
+// QueueListResult holds the queues, ordered by name's bytes.
+type QueueListResult struct {
+	Queues []twicetype.QueueInfo
+}
+
+// QueueStrandedParams define which nodes count as alive.
+type QueueStrandedParams struct {
+	AliveSince time.Time
+}
+
+// QueueStrandedResult lists the stranded queues, by name.
+type QueueStrandedResult struct {
+	Queues []twicetype.StrandedQueue
 }
 
 // MarkerParams name one marker.

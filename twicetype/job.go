@@ -22,24 +22,34 @@ const (
 	JobStateDead JobState = "dead"
 	// JobStateDiscarded is a dead job a human decided not to retry.
 	JobStateDiscarded JobState = "discarded"
+	// JobStateCancelled is a job stopped on purpose before it completed:
+	// by an operator (JobCancel) or by its own handler. Unlike a dead job
+	// it waits for no human; like a discarded one it is kept for the
+	// retention period and can still be retried by hand.
+	JobStateCancelled JobState = "cancelled"
 )
 
 // Finished reports whether the state is terminal.
 func (s JobState) Finished() bool {
-	return s == JobStateCompleted || s == JobStateDead || s == JobStateDiscarded
+	switch s {
+	case JobStateCompleted, JobStateDead, JobStateDiscarded, JobStateCancelled:
+		return true
+	}
+	return false
 }
 
 // Valid reports whether s is one of the known states.
 func (s JobState) Valid() bool {
 	switch s {
-	case JobStateAvailable, JobStateRunning, JobStateCompleted, JobStateDead, JobStateDiscarded:
+	case JobStateAvailable, JobStateRunning, JobStateCompleted, JobStateDead, JobStateDiscarded, JobStateCancelled:
 		return true
 	}
 	return false
 }
 
 // AllJobStates lists every state in life-cycle order.
-var AllJobStates = []JobState{JobStateAvailable, JobStateRunning, JobStateCompleted, JobStateDead, JobStateDiscarded}
+var AllJobStates = []JobState{JobStateAvailable, JobStateRunning, JobStateCompleted, JobStateDead,
+	JobStateDiscarded, JobStateCancelled}
 
 // JobRow is a job as the store holds it.
 type JobRow struct {
@@ -66,6 +76,35 @@ type JobRow struct {
 	// Metadata is what the system carries from the enqueuer to the handler
 	// beside the args, such as the trace context; nil when there is none.
 	Metadata map[string]string
+	// Snoozes counts the attempts that ended in a snooze (which give their
+	// attempt back), so a job that snoozes forever can be stopped; a retry
+	// by hand resets it.
+	Snoozes int
+	// Cancel is the cancel an operator asked for, nil when none was. A
+	// running job keeps running until its worker ends it (as cancelled, or
+	// otherwise if it finished first); a job cancelled before it ran is
+	// cancelled at once and carries the request as the record of who and
+	// why.
+	Cancel *CancelRequest
+}
+
+// CancelRequest records who asked to cancel a job, when and why.
+type CancelRequest struct {
+	At     time.Time
+	By     string // who (user@host for the CLI)
+	Reason string // why, as the operator typed it
+}
+
+// Note is how a cancel reads in a job's Note: "cancelled by BY: REASON".
+func (c *CancelRequest) Note() string {
+	n := "cancelled"
+	if c.By != "" {
+		n += " by " + c.By
+	}
+	if c.Reason != "" {
+		n += ": " + c.Reason
+	}
+	return n
 }
 
 // AttemptError records one failed attempt.
@@ -97,6 +136,38 @@ type Node struct {
 	Queues      []string
 	StartedAt   time.Time
 	HeartbeatAt time.Time
+}
+
+// QueueInfo is one queue as an operator sees it: whether it is paused, and
+// what waits and runs in it.
+type QueueInfo struct {
+	Name string
+	// Paused reports a pause in force: set, with no Until or an Until
+	// still ahead. A pause whose Until has passed is over and is not
+	// reported (its row may linger until the queue is resumed or paused
+	// again).
+	Paused   bool
+	PausedAt time.Time // zero unless Paused
+	Until    time.Time // zero: paused until resumed
+	By       string    // who paused it
+	Reason   string    // why
+	// Due counts available jobs whose RunAt has passed: what a worker
+	// would fetch now, were the queue not paused.
+	Due int
+	// Scheduled counts available jobs due later (delays, retry backoffs,
+	// snoozes).
+	Scheduled int
+	// Running counts jobs held under a lease.
+	Running int
+}
+
+// StrandedQueue is a queue with available jobs that no live node works:
+// unlike an orphaned kind, a worker may know the kind, but none fetches from
+// the queue, so its jobs wait forever.
+type StrandedQueue struct {
+	Queue  string
+	Count  int       // available jobs
+	Oldest time.Time // the earliest CreatedAt among them
 }
 
 // OrphanKind is a kind with queued jobs that no live worker handles.

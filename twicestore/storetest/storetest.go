@@ -30,8 +30,15 @@
 //     the job is requeued or dead;
 //   - JobRetry leaves the lease epoch as it was, so fencing keeps working
 //     across a retry;
-//   - a JobFinish outcome in a state other than completed, available or dead
-//     is an error;
+//   - a JobFinish outcome in a state other than completed, available, dead
+//     or cancelled is an error;
+//   - a bulk action (JobRetry, JobDiscard, JobCancel, JobDelete) reports
+//     every matched job and every unmatched id of Filter.IDs, by id; of
+//     several matched jobs sharing a kind and unique key, JobRetry retries
+//     the one with the lowest id and reports the others in conflict with
+//     it; a second cancel of a running job keeps the first request;
+//   - QueueList and QueueStranded order queues by the name's bytes; a pause
+//     whose Until has passed reads as not paused;
 //   - a kind is handled by a node when it is among the node's Kinds,
 //     whatever the node's Queues;
 //   - a zero At on ToggleSet is the time of the set, and ToggleList orders
@@ -87,6 +94,8 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Tx", txTests},
 		{"Marker", markerTests},
 		{"Admin", adminTests},
+		{"Cancel", cancelTests},
+		{"Queue", queueTests},
 		{"Stats", statsTests},
 		{"Toggle", toggleTests},
 		{"Schedule", scheduleTests},
@@ -343,6 +352,13 @@ func diffJob(got, want *twicetype.JobRow) []string {
 	}
 	if !got.FinishedAt.Equal(want.FinishedAt) {
 		ne("FinishedAt", got.FinishedAt, want.FinishedAt)
+	}
+	if got.Snoozes != want.Snoozes {
+		ne("Snoozes", got.Snoozes, want.Snoozes)
+	}
+	if (got.Cancel == nil) != (want.Cancel == nil) || got.Cancel != nil && (!got.Cancel.At.Equal(want.Cancel.At) ||
+		got.Cancel.By != want.Cancel.By || got.Cancel.Reason != want.Cancel.Reason) {
+		ne("Cancel", got.Cancel, want.Cancel)
 	}
 	return d
 }

@@ -1,0 +1,257 @@
+package twicepg
+
+// The operator's bulk actions on jobs (retry, discard, cancel, delete), each
+// one statement with a result per job. Each statement first locks the jobs
+// the filter matches, in id order (so two actions over the same jobs, or an
+// action and a batch of outcomes, which also go in id order, wait for each
+// other rather than deadlock), and reads their state as locked: a job a
+// worker finished while the action waited is seen finished. It then acts on
+// each job under the action's own state guard, so one job the action does
+// not apply to never stops the others.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// matchedSQL is the first step of every bulk action: the jobs the filter
+// (rendered after the action's own numbered arguments) matches, locked.
+const matchedSQL = `matched AS (
+	SELECT j.id, j.state, j.kind, j.unique_key, j.cancel_requested_at IS NOT NULL AS cancel_asked
+	FROM twice_jobs AS j WHERE %s ORDER BY j.id FOR UPDATE
+)`
+
+// bulk runs an action's statement, whose rows are (id, state as matched,
+// changed), and turns each row into a result with decide.
+func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter, query string, args []any,
+	decide func(state twicetype.JobState, changed bool) twicestore.JobActionResult) (*twicestore.JobBulkResult, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	where, fargs := filterSQL(f, len(args))
+	rs, err := e.q.query(ctx, fmt.Sprintf(query, where), append(args, fargs...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rs.Close()
+	var results []twicestore.JobActionResult
+	for rs.Next() {
+		var (
+			id      int64
+			state   string
+			changed bool
+		)
+		if err := rs.Scan(&id, &state, &changed); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		r := decide(twicetype.JobState(state), changed)
+		r.ID = id
+		results = append(results, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return twicestore.FinishResults(f, results), nil
+}
+
+// retrySQL retries the matched dead, discarded and cancelled jobs, except a
+// unique job whose key a live job of its kind holds (held), and, among
+// matched jobs sharing a kind and unique key, all but the one with the
+// lowest id (chosen): retrying two would break the unique index, and the
+// others conflict with that one.
+const retrySQL = `WITH ` + matchedSQL + `,
+retryable AS (
+	SELECT * FROM matched WHERE state IN ('dead', 'discarded', 'cancelled')
+),
+held AS (
+	SELECT DISTINCT ON (r.id) r.id, h.id AS holder
+	FROM retryable AS r
+	JOIN twice_jobs AS h ON h.kind = r.kind AND h.unique_key = r.unique_key AND h.state IN ('available', 'running')
+	WHERE r.unique_key <> ''
+	ORDER BY r.id, h.id
+),
+chosen AS (
+	SELECT r.id FROM retryable AS r WHERE r.unique_key = ''
+	UNION ALL
+	(SELECT DISTINCT ON (r.kind, r.unique_key) r.id FROM retryable AS r
+	WHERE r.unique_key <> '' AND NOT EXISTS (SELECT 1 FROM held WHERE held.id = r.id)
+	ORDER BY r.kind, r.unique_key, r.id)
+),
+retried AS (
+	UPDATE twice_jobs AS j SET state = 'available', attempt = 0, run_at = $1, lease_until = NULL,
+		finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = '', snoozes = 0
+	FROM chosen WHERE j.id = chosen.id
+	RETURNING j.id
+)
+SELECT m.id, m.state, m.kind, m.unique_key, r.id IS NOT NULL, coalesce(held.holder, 0)
+FROM matched AS m
+LEFT JOIN retried AS r ON r.id = m.id
+LEFT JOIN held ON held.id = m.id`
+
+// retryTries bounds how often a retry is repeated when a job holding a
+// unique key was inserted, and committed, while the statement ran: too
+// late for held to see it, so the update broke the unique index and
+// changed nothing.
+const retryTries = 3
+
+// JobRetry moves matching dead, discarded or cancelled jobs back to
+// available, due at Now, with their attempts reset, their cancel request
+// cleared and their error history kept. The lease epoch is never reset: it
+// must only grow for fencing to hold. A unique job whose key a live job of
+// its kind holds (one enqueued after it finished, or a matched job with a
+// lower id that this call retries) is left as it is, with a conflict result
+// naming the holder.
+func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	if err := p.Filter.Validate(); err != nil {
+		return nil, fmt.Errorf("retry jobs: %w", err)
+	}
+	where, args := filterSQL(p.Filter, 1)
+	args = append([]any{nowOr(p.Now)}, args...)
+	for try := 1; ; try++ {
+		res, err := e.retry(ctx, fmt.Sprintf(retrySQL, where), args)
+		if isUniqueViolation(err) && try < retryTries {
+			continue
+		}
+		if isUniqueViolation(err) {
+			return nil, fmt.Errorf("retry jobs: jobs holding the same unique keys kept being enqueued while retrying; try again: %w", err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("retry jobs: %w", err)
+		}
+		return twicestore.FinishResults(p.Filter, res), nil
+	}
+}
+
+func (e *executor) retry(ctx context.Context, query string, args []any) ([]twicestore.JobActionResult, error) {
+	rs, err := e.q.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var (
+		results []twicestore.JobActionResult
+		refs    []uniqueRef
+		retried = map[uniqueRef]int64{} // the retried job of each unique key
+	)
+	for rs.Next() {
+		var (
+			r          twicestore.JobActionResult
+			state      string
+			ref        uniqueRef
+			wasRetried bool
+		)
+		if err := rs.Scan(&r.ID, &state, &ref.kind, &ref.key, &wasRetried, &r.HolderID); err != nil {
+			return nil, err
+		}
+		r.State = twicetype.JobState(state)
+		switch {
+		case wasRetried:
+			r.Status, r.State = twicestore.JobActionDone, twicetype.JobStateAvailable
+			if ref.key != "" {
+				retried[ref] = r.ID
+			}
+		case r.State != twicetype.JobStateDead && r.State != twicetype.JobStateDiscarded && r.State != twicetype.JobStateCancelled:
+			r.Status = twicestore.JobActionWrongState
+		default:
+			r.Status = twicestore.JobActionConflict
+		}
+		results, refs = append(results, r), append(refs, ref)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	for i := range results {
+		if results[i].Status == twicestore.JobActionConflict && results[i].HolderID == 0 {
+			results[i].HolderID = retried[refs[i]]
+		}
+	}
+	return results, nil
+}
+
+// discardSQL discards the matched dead jobs.
+const discardSQL = `WITH ` + matchedSQL + `,
+changed AS (
+	UPDATE twice_jobs AS j SET state = 'discarded', finished_at = $1
+	FROM matched AS m WHERE j.id = m.id AND m.state = 'dead'
+	RETURNING j.id
+)
+SELECT m.id, m.state, c.id IS NOT NULL FROM matched AS m LEFT JOIN changed AS c ON c.id = m.id`
+
+// JobDiscard moves matching dead jobs to discarded, finished at Now.
+func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	return e.bulk(ctx, "discard jobs", p.Filter, discardSQL, []any{nowOr(p.Now)},
+		func(state twicetype.JobState, changed bool) twicestore.JobActionResult {
+			if changed {
+				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateDiscarded}
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: state}
+		})
+}
+
+// cancelSQL cancels the matched available jobs at once and records the
+// request on the matched running ones that have none yet (the first
+// request is kept); PostgreSQL runs a data-modifying CTE whether or not the
+// query reads it. notified sends the id of each matched running job on
+// the cancel channel, delivered when the statement's transaction commits;
+// joining it makes it run.
+const cancelSQL = `WITH ` + matchedSQL + `,
+cancelled AS (
+	UPDATE twice_jobs AS j SET state = 'cancelled', finished_at = $1, lease_until = NULL,
+		cancel_requested_at = $1, cancel_by = $2, cancel_reason = $3, note = $4
+	FROM matched AS m WHERE j.id = m.id AND m.state = 'available'
+	RETURNING j.id
+),
+requested AS (
+	UPDATE twice_jobs AS j SET cancel_requested_at = $1, cancel_by = $2, cancel_reason = $3
+	FROM matched AS m WHERE j.id = m.id AND m.state = 'running' AND NOT m.cancel_asked
+	RETURNING j.id
+),
+notified AS (
+	SELECT count(pg_notify($5, m.id::text)) AS n FROM matched AS m WHERE m.state = 'running'
+)
+SELECT m.id, m.state, c.id IS NOT NULL OR m.state = 'running'
+FROM matched AS m
+CROSS JOIN notified
+LEFT JOIN cancelled AS c ON c.id = m.id`
+
+// JobCancel cancels matching available jobs at once, and records a cancel
+// request on matching running ones (keeping the first request when there
+// already is one) and notifies the cancel channel for them, so a
+// ListenCancels on the node running each one learns at once; finished jobs
+// are left alone.
+func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams) (*twicestore.JobBulkResult, error) {
+	note := (&twicetype.CancelRequest{By: p.By, Reason: p.Reason}).Note()
+	return e.bulk(ctx, "cancel jobs", p.Filter, cancelSQL,
+		[]any{nowOr(p.Now), p.By, p.Reason, note, e.notify.cancelChannel},
+		func(state twicetype.JobState, _ bool) twicestore.JobActionResult {
+			switch state {
+			case twicetype.JobStateAvailable:
+				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateCancelled}
+			case twicetype.JobStateRunning:
+				return twicestore.JobActionResult{Status: twicestore.JobActionCancelRequested, State: state}
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionAlreadyFinished, State: state}
+		})
+}
+
+// deleteSQL deletes the matched jobs that are not running.
+const deleteSQL = `WITH ` + matchedSQL + `,
+deleted AS (
+	DELETE FROM twice_jobs AS j USING matched AS m WHERE j.id = m.id AND m.state <> 'running'
+	RETURNING j.id
+)
+SELECT m.id, m.state, d.id IS NOT NULL FROM matched AS m LEFT JOIN deleted AS d ON d.id = m.id`
+
+// JobDelete deletes matching jobs that are not running.
+func (e *executor) JobDelete(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	return e.bulk(ctx, "delete jobs", p.Filter, deleteSQL, nil,
+		func(state twicetype.JobState, changed bool) twicestore.JobActionResult {
+			if changed {
+				return twicestore.JobActionResult{Status: twicestore.JobActionDone}
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: state}
+		})
+}

@@ -1,0 +1,92 @@
+package twicepg
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// TestListenCancels: a cancel of a running job, asked through another
+// node's store, reaches a listener at once with the job's id; a cancel of
+// an available job (cancelled at once, with no worker to tell) and a
+// cancel rolled back send nothing. Only the first notification after the
+// listener is up is awaited; no time is asserted.
+func TestListenCancels(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, connString := openStore(t)
+	other := openAt(t, connString)
+
+	listening := make(chan uint32, 4)
+	s.onListen = func(pid uint32) { listening <- pid }
+	heard := make(chan int64, 16)
+	listenCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.ListenCancels(listenCtx, func(id int64) { heard <- id }) }()
+	defer func() {
+		stop()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("ListenCancels returned %v, want context.Canceled", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("ListenCancels did not return after its context was cancelled")
+		}
+	}()
+	select {
+	case <-listening:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListenCancels did not start listening")
+	}
+
+	const kind = "test.listencancel.v1"
+	now := time.Now()
+	ins, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{
+		{Kind: kind, Queue: "default", MaxAttempts: 1, CreatedAt: now},
+		{Kind: kind, Queue: "default", MaxAttempts: 1, CreatedAt: now},
+		{Kind: kind, Queue: "other", MaxAttempts: 1, CreatedAt: now},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{kind}, Limit: 2,
+		Node: "n", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || len(fetched.Jobs) != 2 {
+		t.Fatalf("fetch: %+v, %v", fetched, err)
+	}
+	rolledBack, running := fetched.Jobs[0].ID, fetched.Jobs[1].ID
+	available := ins.Jobs[2].Job.ID
+
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.JobCancel(ctx, &twicestore.JobCancelParams{Filter: twicestore.JobFilter{IDs: []int64{rolledBack}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.JobCancel(ctx, &twicestore.JobCancelParams{Filter: twicestore.JobFilter{IDs: []int64{available}}}); err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	if _, err := other.JobCancel(ctx, &twicestore.JobCancelParams{Filter: twicestore.JobFilter{IDs: []int64{running}}, By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	// Notifications arrive in commit order: the first one heard is the
+	// running job's only if neither earlier cancel sent one.
+	select {
+	case id := <-heard:
+		if id != running {
+			t.Fatalf("heard a cancel for job %d, want %d (the running one)", id, running)
+		}
+		t.Logf("cancel heard %s after JobCancel began", time.Since(asked))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no cancel notification within 10s")
+	}
+}

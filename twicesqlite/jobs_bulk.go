@@ -1,0 +1,164 @@
+package twicesqlite
+
+// The operator's bulk actions on jobs (retry, discard, cancel, delete), each
+// with a result per job. Each runs in one transaction: it reads the jobs the
+// filter matches, then acts on each one under its own state guard, so one
+// job the action does not apply to (a unique key taken, a job running)
+// never stops the others.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// matchedJob is what a bulk action needs of a job the filter matched.
+type matchedJob struct {
+	id          int64
+	state       twicetype.JobState
+	kind        string
+	uniqueKey   string
+	cancelAsked bool
+}
+
+// bulk reads the jobs f matches, in id order, and calls act for each inside
+// one transaction; act returns the job's result.
+func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter,
+	act func(q dbtx, j matchedJob) (twicestore.JobActionResult, error)) (*twicestore.JobBulkResult, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var results []twicestore.JobActionResult
+	err := e.inTx(ctx, func(q dbtx) error {
+		where, args := filterSQL(f)
+		rows, err := q.QueryContext(ctx, `SELECT id, state, kind, unique_key, cancel_requested_at IS NOT NULL
+			FROM twice_jobs WHERE `+where+` ORDER BY id`, args...)
+		if err != nil {
+			return err
+		}
+		var jobs []matchedJob
+		for rows.Next() {
+			var (
+				j     matchedJob
+				state string
+			)
+			if err := rows.Scan(&j.id, &state, &j.kind, &j.uniqueKey, &j.cancelAsked); err != nil {
+				rows.Close()
+				return err
+			}
+			j.state = twicetype.JobState(state)
+			jobs = append(jobs, j)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			r, err := act(q, j)
+			if err != nil {
+				return fmt.Errorf("job %d: %w", j.id, err)
+			}
+			r.ID = j.id
+			results = append(results, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return twicestore.FinishResults(f, results), nil
+}
+
+// JobRetry moves matching dead, discarded or cancelled jobs back to
+// available, due at Now, with their attempts reset, their cancel request
+// cleared and their error history kept. The lease epoch is never reset: it
+// must only grow for fencing to hold. A unique job whose key a live job of
+// its kind holds (one enqueued after it finished, or one this call retried
+// first) is left as it is, with a conflict result naming the holder.
+func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	now := micros(nowOr(p.Now))
+	return e.bulk(ctx, "retry jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
+		switch j.state {
+		case twicetype.JobStateDead, twicetype.JobStateDiscarded, twicetype.JobStateCancelled:
+		default:
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}, nil
+		}
+		if j.uniqueKey != "" {
+			var holder int64
+			err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(id), 0) FROM twice_jobs INDEXED BY twice_jobs_unique
+				WHERE kind = ? AND unique_key = ? AND unique_key <> '' AND state IN ('available', 'running')`, j.kind, j.uniqueKey).Scan(&holder)
+			if err != nil {
+				return twicestore.JobActionResult{}, err
+			}
+			if holder != 0 {
+				return twicestore.JobActionResult{Status: twicestore.JobActionConflict, State: j.state, HolderID: holder}, nil
+			}
+		}
+		_, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'available', attempt = 0, run_at = ?,
+			lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = '',
+			snoozes = 0 WHERE id = ?`, now, j.id)
+		if err != nil {
+			return twicestore.JobActionResult{}, err
+		}
+		return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}, nil
+	})
+}
+
+// JobDiscard moves matching dead jobs to discarded, finished at Now.
+func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	now := micros(nowOr(p.Now))
+	return e.bulk(ctx, "discard jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
+		if j.state != twicetype.JobStateDead {
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}, nil
+		}
+		if _, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'discarded', finished_at = ? WHERE id = ?`, now, j.id); err != nil {
+			return twicestore.JobActionResult{}, err
+		}
+		return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateDiscarded}, nil
+	})
+}
+
+// JobCancel cancels matching available jobs at once and records a cancel
+// request on matching running ones (keeping the first request when there
+// already is one); finished jobs are left alone.
+func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams) (*twicestore.JobBulkResult, error) {
+	now := micros(nowOr(p.Now))
+	note := (&twicetype.CancelRequest{By: p.By, Reason: p.Reason}).Note()
+	return e.bulk(ctx, "cancel jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
+		switch j.state {
+		case twicetype.JobStateAvailable:
+			_, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'cancelled', finished_at = ?1, lease_until = NULL,
+				cancel_requested_at = ?1, cancel_by = ?2, cancel_reason = ?3, note = ?4 WHERE id = ?5`,
+				now, p.By, p.Reason, note, j.id)
+			if err != nil {
+				return twicestore.JobActionResult{}, err
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateCancelled}, nil
+		case twicetype.JobStateRunning:
+			if !j.cancelAsked {
+				_, err := q.ExecContext(ctx, `UPDATE twice_jobs SET cancel_requested_at = ?, cancel_by = ?, cancel_reason = ?
+					WHERE id = ?`, now, p.By, p.Reason, j.id)
+				if err != nil {
+					return twicestore.JobActionResult{}, err
+				}
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionCancelRequested, State: j.state}, nil
+		}
+		return twicestore.JobActionResult{Status: twicestore.JobActionAlreadyFinished, State: j.state}, nil
+	})
+}
+
+// JobDelete deletes matching jobs that are not running.
+func (e *executor) JobDelete(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	return e.bulk(ctx, "delete jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
+		if j.state == twicetype.JobStateRunning {
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}, nil
+		}
+		if _, err := q.ExecContext(ctx, `DELETE FROM twice_jobs WHERE id = ?`, j.id); err != nil {
+			return twicestore.JobActionResult{}, err
+		}
+		return twicestore.JobActionResult{Status: twicestore.JobActionDone}, nil
+	})
+}
