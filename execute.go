@@ -215,11 +215,12 @@ func (e *execution) claimBefore() delivery {
 		notApplied *NotAppliedError
 		snooze     *SnoozeError
 		noop       *NoOpError
+		cancelled  *CancelError
 	)
 	switch {
 	case err == nil, errors.As(err, &noop):
 		return delivery{err: err}
-	case errors.As(err, &notApplied), errors.As(err, &snooze):
+	case errors.As(err, &notApplied), errors.As(err, &snooze), errors.As(err, &cancelled):
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), outcomeWriteTimeout)
 		defer cancel()
 		if rerr := e.x.store.MarkerRelease(wctx, marker); rerr != nil {
@@ -384,7 +385,21 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 		permanent *PermanentError
 		panicErr  *PanicError
 	)
+	var cancelled *CancelError
 	switch {
+	case errors.Is(context.Cause(e.ctx), ErrJobCancelled), errors.As(err, &cancelled):
+		// Cancelled by an operator (whatever the handler returned) or by
+		// the handler itself: finished, never retried. A success's claim
+		// is still written: its effect happened.
+		o.State, o.FinishedAt, o.Marker = twicetype.JobStateCancelled, now, d.marker
+		if o.Marker != nil {
+			o.Marker.Now = now
+		}
+		if cancelled != nil {
+			o.Note = "cancelled by its handler: " + errString(cancelled.Err)
+		} // else the store notes the operator's request
+		e.logger.InfoContext(e.ctx, "job cancelled", logattr.Component, "executor", logattr.Err, err)
+		return o
 	case err == nil || errors.As(err, &noop):
 		o.State, o.FinishedAt = twicetype.JobStateCompleted, now
 		o.Note, o.Marker = d.noop, d.marker

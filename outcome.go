@@ -51,6 +51,23 @@ func (e *NotAppliedError) Error() string { return "not applied: " + errString(e.
 // Unwrap returns the wrapped error.
 func (e *NotAppliedError) Unwrap() error { return e.Err }
 
+// CancelError ends the job as cancelled: stopped on purpose, finished,
+// never retried, and not a failure that needs a person (unlike Permanent,
+// which dead-letters it). Build it with Cancel.
+type CancelError struct{ Err error }
+
+// Cancel ends the job as cancelled, with err as the reason kept in its
+// note: the handler found that the job should not happen any more (the
+// order was withdrawn, the account closed). Return it only when the effect
+// did not happen: a ClaimBefore kind's claim is released, as for
+// NotApplied, so a retry by hand runs the job again.
+func Cancel(err error) error { return &CancelError{Err: err} }
+
+func (e *CancelError) Error() string { return "cancelled: " + errString(e.Err) }
+
+// Unwrap returns the wrapped error.
+func (e *CancelError) Unwrap() error { return e.Err }
+
 func errString(err error) string {
 	if err == nil {
 		return "<nil>"
@@ -80,6 +97,13 @@ var ErrShutdown = errors.New("twice: worker shutting down")
 // happen, release the marker (twice markers release) and retry the job; if
 // it did, discard the job.
 var ErrEffectUncertain = errors.New("twice: an earlier delivery claimed this job's marker and never finished, so the effect may have happened")
+
+// ErrJobCancelled is the cause a job's context is cancelled with when an
+// operator cancels the running job (Client.JobCancel, twice jobs cancel):
+// its worker learns of it at once on PostgreSQL (LISTEN/NOTIFY) and at the
+// next lease heartbeat otherwise. Such a job ends cancelled whatever its
+// handler returns, and is never retried.
+var ErrJobCancelled = errors.New("twice: job cancelled")
 
 // ErrLeaseLost is the cause a job's context is cancelled with when its lease
 // could not be extended: another worker may hold the job now.
