@@ -396,7 +396,7 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 			o.Marker.Now = now
 		}
 		if cancelled != nil {
-			o.Note = "cancelled by its handler: " + errString(cancelled.Err)
+			o.Note = capText("cancelled by its handler: " + errString(cancelled.Err))
 		} // else the store notes the operator's request
 		e.logger.InfoContext(e.ctx, "job cancelled", logattr.Component, "executor", logattr.Err, err)
 		return o
@@ -407,16 +407,22 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 			o.Marker.Now = now
 		}
 		if noop != nil {
-			o.Note = noop.Reason
+			o.Note = capText(noop.Reason)
 		}
 		if o.Note != "" {
 			e.logger.InfoContext(e.ctx, "job completed as a no-op", logattr.Component, "executor", "reason", o.Note)
 		}
 		return o
+	case errors.As(err, &snooze) && e.row.Snoozes >= e.maxSnoozes():
+		// Past the kind's limit: a snooze gives its attempt back, so only
+		// this stops a handler that always snoozes.
+		err = Permanent(fmt.Errorf("%w: %d snoozes, the limit of kind %q (KindOpts.MaxSnoozes); "+
+			"last: %w", ErrTooManySnoozes, e.row.Snoozes+1, e.row.Kind, err))
 	case errors.As(err, &snooze):
-		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now.Add(snooze.Duration), true
+		o.State, o.RunAt, o.RefundAttempt, o.Snooze = twicetype.JobStateAvailable, now.Add(snooze.Duration), true, true
 		o.Note = err.Error()
-		e.logger.InfoContext(e.ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration)
+		e.logger.InfoContext(e.ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration,
+			"snoozes", e.row.Snoozes+1)
 		return o
 	case errors.Is(context.Cause(e.ctx), ErrShutdown):
 		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now, true
@@ -424,9 +430,9 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 		e.logger.InfoContext(e.ctx, "job requeued on shutdown", logattr.Component, "executor", logattr.Err, err)
 		return o
 	}
-	ae := &twicetype.AttemptError{Attempt: e.row.Attempt, At: now, Error: err.Error()}
+	ae := &twicetype.AttemptError{Attempt: e.row.Attempt, At: now, Error: capText(err.Error())}
 	if errors.As(err, &panicErr) {
-		ae.Stack = panicErr.Stack
+		ae.Stack = capText(panicErr.Stack)
 	}
 	o.Error = ae
 	if errors.Is(context.Cause(e.ctx), ErrLeaseLost) || errors.Is(err, ErrLeaseLost) {
@@ -448,6 +454,14 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 	o.State, o.RunAt = twicetype.JobStateAvailable, now.Add(e.x.cfg.Backoff(e.row.Attempt))
 	e.logger.WarnContext(e.ctx, "job failed; will retry", logattr.Component, "executor", logattr.Err, err, "run_at", o.RunAt)
 	return o
+}
+
+// maxSnoozes is the kind's snooze limit.
+func (e *execution) maxSnoozes() int {
+	if n := e.entry.opts.MaxSnoozes; n > 0 {
+		return n
+	}
+	return MaxSnoozesDefault
 }
 
 // markFailed runs a Staged handler's MarkFailed for a failure that

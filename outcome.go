@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // PermanentError marks a failure that retrying cannot fix: the job goes to
@@ -17,6 +18,15 @@ func (e *PermanentError) Error() string { return "permanent: " + errString(e.Err
 
 // Unwrap returns the wrapped error.
 func (e *PermanentError) Unwrap() error { return e.Err }
+
+// MaxSnoozesDefault is how many times a job may snooze when its kind sets
+// no KindOpts.MaxSnoozes: a snooze gives its attempt back, so without a
+// limit a handler that always snoozes would keep its job for ever.
+const MaxSnoozesDefault = 100
+
+// ErrTooManySnoozes is why a job that snoozed past its kind's limit
+// (KindOpts.MaxSnoozes) is dead-lettered.
+var ErrTooManySnoozes = errors.New("twice: job snoozed too many times")
 
 // SnoozeError asks for the job to run again after Duration without spending
 // an attempt. Build it with Snooze.
@@ -108,3 +118,27 @@ var ErrJobCancelled = errors.New("twice: job cancelled")
 // ErrLeaseLost is the cause a job's context is cancelled with when its lease
 // could not be extended: another worker may hold the job now.
 var ErrLeaseLost = errors.New("twice: job lease lost")
+
+// MaxErrorTextBytes caps each error text and stack stored with a job
+// attempt (and a job's note). A handler's error can be any size (a whole
+// response body, say); stored whole, each attempt of each failing job
+// would carry it into every listing, dashboard page and JSON dump. A longer
+// text keeps its beginning and ends with a mark saying how much was cut.
+const MaxErrorTextBytes = 16 << 10
+
+// capText returns s cut to at most MaxErrorTextBytes, on a character
+// boundary, ending with "… [cut: N bytes]" when it was cut.
+func capText(s string) string {
+	if len(s) <= MaxErrorTextBytes {
+		return s
+	}
+	// The mark for the largest possible cut is no shorter than the real
+	// one, so keeping this much leaves room for it.
+	keep := MaxErrorTextBytes - len(cutMark(len(s)))
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + cutMark(len(s)-keep)
+}
+
+func cutMark(n int) string { return fmt.Sprintf("… [cut: %d bytes]", n) }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/waitfor"
@@ -268,4 +270,56 @@ func startUnstopped(t *testing.T, store twicestore.Store, reg *twice.Registry) *
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestErrorTextIsCapped: a 1 MiB error is stored cut to MaxErrorTextBytes,
+// marked with how much was cut; before, it was stored whole on every
+// attempt.
+func TestErrorTextIsCapped(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("é", 1<<19) // 1 MiB of two-byte characters
+	store, c := setupPing(t, nil, func(context.Context, *twice.Job[pingArgs]) error {
+		return errors.New(huge)
+	})
+	row := waitJob(t, store, enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 1}).ID, "dead", isState(twicetype.JobStateDead))
+	got := row.Errors[0].Error
+	if len(got) > twice.MaxErrorTextBytes {
+		t.Errorf("stored error is %d bytes, want at most %d", len(got), twice.MaxErrorTextBytes)
+	}
+	kept, mark, ok := strings.Cut(got, "… [cut: ")
+	if !ok || !utf8.ValidString(kept) || !strings.HasPrefix(huge, kept) {
+		t.Fatalf("stored error does not keep a valid beginning and a cut mark: ...%q", got[max(len(got)-40, 0):])
+	}
+	if want := fmt.Sprintf("%d bytes]", len(huge)-len(kept)); mark != want {
+		t.Errorf("cut mark %q, want %q", mark, want)
+	}
+}
+
+// TestSnoozeLimitDeadLetters: a handler that always snoozes is
+// dead-lettered once its job snoozed KindOpts.MaxSnoozes times, with
+// ErrTooManySnoozes in the error; before, it looped for ever without
+// spending an attempt.
+func TestSnoozeLimitDeadLetters(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	reg := twice.NewRegistry()
+	var calls atomic.Int32
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(context.Context, *twice.Job[pingArgs]) error {
+		calls.Add(1)
+		return twice.Snooze(time.Millisecond)
+	}), &twice.KindOpts{Strategy: twice.None, MaxSnoozes: 3})
+	c := startClient(t, store, testConfig(reg))
+	row := waitJob(t, store, enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 5}).ID, "dead", isState(twicetype.JobStateDead))
+	if row.Snoozes != 3 || calls.Load() != 4 || row.Attempt != 1 {
+		t.Errorf("snoozes %d, calls %d, attempt %d; want 3 snoozes, dead on the 4th call, one attempt spent",
+			row.Snoozes, calls.Load(), row.Attempt)
+	}
+	if len(row.Errors) != 1 || !strings.Contains(row.Errors[0].Error, "snoozed too many times: 4 snoozes") {
+		t.Errorf("errors %v, want the snooze limit named", row.Errors)
+	}
+	bad := twice.NewRegistry()
+	if err := twice.Register(bad, twice.HandlerFunc[pingArgs](func(context.Context, *twice.Job[pingArgs]) error { return nil }),
+		&twice.KindOpts{MaxSnoozes: -1}); err == nil || !strings.Contains(err.Error(), "MaxSnoozes is -1") {
+		t.Errorf("register with MaxSnoozes -1: %v, want it refused", err)
+	}
 }
