@@ -51,7 +51,7 @@ func (l *eventLog) of(kind string) []twice.EventType {
 // await waits until kind's events end with want.
 func (l *eventLog) await(t *testing.T, kind string, want ...twice.EventType) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(waitfor.Timeout)
 	for {
 		if got := l.of(kind); len(got) >= len(want) && slices.Equal(got[len(got)-len(want):], want) {
 			return

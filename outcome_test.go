@@ -90,13 +90,8 @@ func TestOutcomes(t *testing.T) {
 				t.Errorf("error %d = %+v", i, e)
 			}
 		}
-		select {
-		case d := <-dead:
-			if d.Job.ID != job.ID || !strings.Contains(d.Err.Error(), "upstream 503") {
-				t.Errorf("OnDead got job %d err %v", d.Job.ID, d.Err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("OnDead not called")
+		if d := waitfor.Recv(t, dead, "OnDead"); d.Job.ID != job.ID || !strings.Contains(d.Err.Error(), "upstream 503") {
+			t.Errorf("OnDead got job %d err %v", d.Job.ID, d.Err)
 		}
 	})
 
@@ -196,13 +191,8 @@ func TestOutcomes(t *testing.T) {
 		if _, err := store.JobRescue(context.Background(), &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case cause := <-causes:
-			if !errors.Is(cause, twice.ErrLeaseLost) {
-				t.Errorf("cause = %v, want ErrLeaseLost", cause)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("handler not cancelled after its lease was lost")
+		if cause := waitfor.Recv(t, causes, "the handler to be cancelled after its lease was lost"); !errors.Is(cause, twice.ErrLeaseLost) {
+			t.Errorf("cause = %v, want ErrLeaseLost", cause)
 		}
 		row := waitJob(t, store, job.ID, "completed", isState(twicetype.JobStateCompleted))
 		if row.Attempt != 2 {
@@ -230,15 +220,7 @@ func TestStuckHandlerIsLogged(t *testing.T) {
 	if _, err := store.JobRescue(context.Background(), &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(logs.String(), "job handler is stuck") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no stuck-handler line; logs:\n%s", logs.String())
-		}
-		<-tick.C
-	}
+	waitfor.Cond(t, "the stuck-handler line", func() bool { return strings.Contains(logs.String(), "job handler is stuck") }, logs.String)
 	if !strings.Contains(logs.String(), fmt.Sprintf("job_id=%d", job.ID)) {
 		t.Errorf("stuck line does not name the job")
 	}
