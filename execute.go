@@ -53,10 +53,10 @@ type execution struct {
 	// takes it; a second one (Config.Redeliver) peeks again, so it sees the
 	// first one's claim.
 	peek producer.Peek
-	// ctx is the handler's context; cancel ends it with a cause.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	start  time.Time
+	// ctx is the handler's context; the running jobs' registry holds its
+	// cancel, for a lost lease or an operator's cancel.
+	ctx   context.Context
+	start time.Time
 	// leaseLost is set when the attempt ended after its lease was lost.
 	leaseLost bool
 }
@@ -64,14 +64,8 @@ type execution struct {
 // Execute works one fetched job; the producer calls it on a worker
 // goroutine.
 func (x *executor) Execute(f producer.Fetched) {
-	e := &execution{x: x, row: f.Row, peek: f.Peek, logger: x.jobLogger(f.Row)}
+	e := &execution{x: x, row: f.Row, peek: f.Peek, logger: jobLogger(x.logger, f.Row)}
 	e.run()
-}
-
-// jobLogger returns the logger with the job's attributes, added only when
-// something is logged (see jobLogHandler).
-func (x *executor) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return slog.New(newJobLogHandler(x.logger.Handler(), row))
 }
 
 func (e *execution) run() {
@@ -99,7 +93,6 @@ func (e *execution) run() {
 		defer cancelTimeout()
 	}
 	e.ctx = withLogger(WithCorrelationID(ctx, e.row.CorrelationID), e.logger)
-	e.cancel = cancel
 	e.start = time.Now()
 	e.x.observeStart(e.row, e.start)
 	e.x.running.add(e.row, cancel)
@@ -380,12 +373,12 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 	o := &twicestore.JobOutcome{ID: e.row.ID, Epoch: e.row.Epoch}
 	err := d.err
 	var (
+		cancelled *CancelError
 		noop      *NoOpError
 		snooze    *SnoozeError
 		permanent *PermanentError
 		panicErr  *PanicError
 	)
-	var cancelled *CancelError
 	switch {
 	case errors.Is(context.Cause(e.ctx), ErrJobCancelled), errors.As(err, &cancelled):
 		// Cancelled by an operator (whatever the handler returned) or by

@@ -172,8 +172,11 @@ func (c *Client) logStuck() {
 	}
 }
 
-// jobLogger returns the client logger with the job's attributes, added
-// only when something is logged (see jobLogHandler).
-func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return slog.New(newJobLogHandler(c.logger.Handler(), row))
+// jobLogger returns the client logger with the job's attributes.
+func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger { return jobLogger(c.logger, row) }
+
+// jobLogger returns logger with the job's attributes, added only when
+// something is logged (see jobLogHandler).
+func jobLogger(logger *slog.Logger, row *twicetype.JobRow) *slog.Logger {
+	return slog.New(newJobLogHandler(logger.Handler(), row))
 }

@@ -112,7 +112,10 @@ var ErrEffectUncertain = errors.New("twice: an earlier delivery claimed this job
 // operator cancels the running job (Client.JobCancel, twice jobs cancel):
 // its worker learns of it at once on PostgreSQL (LISTEN/NOTIFY) and at the
 // next lease heartbeat otherwise. Such a job ends cancelled whatever its
-// handler returns, and is never retried.
+// handler returns, and is never retried. A ClaimBefore kind's claim is
+// kept unless the handler returns NotApplied or Cancel: the effect may have
+// happened, so a retry by hand is dead-lettered for a person to check
+// (ErrEffectUncertain).
 var ErrJobCancelled = errors.New("twice: job cancelled")
 
 // ErrLeaseLost is the cause a job's context is cancelled with when its lease

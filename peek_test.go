@@ -189,7 +189,7 @@ type listeningStore struct {
 
 func (s *listeningStore) Unwrap() twicestore.Store { return s.Store }
 
-func (s *listeningStore) ListenInserts(ctx context.Context, notify func(queue string)) error {
+func (s *listeningStore) ListenInserts(ctx context.Context, _ func(queue string)) error {
 	close(s.listening)
 	<-ctx.Done()
 	return ctx.Err()

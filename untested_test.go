@@ -126,7 +126,7 @@ type failingMarkers struct {
 	peekFailed atomic.Bool
 }
 
-func (s *failingMarkers) MarkerRelease(ctx context.Context, p *twicestore.MarkerParams) error {
+func (s *failingMarkers) MarkerRelease(context.Context, *twicestore.MarkerParams) error {
 	s.log.add("release")
 	return errors.New("injected release failure")
 }
