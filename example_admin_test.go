@@ -28,7 +28,7 @@ func exampleAdminClient() (*twice.Client, func()) {
 	if err != nil {
 		panic(err)
 	}
-	return client, func() { store.Close(); os.RemoveAll(dir) }
+	return client, func() { _ = store.Close(); _ = os.RemoveAll(dir) }
 }
 
 // Cancel a job that has not run yet; cancelling it again is refused with

@@ -44,9 +44,9 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[MonthlyReport](func(ctx context.Context, job *twice.Job[MonthlyReport]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[MonthlyReport](func(context.Context, *twice.Job[MonthlyReport]) error {
 		return nil
 	}), &twice.KindOpts{Queue: "reports"})
 	client, err := twice.NewClient(store, twice.Config{

@@ -108,7 +108,7 @@ func open(ctx context.Context, path string) (*twicesqlite.Store, *twice.Client, 
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
-		store.Close()
+		_ = store.Close()
 		return nil, nil, err
 	}
 	return store, client, nil
@@ -119,11 +119,11 @@ func serve(ctx context.Context, path, addr string) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	if err := client.Start(ctx); err != nil {
 		return err
 	}
-	defer client.Stop(context.Background())
+	defer func() { _ = client.Stop(context.Background()) }()
 	return http.ListenAndServe(addr, newAPI(store, client))
 }
 
@@ -134,14 +134,14 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: newAPI(store, client), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 
 	for i := range 2 {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/orders", strings.NewReader(`{"order_id": 7}`))
@@ -152,7 +152,7 @@ func run(ctx context.Context, path string, out io.Writer) error {
 			return err
 		}
 		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		replayed := resp.Header.Get(twicehttp.HeaderReplayed) == "true"
 		fmt.Fprintf(out, "request %d: %d %s (replayed: %t)\n", i+1, resp.StatusCode, strings.TrimSpace(string(body)), replayed)
 	}

@@ -64,7 +64,7 @@ func run(ctx context.Context, url string, out io.Writer) error {
 
 	welcomed := make(chan int64, 1)
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[WelcomeEmail](func(ctx context.Context, job *twice.Job[WelcomeEmail]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[WelcomeEmail](func(_ context.Context, job *twice.Job[WelcomeEmail]) error {
 		select {
 		case welcomed <- job.Args.UserID:
 		default:
@@ -85,7 +85,7 @@ func run(ctx context.Context, url string, out io.Writer) error {
 	}
 	// A signup that fails after enqueueing: the rollback takes the job too.
 	if err := signup(ctx, pool, client, 2, "Bob", false); !errors.Is(err, errRolledBack) {
-		return fmt.Errorf("the failed signup: %v", err)
+		return fmt.Errorf("the failed signup: %w", err)
 	}
 	list, err := client.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Kind: WelcomeEmail{}.Kind()}})
 	if err != nil {

@@ -42,7 +42,7 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 
 	// Every handler runs at least twice some day (a lost acknowledgement, a
 	// crash after the effect): ClaimAfter makes the runtime skip a message

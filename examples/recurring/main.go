@@ -49,14 +49,14 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 
 	pinged := make(chan string, 1)
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[NightlyReport](func(ctx context.Context, job *twice.Job[NightlyReport]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[NightlyReport](func(context.Context, *twice.Job[NightlyReport]) error {
 		return nil
 	}), nil)
-	twice.MustRegister(reg, twice.HandlerFunc[Ping](func(ctx context.Context, job *twice.Job[Ping]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[Ping](func(_ context.Context, job *twice.Job[Ping]) error {
 		select {
 		case pinged <- job.Args.Target:
 		default:

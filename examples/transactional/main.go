@@ -109,7 +109,7 @@ func open(ctx context.Context, dsn string) (*ledger, error) {
 	}
 	store, err := twicesqlite.New(ctx, db)
 	if err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, err
 	}
 	return &ledger{
@@ -122,7 +122,7 @@ func open(ctx context.Context, dsn string) (*ledger, error) {
 			err = db.QueryRowContext(ctx, `SELECT cents FROM accounts WHERE id = ?`, id).Scan(&c)
 			return c, err
 		},
-		close: func() { db.Close() },
+		close: func() { _ = db.Close() },
 	}, nil
 }
 

@@ -47,7 +47,7 @@ func (WelcomeEmail) Kind() string { return "email.welcome.v1" }
 // on kinds, strategies, queues and sensitive fields.
 func Registry(out io.Writer) (*twice.Registry, error) {
 	reg := twice.NewRegistry()
-	err := twice.Register(reg, twice.HandlerFunc[WelcomeEmail](func(ctx context.Context, job *twice.Job[WelcomeEmail]) error {
+	err := twice.Register(reg, twice.HandlerFunc[WelcomeEmail](func(_ context.Context, job *twice.Job[WelcomeEmail]) error {
 		fmt.Fprintf(out, "sent welcome email to user %d\n", job.Args.UserID)
 		return nil
 	}), &twice.KindOpts{Strategy: twice.ClaimAfter, Queue: "email"})
@@ -80,7 +80,7 @@ func run(ctx context.Context, dsn string, out io.Writer, logger *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	reg, err := Registry(out)
 	if err != nil {
 		return err

@@ -24,14 +24,14 @@ func TestWorker(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, path, pw, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		pw.Close()
+		_ = pw.Close()
 	}()
 
 	store, err := twicesqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	producer, err := twice.NewClient(store, twice.Config{})
 	if err != nil {
 		t.Fatal(err)
