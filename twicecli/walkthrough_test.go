@@ -377,6 +377,21 @@ func walk(t *testing.T, shop, db string) {
 		w.both(1, "jobs", "cancel", strconv.FormatInt(inv1, 10)) // completed
 	})
 
+	t.Run("cancel a running job in the worker's process", func(t *testing.T) {
+		id, _ := w.enqueue(w.team, "account.reset.v1", `{"account_id": 99, "reset_token": "t"}`)
+		wk.wait(t, "resetting account 99")
+		r := w.stock("jobs", "cancel", strconv.FormatInt(id, 10), "--reason", "hung")
+		asked := time.Now()
+		if !strings.HasPrefix(r.stdout, fmt.Sprintf("job %d: cancel requested", id)) {
+			t.Fatalf("cancel of the running job: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		wk.wait(t, "cancelled a running account.reset.v1 job")
+		t.Logf("cancel reached the handler in the worker's process and was recorded %s after the CLI asked", time.Since(asked).Round(time.Millisecond))
+		if j := w.show(w.team, id); j.State != "cancelled" {
+			t.Errorf("the cancelled running job is %s", j.State)
+		}
+	})
+
 	t.Run("queue pause", func(t *testing.T) {
 		if r := w.team("queues", "pause", "invoices", "--reason", "ledger freeze", "--until", "1h"); r.code != 0 {
 			t.Fatalf("queues pause: %s", r.stderr)

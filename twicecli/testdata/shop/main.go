@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicecli"
@@ -35,11 +36,24 @@ func main() {
 		fmt.Printf("charged invoice %d\n", j.Args.InvoiceID)
 		return nil
 	}), &twice.KindOpts{Queue: "invoices", FailClosed: true, MaxAttempts: 5})
-	twice.MustRegister(reg, twice.HandlerFunc[ResetAccount](func(_ context.Context, j *twice.Job[ResetAccount]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[ResetAccount](func(ctx context.Context, j *twice.Job[ResetAccount]) error {
+		if j.Args.AccountID == 99 { // a reset that hangs until it is cancelled
+			fmt.Println("resetting account 99")
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}
 		fmt.Printf("reset account %d\n", j.Args.AccountID)
 		return nil
 	}), &twice.KindOpts{Queue: "accounts"})
 	twicecli.New(reg, &twicecli.Options{Config: twice.Config{
 		Queues: []twice.QueueConfig{{Name: "invoices", Concurrency: 2}, {Name: "accounts", Concurrency: 2}},
+		// A short lease: its heartbeat, every third of it, carries a cancel
+		// to a running job where no notification does (SQLite).
+		LeaseDuration: 3 * time.Second,
+		Observer: twice.ObserverFunc(func(e twice.Event) {
+			if e.Type == twice.EventCancelled {
+				fmt.Printf("cancelled a running %s job\n", e.Kind)
+			}
+		}),
 	}}).Main()
 }
