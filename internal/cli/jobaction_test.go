@@ -56,6 +56,21 @@ func TestJobsCancelDeleteRetry(t *testing.T) {
 	if st := jobState(t, s, running); st != "running" {
 		t.Errorf("a running job's cancel is a request: it is %s", st)
 	}
+	for _, n := range []int64{waiting, running} {
+		var j jobJSON
+		if err := json.Unmarshal([]byte(s.ok("jobs", "show", id(n), "--json").stdout), &j); err != nil {
+			t.Fatal(err)
+		}
+		if j.Cancel == nil || j.Cancel.By != "ops@host" || j.Cancel.Reason != "customer withdrew" {
+			t.Errorf("job %d's cancel request in --json: %+v", n, j.Cancel)
+		}
+	}
+	if show := s.ok("jobs", "show", id(running)).stdout; !strings.Contains(show, `cancel requested (it ends cancelled unless it finishes first) by ops@host`) {
+		t.Errorf("jobs show of a running job with a cancel request:\n%s", show)
+	}
+	if l := tableLine(t, s.ok("jobs").stdout, id(running)); !strings.Contains(l, "cancelling") {
+		t.Errorf("jobs lists a running job with a cancel request as %q", l)
+	}
 
 	// Bad input: one line, exit 1, nothing changed.
 	before := jobsSnapshot(t, s.db)

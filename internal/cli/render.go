@@ -47,8 +47,20 @@ type jobJSON struct {
 	LastError   string                   `json:"last_error,omitempty"`
 	ErrorCount  int                      `json:"error_count"`
 	Errors      []twicetype.AttemptError `json:"errors,omitempty"`
-	CreatedAt   time.Time                `json:"created_at"`
-	FinishedAt  *time.Time               `json:"finished_at,omitempty"`
+	Snoozes     int                      `json:"snoozes"`
+	// Cancel is the cancel an operator asked for: who, when, why. On a
+	// running job it is pending: the job ends cancelled unless it finishes
+	// first.
+	Cancel     *cancelJSON `json:"cancel,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+	FinishedAt *time.Time  `json:"finished_at,omitempty"`
+}
+
+// cancelJSON is a job's cancel request.
+type cancelJSON struct {
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
 }
 
 // newJobJSON is j as --json prints it; full includes every attempt's
@@ -61,7 +73,10 @@ func (k *kindBook) newJobJSON(j *twicetype.JobRow, full bool, now time.Time) *jo
 		MessageID: j.MessageID, Key: j.Key, CorrelationID: j.CorrelationID, UniqueKey: j.UniqueKey,
 		Args: a.json, ArgsRedacted: a.redacted, ArgsTypeKnown: a.known, ArgsHidden: a.hidden, ArgsUnreadable: a.unreadable,
 		RunAt: j.RunAt, Scheduled: scheduled(j, now), AttemptedBy: j.AttemptedBy, Note: j.Note,
-		ErrorCount: len(j.Errors), CreatedAt: j.CreatedAt,
+		ErrorCount: len(j.Errors), Snoozes: j.Snoozes, CreatedAt: j.CreatedAt,
+	}
+	if c := j.Cancel; c != nil {
+		out.Cancel = &cancelJSON{At: c.At, By: c.By, Reason: c.Reason}
 	}
 	if n := len(j.Errors); n > 0 {
 		out.LastError = firstLine(j.Errors[n-1].Error, listErrorRunes)
@@ -137,8 +152,11 @@ func printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time.Time) error {
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNOTE / LAST ERROR")
 	for _, j := range jobs {
 		state := string(j.State)
-		if scheduled(j, now) {
+		switch {
+		case scheduled(j, now):
 			state = "scheduled"
+		case j.State == twicetype.JobStateRunning && j.Cancel != nil:
+			state = "cancelling"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
 			j.ID, j.Kind, j.Queue, state, j.Attempt, j.MaxAttempts, formatTime(j.RunAt), firstLine(noteOrError(j), 70))
@@ -217,6 +235,16 @@ func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) err
 	}
 	if j.Note != "" {
 		row("note", j.Note)
+	}
+	if c := j.Cancel; c != nil {
+		what := "cancelled"
+		if j.State == twicetype.JobStateRunning {
+			what = "cancel requested (it ends cancelled unless it finishes first)"
+		}
+		row("cancel", fmt.Sprintf("%s by %s at %s: %q", what, c.By, formatTime(c.At), c.Reason))
+	}
+	if j.Snoozes > 0 {
+		row("snoozes", fmt.Sprint(j.Snoozes))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
