@@ -207,7 +207,7 @@ func TestHelp(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, cmd := range []string{"demo", "serve", "migrate", "enqueue", "jobs", "dlq", "orphans", "--db"} {
+	for _, cmd := range []string{"demo", "serve", "dashboard", "migrate", "enqueue", "jobs", "dlq", "queues", "orphans", "recurring", "toggles", "--db"} {
 		if !strings.Contains(r.stdout, cmd) {
 			t.Errorf("help does not mention %s:\n%s", cmd, r.stdout)
 		}

@@ -25,6 +25,7 @@ type dashboardFlags struct {
 	readOnly  bool
 	hosts     []string
 	secure    bool
+	file      string
 }
 
 // register adds the flags to cmd: --PREFIX (the address), and
@@ -52,11 +53,12 @@ func (d *dashboardFlags) register(cmd *cobra.Command, prefix, defaultAddr, what 
 	f.StringSliceVar(&d.hosts, name("allowed-host"), nil,
 		"a host name the dashboard answers besides localhost and loopback addresses (repeatable; a leading *. allows subdomains); without authentication no other name is answered, which stops DNS rebinding")
 	f.BoolVar(&d.secure, name("secure-cookie"), false, "mark the CSRF cookie Secure, for a dashboard behind a proxy that terminates TLS")
+	f.StringVar(&d.file, name("toggles-file"), "", "the workers' TOML kill switch file, included in the switches the dashboard shows")
 }
 
 // options checks the flags and turns them into the dashboard's options.
 func (d *dashboardFlags) options(logger *slog.Logger, metrics *twicemetrics.Metrics) (twiceweb.Options, error) {
-	o := twiceweb.Options{ReadOnly: d.readOnly, BearerToken: d.token, Logger: logger, AllowedHosts: d.hosts, SecureCookie: d.secure}
+	o := twiceweb.Options{ReadOnly: d.readOnly, BearerToken: d.token, Logger: logger, AllowedHosts: d.hosts, SecureCookie: d.secure, TogglesFile: d.file}
 	if metrics != nil {
 		o.Metrics = metrics.Handler()
 	}
