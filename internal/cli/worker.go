@@ -81,6 +81,9 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 			}
 			dashCtx, stopDash := context.WithCancel(ctx)
 			defer stopDash()
+			if dash.file == "" {
+				dash.file = cfg.TogglesFile // the worker's own file, shown by its dashboard
+			}
 			waitDash, err := dash.start(dashCtx, client, metrics, cfg.Logger, c.stdout, false)
 			if err != nil {
 				return err
