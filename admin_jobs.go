@@ -208,7 +208,7 @@ var jobActionNames = [...]string{"cancel", "delete", "retry"}
 // is left alone (ErrJobFinished). One job's refusal never stops the
 // others: each gets its own JobResult.
 func (c *Client) JobCancel(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
-	return c.jobAction(ctx, c.store, actionCancel, p)
+	return c.jobAction(ctx, c.store, actionCancel, p, true)
 }
 
 // JobCancelTx is JobCancel in the caller's transaction.
@@ -217,13 +217,13 @@ func (c *Client) JobCancelTx(ctx context.Context, tx any, p *JobActionParams) (*
 	if err != nil {
 		return nil, err
 	}
-	return c.jobAction(ctx, exec, actionCancel, p)
+	return c.jobAction(ctx, exec, actionCancel, p, false)
 }
 
 // JobDelete deletes jobs that are not running, whatever their state; a
 // running job is refused (ErrJobRunning): cancel it first.
 func (c *Client) JobDelete(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
-	return c.jobAction(ctx, c.store, actionDelete, p)
+	return c.jobAction(ctx, c.store, actionDelete, p, true)
 }
 
 // JobDeleteTx is JobDelete in the caller's transaction.
@@ -232,7 +232,7 @@ func (c *Client) JobDeleteTx(ctx context.Context, tx any, p *JobActionParams) (*
 	if err != nil {
 		return nil, err
 	}
-	return c.jobAction(ctx, exec, actionDelete, p)
+	return c.jobAction(ctx, exec, actionDelete, p, false)
 }
 
 // JobRetry makes dead, discarded and cancelled jobs available again, with
@@ -241,7 +241,7 @@ func (c *Client) JobDeleteTx(ctx context.Context, tx any, p *JobActionParams) (*
 // (ErrJobNotRetryable), and one whose unique key an unfinished job of its
 // kind holds (ErrUniqueConflict); the others are retried all the same.
 func (c *Client) JobRetry(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
-	return c.jobAction(ctx, c.store, actionRetry, p)
+	return c.jobAction(ctx, c.store, actionRetry, p, true)
 }
 
 // JobRetryTx is JobRetry in the caller's transaction.
@@ -250,10 +250,15 @@ func (c *Client) JobRetryTx(ctx context.Context, tx any, p *JobActionParams) (*J
 	if err != nil {
 		return nil, err
 	}
-	return c.jobAction(ctx, exec, actionRetry, p)
+	return c.jobAction(ctx, exec, actionRetry, p, false)
 }
 
-func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action jobAction, p *JobActionParams) (*JobActionResult, error) {
+// jobAction runs one bulk action on exec. committed reports that exec is
+// the store, so the action is committed when it returns: only then may
+// this process act on it at once (cancel a handler running here, wake the
+// fetch loop); after a caller's transaction, the other nodes' paths (the
+// heartbeat, NOTIFY, the poll) pick it up once it commits.
+func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action jobAction, p *JobActionParams, committed bool) (*JobActionResult, error) {
 	op := jobActionNames[action] + " jobs"
 	if p == nil || (len(p.IDs) == 0 && p.Filter == nil) {
 		return nil, fmt.Errorf("twice: %s: %w", op, invalidf("no jobs selected: name them by id, or give a filter"))
@@ -292,7 +297,17 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 	}
 	if changed := out.Changed(); len(changed) > 0 {
 		c.logAction(ctx, "jobs "+jobActionDone[action], by, p.Reason, "ids", changed)
-		if action == actionRetry {
+	}
+	if !committed {
+		return out, nil
+	}
+	for _, j := range out.Jobs {
+		switch {
+		case j.CancelRequested:
+			// A handler running in this process stops now, not at the next
+			// lease heartbeat.
+			c.running.cancel(j.ID, c.jobLogger)
+		case action == actionRetry && j.Changed:
 			c.notify()
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -739,6 +740,58 @@ func TestAdminStrandedQueues(t *testing.T) {
 		for _, q := range qs {
 			if q.Name == "reports" && (len(q.Nodes) != 1 || q.Nodes[0] != "n1" || q.Due != 1) {
 				t.Fatalf("reports queue %+v, want served by n1 with 1 due job", q)
+			}
+		}
+	})
+}
+
+// TestAdminJobCancelRunning: JobCancel of a running job cancels its
+// handler's context with ErrJobCancelled and the job ends cancelled with
+// the operator's note, never retried: at once when this client runs it
+// (the lease heartbeat is minutes away here), and from another client (the
+// CLI's) at the worker's next heartbeat or, on PostgreSQL, by NOTIFY.
+func TestAdminJobCancelRunning(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		ctx := context.Background()
+		started := make(chan int64, 2)
+		causes := make(chan error, 2)
+		reg := twice.NewRegistry()
+		twice.MustRegister(reg, twice.HandlerFunc[reportArgs](func(ctx context.Context, job *twice.Job[reportArgs]) error {
+			started <- job.ID
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return ctx.Err()
+		}), &twice.KindOpts{Strategy: twice.None, Queue: "reports"})
+		cfg := testConfig(reg)
+		cfg.Queues = []twice.QueueConfig{{Name: "reports"}}
+		cfg.LeaseDuration = 3 * time.Second // heartbeat every second, for the other client's cancel
+		worker := startClient(t, store, cfg)
+		operator := adminClient(t, store, nil)
+
+		for _, tc := range []struct {
+			name string
+			by   *twice.Client
+		}{{"from the worker's own client", worker}, {"from another client", operator}} {
+			job := mustEnqueue(t, worker, reportArgs{CustomerID: 1}, &twice.EnqueueOpts{MaxAttempts: 5})
+			if id := waitfor.Recv(t, started, "the handler to start"); id != job.ID {
+				t.Fatalf("%s: started job %d, want %d", tc.name, id, job.ID)
+			}
+			at := time.Now()
+			res, err := tc.by.JobCancel(ctx, &twice.JobActionParams{IDs: []int64{job.ID}, By: "ops@test", Reason: "stuck render"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := res.Jobs[0]; !r.CancelRequested || r.State != twicetype.JobStateRunning {
+				t.Fatalf("%s: result %+v, want a cancel request", tc.name, r)
+			}
+			if cause := waitfor.Recv(t, causes, "the cancel to reach the handler"); !errors.Is(cause, twice.ErrJobCancelled) {
+				t.Errorf("%s: cause %v, want ErrJobCancelled", tc.name, cause)
+			}
+			t.Logf("%T, %s: the cancel reached the handler after %s", store, tc.name, time.Since(at).Round(time.Millisecond))
+			row := waitJob(t, store, job.ID, "cancelled", isState(twicetype.JobStateCancelled))
+			if row.Attempt != 1 || row.Note != "cancelled by ops@test: stuck render" {
+				t.Errorf("%s: attempt %d, note %q", tc.name, row.Attempt, row.Note)
 			}
 		}
 	})

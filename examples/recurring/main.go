@@ -2,7 +2,8 @@
 // spec and a ping every second. Every worker runs the scheduler; each tick
 // is recorded in the store with its job in one transaction, so a tick
 // becomes one job however many workers run. It waits for the first ping,
-// then lists the schedules as an operator would see them.
+// lists the schedules as an operator would see them, and triggers the
+// nightly report by hand.
 //
 //	go run ./examples/recurring -db /tmp/recurring.db
 package main
@@ -99,6 +100,18 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	}
 	for _, s := range schedules {
 		fmt.Fprintf(out, "%s %q %s: ticked %t\n", s.Name, s.Spec, s.Kind, s.Recorded)
+	}
+
+	// Run the nightly report now, as `twice recurring trigger` does: one
+	// job per request id, so a retried call does not run it twice.
+	for range 2 {
+		res, err := client.ScheduleTrigger(ctx, &twice.ScheduleTriggerParams{
+			Name: "nightly-report", RequestID: "rerun-after-incident-42", By: "ops@example.com", Reason: "report was wrong",
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "triggered nightly-report: %s job, duplicate %t\n", res.Job.Kind, res.Duplicate)
 	}
 	return nil
 }
