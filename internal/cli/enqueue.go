@@ -113,7 +113,7 @@ func (c *cli) checkEnqueue(cmd *cobra.Command, client *twice.Client, kind string
 		// Only the catalog knows the kind: its fields and their JSON types,
 		// and the queue and attempts its workers registered it with, which
 		// come before the client's defaults as a registration's would.
-		if err := twice.CheckArgsJSON(kind, raw, e.ArgFields(), 0); err != nil {
+		if err := twice.CheckArgsJSON(kind, raw, e.Args, 0); err != nil {
 			return &usageError{err: err}
 		}
 		if opts.Queue == "" {
