@@ -28,7 +28,7 @@ func (b *browser) do(req *http.Request) (int, http.Header, string) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end below
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(body)
 }

@@ -65,7 +65,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() {
+		if err := store.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return newEnvOn(t, store)
 }
 
@@ -78,7 +82,11 @@ func newPostgresEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() {
+		if err := store.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return newEnvOn(t, store)
 }
 
@@ -118,7 +126,9 @@ func (e *env) start() {
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c.Stop(ctx)
+		if err := c.Stop(ctx); err != nil {
+			e.t.Errorf("stop the worker: %v", err)
+		}
 	})
 }
 
@@ -216,7 +226,7 @@ func (b *browser) get(path string) (int, string) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end below
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
@@ -242,7 +252,7 @@ func (b *browser) postRaw(action string, form url.Values) (int, string) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end below
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
