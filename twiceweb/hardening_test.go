@@ -140,7 +140,7 @@ func badByteRoutes() []badByteRoute {
 		valid        url.Values
 	}{
 		{"GET", "/", []string{"x"}, nil},
-		{"GET", "/jobs", []string{"state", "kind", "queue", "timing", "before"}, nil},
+		{"GET", "/jobs", []string{"state", "kind", "queue", "timing", "node", "before"}, nil},
 		{"GET", "/jobs/{}", nil, nil},
 		{"GET", "/dead", []string{"kind", "queue", "before"}, nil},
 		{"GET", "/queues", []string{"x"}, nil},
