@@ -164,6 +164,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.cfg.TogglesFile != "" {
 		c.goLoop(func() { c.fileSwitchLoop(bg) })
 	}
+	if l, ok := twicestore.As[twicestore.CancelListener](c.store); ok && len(c.registry.Kinds()) > 0 {
+		c.goLoop(func() { c.listenCancels(leaseCtx, l) })
+	}
 	if l, ok := twicestore.As[twicestore.InsertListener](c.store); ok && len(c.registry.Kinds()) > 0 {
 		c.goLoop(func() { c.listenInserts(bg, l) })
 	}

@@ -2,15 +2,16 @@ package twice_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -128,15 +129,8 @@ func TestClaimAfterPeeksInTheFetch(t *testing.T) {
 // a timeout.
 func waitLog(t *testing.T, log *callLog, s string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for log.count(s) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d %q calls, want %d; calls: %v", log.count(s), s, n, log.get())
-		}
-		<-tick.C
-	}
+	waitfor.Cond(t, fmt.Sprintf("%d %q calls", n, s), func() bool { return log.count(s) >= n },
+		func() string { return fmt.Sprint(log.get()) })
 }
 
 // droppingStore is a store wrapper written before fetch peeks: it answers
@@ -195,7 +189,7 @@ type listeningStore struct {
 
 func (s *listeningStore) Unwrap() twicestore.Store { return s.Store }
 
-func (s *listeningStore) ListenInserts(ctx context.Context, notify func(queue string)) error {
+func (s *listeningStore) ListenInserts(ctx context.Context, _ func(queue string)) error {
 	close(s.listening)
 	<-ctx.Done()
 	return ctx.Err()
@@ -231,11 +225,7 @@ func TestWrapperKeepsCapabilities(t *testing.T) {
 	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(context.Context, *twice.Job[emailArgs]) error { return nil }),
 		&twice.KindOpts{Strategy: twice.ClaimAfter})
 	client := startClient(t, spy, testConfig(reg))
-	select {
-	case <-base.listening:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the wrapped store's ListenInserts was never called")
-	}
+	waitfor.Closed(t, base.listening, "the wrapped store's ListenInserts to be called")
 	res, err := client.Enqueue(context.Background(), emailArgs{UserID: 1, Key: "k"}, nil)
 	if err != nil {
 		t.Fatal(err)
