@@ -49,7 +49,7 @@ func confirmed(r *http.Request, c *confirmation) (bool, *confirmation) {
 
 // parseFilter reads state, timing, kind and queue from a query or form.
 func parseFilter(q url.Values, withState bool) (twicestore.JobFilter, error) {
-	f := twicestore.JobFilter{Kind: strings.TrimSpace(q.Get("kind")), Queue: strings.TrimSpace(q.Get("queue"))}
+	f := twicestore.JobFilter{Kind: strings.TrimSpace(q.Get("kind")), Queue: strings.TrimSpace(q.Get("queue")), Node: strings.TrimSpace(q.Get("node"))}
 	switch t := twice.JobTiming(strings.TrimSpace(q.Get("timing"))); t {
 	case "", twice.JobDue, twice.JobScheduled:
 		f.Timing = t
@@ -83,6 +83,9 @@ func filterQuery(f twicestore.JobFilter) url.Values {
 	}
 	if f.Timing != "" {
 		q.Set("timing", string(f.Timing))
+	}
+	if f.Node != "" {
+		q.Set("node", f.Node)
 	}
 	return q
 }

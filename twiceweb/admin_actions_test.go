@@ -199,6 +199,15 @@ func testQueuePauseResume(t *testing.T, e *env) {
 	if _, body := b.get("/jobs?queue=default&timing=scheduled"); strings.Count(body, "<tr data-job=") != 1 {
 		t.Errorf("timing=scheduled does not list exactly the delayed job:\n%s", body)
 	}
+	if _, body := b.get("/jobs?queue=default&timing=due"); strings.Count(body, "<tr data-job=") != 1 {
+		t.Errorf("timing=due does not list exactly the due job:\n%s", body)
+	}
+	if status, body := b.get("/jobs?timing=soon"); status != http.StatusBadRequest || !strings.Contains(body, "is not") {
+		t.Errorf("timing=soon: %d, want 400:\n%s", status, body)
+	}
+	if _, body := b.get("/jobs?node=nobody"); strings.Contains(body, "<tr data-job=") {
+		t.Errorf("node=nobody lists jobs:\n%s", body)
+	}
 	if _, body := b.get("/"); !strings.Contains(body, `class="badge paused"`) {
 		t.Errorf("the overview does not show the queue as paused:\n%s", body)
 	}
@@ -392,6 +401,10 @@ func testCataloguedKinds(t *testing.T, e *env) {
 		t.Errorf("the job page of a kind in no catalog shows its args:\n%s", body)
 	}
 
+	_, body = b.get("/jobs?" + url.Values{"node": {e.client.NodeID()}}.Encode())
+	if !strings.Contains(body, `<tr data-job="`+strconv.FormatInt(boom, 10)+`">`) || strings.Contains(body, `<tr data-job="`+strconv.FormatInt(legacy, 10)+`">`) {
+		t.Errorf("node=%s does not list exactly the jobs that node ran:\n%s", e.client.NodeID(), body)
+	}
 	_, body = b.get("/orphans")
 	if !strings.Contains(body, `<tr data-stranded="reports">`) {
 		t.Errorf("the orphans page does not list the stranded queue reports:\n%s", body)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 	"github.com/twicejobs/twice/twiceweb"
@@ -150,4 +151,57 @@ func TestBrowserAdmin(t *testing.T) {
 		}
 		screenshot(t, ctx, "recurring-after-remove")
 	})
+}
+
+// An operator's cancel of a running job, clicked in the browser, reaches
+// its handler on the node running it (at once on PostgreSQL through
+// NOTIFY, at the next heartbeat on SQLite) and the job ends cancelled.
+func TestBrowserCancelRunning(t *testing.T) {
+	t.Parallel()
+	testBrowserCancelRunning(t, newEnv(t))
+}
+
+func TestPostgresBrowserCancelRunning(t *testing.T) {
+	t.Parallel()
+	testBrowserCancelRunning(t, newPostgresEnv(t))
+}
+
+func testBrowserCancelRunning(t *testing.T, e *env) {
+	e.startWith(3 * time.Second) // a heartbeat every second
+	id := e.enqueue(slowArgs{N: 1})
+	select {
+	case got := <-e.started:
+		if got != id {
+			t.Fatalf("job %d started, want %d", got, id)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slow job did not start")
+	}
+	srv := httptest.NewServer(e.handler(twiceweb.Options{RefreshInterval: -1}))
+	defer srv.Close()
+	ctx := newChrome(t)
+	page := srv.URL + "/jobs/" + strconv.FormatInt(id, 10)
+	do(t, ctx, "cancel the running job",
+		chromedp.Navigate(page),
+		chromedp.SendKeys(chromedp.CSS(`form[action$="/jobs/cancel"] input[name="reason"]`), "stuck on the provider"),
+		chromedp.Click(chromedp.ID("cancel")),
+		chromedp.WaitVisible(chromedp.ID("confirm")),
+	)
+	start := time.Now()
+	do(t, ctx, "confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("cancel-request")))
+	select {
+	case cause := <-e.ended:
+		t.Logf("the handler's context ended %v after the confirm click (%s)", time.Since(start).Round(time.Millisecond), cause)
+		if !errors.Is(cause, twice.ErrJobCancelled) {
+			t.Errorf("the handler's context ended with %v, want twice.ErrJobCancelled", cause)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancel did not reach the running handler")
+	}
+	e.await("the job to end cancelled", func() bool { return e.state(id) == twicetype.JobStateCancelled })
+	do(t, ctx, "reload", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("job-state")))
+	if s := run(t, ctx, "read state", chromedp.Text(chromedp.ID("job-state"))); s != "cancelled" {
+		t.Errorf("the job page shows %q, want cancelled", s)
+	}
+	screenshot(t, ctx, "running-job-cancelled")
 }

@@ -19,12 +19,12 @@ import (
 // the application's authentication.
 func Example() {
 	dir, _ := os.MkdirTemp("", "twiceweb-example-")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	store, err := twicesqlite.Open(context.Background(), filepath.Join(dir, "app.db"))
 	if err != nil {
 		panic(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 
 	// A client that is not started serves the admin API the dashboard is
 	// built on; pass your registry so it knows your kinds.
@@ -64,12 +64,12 @@ func Example() {
 // such as the name a loopback-only proxy forwards.
 func ExampleOptions_allowedHosts() {
 	dir, _ := os.MkdirTemp("", "twiceweb-example-")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	store, err := twicesqlite.Open(context.Background(), filepath.Join(dir, "app.db"))
 	if err != nil {
 		panic(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	client, err := twice.NewClient(store, twice.Config{})
 	if err != nil {
 		panic(err)

@@ -199,7 +199,7 @@ func TestCSRFAndReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close() // read nothing: only the status matters
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("cross-site POST: %d, want 403", resp.StatusCode)
 	}
@@ -260,7 +260,12 @@ func TestAuth(t *testing.T) {
 	done := make(chan error)
 	ctx, cancel := contextWithCancel(t)
 	go func() { done <- twiceweb.Serve(ctx, ln, h) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve after shutdown: %v", err)
+		}
+	}()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	base := "http://127.0.0.1:" + port
 	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
@@ -281,7 +286,7 @@ func TestAuth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close() // read nothing: only the status matters
 		if resp.StatusCode != tc.status {
 			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.status)
 		}

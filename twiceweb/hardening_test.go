@@ -28,7 +28,7 @@ func (b *browser) do(req *http.Request) (int, http.Header, string) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end below
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(body)
 }
@@ -140,7 +140,7 @@ func badByteRoutes() []badByteRoute {
 		valid        url.Values
 	}{
 		{"GET", "/", []string{"x"}, nil},
-		{"GET", "/jobs", []string{"state", "kind", "queue", "timing", "before"}, nil},
+		{"GET", "/jobs", []string{"state", "kind", "queue", "timing", "node", "before"}, nil},
 		{"GET", "/jobs/{}", nil, nil},
 		{"GET", "/dead", []string{"kind", "queue", "before"}, nil},
 		{"GET", "/queues", []string{"x"}, nil},

@@ -142,6 +142,7 @@ type jobsData struct {
 	Filter  twicestore.JobFilter
 	Kinds   []string
 	Queues  []string
+	Nodes   []string // the live nodes, and the filter's
 	States  []twicetype.JobState
 	Jobs    []*twicetype.JobRow
 	Before  int64 // the page continues below this id; 0 is the newest
@@ -200,7 +201,7 @@ func (h *Handler) listJobs(r *http.Request, dead bool) (jobsData, error) {
 		}
 	}
 	res, err := h.client.JobList(r.Context(), &twice.JobListParams{
-		JobFilter: twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue, Timing: f.Timing},
+		JobFilter: twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue, Timing: f.Timing, Node: f.Node},
 		BeforeID:  d.Before, Limit: pageSize,
 	})
 	if err != nil {
@@ -231,8 +232,16 @@ func (h *Handler) listJobs(r *http.Request, dead bool) (jobsData, error) {
 			d.Paused = append(d.Paused, q.Name)
 		}
 	}
+	nodes, err := h.store.NodeList(r.Context(), &twicestore.NodeListParams{AliveSince: time.Now().Add(-ops.NodeAliveWindow)})
+	if err != nil {
+		return d, err
+	}
+	for _, n := range nodes {
+		add(&d.Nodes, n.ID)
+	}
 	add(&d.Kinds, f.Kind)
 	add(&d.Queues, f.Queue)
+	add(&d.Nodes, f.Node)
 	if dead { // dead jobs are few and indexed by state: count them, and offer their kinds
 		counts, err := h.store.JobCount(r.Context(), &twicestore.JobCountParams{Filter: twicestore.JobFilter{State: twicetype.JobStateDead}})
 		if err != nil {

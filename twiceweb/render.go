@@ -108,7 +108,8 @@ func (h *Handler) renderStatus(w http.ResponseWriter, r *http.Request, status in
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	buf.WriteTo(w)
+	// A write error is the client gone: nobody is left to tell.
+	_, _ = buf.WriteTo(w)
 }
 
 // fail renders an error page with the status and the error's message.
