@@ -135,18 +135,18 @@ func (c *cli) listJobs(cmd *cobra.Command, l *listFlags) error {
 		return err
 	}
 	now := time.Now()
+	book, err := c.loadKindBook(cmd.Context(), client, l.showArgs)
+	if err != nil {
+		return err
+	}
 	if l.json {
-		book, err := c.loadKindBook(cmd.Context(), client, l.showArgs)
-		if err != nil {
-			return err
-		}
 		return writeJSON(c.stdout, book.jobsJSON(res.Jobs, now))
 	}
 	if len(res.Jobs) == 0 {
 		fmt.Fprintln(c.stdout, "no jobs match")
 		return nil
 	}
-	if err := printJobTable(c.stdout, res.Jobs, now); err != nil {
+	if err := book.printJobTable(c.stdout, res.Jobs, now); err != nil {
 		return err
 	}
 	if res.Next != 0 {

@@ -18,17 +18,29 @@ type kindBook struct {
 	cat map[string]twice.CatalogKind
 	// showUnknown shows the args of kinds known nowhere (--show-args).
 	showUnknown bool
+	// paused holds the queues paused now, whose waiting jobs are shown as
+	// paused rather than stuck.
+	paused map[string]bool
 }
 
-// loadKindBook reads the catalog through client.
+// loadKindBook reads the catalog and the queues' pauses through client.
 func (c *cli) loadKindBook(ctx context.Context, client *twice.Client, showUnknown bool) (*kindBook, error) {
 	kinds, err := client.Catalog(ctx)
 	if err != nil {
 		return nil, err
 	}
-	b := &kindBook{reg: c.reg, cat: make(map[string]twice.CatalogKind, len(kinds)), showUnknown: showUnknown}
+	b := &kindBook{reg: c.reg, cat: make(map[string]twice.CatalogKind, len(kinds)), showUnknown: showUnknown, paused: map[string]bool{}}
 	for _, k := range kinds {
 		b.cat[k.Kind] = k
+	}
+	queues, err := client.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range queues {
+		if q.Paused {
+			b.paused[q.Name] = true
+		}
 	}
 	return b, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,8 @@ import (
 func TestQueuesPauseResume(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
-	s.enqueue(emailKind, `{"user_id": 1}`)
-	s.enqueue(emailKind, `{"user_id": 2}`, "--delay", "1h")
+	due := s.enqueue(emailKind, `{"user_id": 1}`)
+	later := s.enqueue(emailKind, `{"user_id": 2}`, "--delay", "1h")
 
 	ls := func() map[string]queueJSON {
 		var qs []queueJSON
@@ -43,6 +44,17 @@ func TestQueuesPauseResume(t *testing.T) {
 	}
 	if l := tableLine(t, s.ok("queues", "ls").stdout, "critical"); !strings.Contains(l, "paused") || !strings.Contains(l, "ops@host") {
 		t.Errorf("queues ls line of the paused queue: %q", l)
+	}
+	// Its due job lists as paused, not stuck; the scheduled one as scheduled.
+	if l := tableLine(t, s.ok("jobs").stdout, strconv.FormatInt(due, 10)); !strings.Contains(l, " paused ") {
+		t.Errorf("jobs lists a due job of a paused queue as %q", l)
+	}
+	if l := tableLine(t, s.ok("jobs").stdout, strconv.FormatInt(later, 10)); !strings.Contains(l, " scheduled ") {
+		t.Errorf("jobs lists a scheduled job of a paused queue as %q", l)
+	}
+	var jobs []jobJSON
+	if err := json.Unmarshal([]byte(s.ok("jobs", "--json").stdout), &jobs); err != nil || len(jobs) != 2 || !jobs[0].QueuePaused {
+		t.Errorf("jobs --json in a paused queue: %+v (%v)", jobs, err)
 	}
 
 	before := ls()

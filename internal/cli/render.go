@@ -40,7 +40,10 @@ type jobJSON struct {
 	RunAt          time.Time       `json:"run_at"`
 	// Scheduled reports a job waiting for a later run_at, as opposed to a
 	// due one.
-	Scheduled   bool                     `json:"scheduled"`
+	Scheduled bool `json:"scheduled"`
+	// QueuePaused reports that the job's queue is paused: a waiting job is
+	// held there, not stuck.
+	QueuePaused bool                     `json:"queue_paused"`
 	LeaseUntil  *time.Time               `json:"lease_until,omitempty"`
 	AttemptedBy string                   `json:"attempted_by,omitempty"`
 	Note        string                   `json:"note,omitempty"`
@@ -72,7 +75,7 @@ func (k *kindBook) newJobJSON(j *twicetype.JobRow, full bool, now time.Time) *jo
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Epoch: j.Epoch,
 		MessageID: j.MessageID, Key: j.Key, CorrelationID: j.CorrelationID, UniqueKey: j.UniqueKey,
 		Args: a.json, ArgsRedacted: a.redacted, ArgsTypeKnown: a.known, ArgsHidden: a.hidden, ArgsUnreadable: a.unreadable,
-		RunAt: j.RunAt, Scheduled: scheduled(j, now), AttemptedBy: j.AttemptedBy, Note: j.Note,
+		RunAt: j.RunAt, Scheduled: scheduled(j, now), QueuePaused: k.paused[j.Queue], AttemptedBy: j.AttemptedBy, Note: j.Note,
 		ErrorCount: len(j.Errors), Snoozes: j.Snoozes, CreatedAt: j.CreatedAt,
 	}
 	if c := j.Cancel; c != nil {
@@ -98,6 +101,19 @@ func (k *kindBook) newJobJSON(j *twicetype.JobRow, full bool, now time.Time) *jo
 
 // listErrorRunes bounds the error a listing shows per job.
 const listErrorRunes = 200
+
+// state is j's state as a listing shows it.
+func (k *kindBook) state(j *twicetype.JobRow, now time.Time) string {
+	switch {
+	case scheduled(j, now):
+		return "scheduled"
+	case j.State == twicetype.JobStateAvailable && k.paused[j.Queue]:
+		return "paused"
+	case j.State == twicetype.JobStateRunning && j.Cancel != nil:
+		return "cancelling"
+	}
+	return string(j.State)
+}
 
 // scheduled reports whether j waits for a run_at still to come.
 func scheduled(j *twicetype.JobRow, now time.Time) bool {
@@ -145,21 +161,16 @@ func (k *kindBook) args(j *twicetype.JobRow) shownArgs {
 }
 
 // printJobTable prints jobs one per line.
-// The state column says "scheduled" for an available job whose run_at is
-// still to come, so it is not mistaken for one stuck in its queue.
-func printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time.Time) error {
+// The state column tells apart what "available" hides, so a waiting job is
+// never mistaken for a stuck one: scheduled (its run_at is still to come),
+// paused (due, in a paused queue); and a running job with a pending cancel
+// is cancelling.
+func (k *kindBook) printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNOTE / LAST ERROR")
 	for _, j := range jobs {
-		state := string(j.State)
-		switch {
-		case scheduled(j, now):
-			state = "scheduled"
-		case j.State == twicetype.JobStateRunning && j.Cancel != nil:
-			state = "cancelling"
-		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			j.ID, j.Kind, j.Queue, state, j.Attempt, j.MaxAttempts, formatTime(j.RunAt), firstLine(noteOrError(j), 70))
+			j.ID, j.Kind, j.Queue, k.state(j, now), j.Attempt, j.MaxAttempts, formatTime(j.RunAt), firstLine(noteOrError(j), 70))
 	}
 	return tw.Flush()
 }
@@ -206,9 +217,12 @@ func cut(s string, n int) string {
 
 // printJob prints one job in full.
 func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) error {
-	state := string(j.State)
-	if scheduled(j, now) {
+	state := k.state(j, now)
+	switch state {
+	case "scheduled":
 		state = "scheduled (available from " + formatTime(j.RunAt) + ")"
+	case "paused":
+		state = "paused (available, in paused queue " + j.Queue + ")"
 	}
 	fmt.Fprintf(w, "job %d  %s  %s\n\n", j.ID, j.Kind, state)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
