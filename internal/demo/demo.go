@@ -108,18 +108,18 @@ func Open(ctx context.Context, db, objectsDir string) (*App, error) {
 		return nil, err
 	}
 	if err := createSchema(ctx, a.db, a.postgres); err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, err
 	}
 	if err := switchCreditsOn(ctx, a.store); err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, err
 	}
 	if objectsDir == "" {
 		objectsDir = DefaultObjectsDir(db)
 	}
 	if err := os.MkdirAll(objectsDir, 0o755); err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, fmt.Errorf("create objects directory: %w", err)
 	}
 	a.objects = objectsDir
@@ -151,7 +151,7 @@ func openSQLite(ctx context.Context, path string) (*App, error) {
 	db.SetMaxIdleConns(16)
 	store, err := twicesqlite.New(ctx, db)
 	if err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
 	return &App{db: db, store: store}, nil
@@ -171,11 +171,11 @@ func openPostgres(ctx context.Context, connString string) (*App, error) {
 	if err == nil {
 		err = db.PingContext(ctx)
 		if err != nil {
-			db.Close()
+			_ = db.Close()
 		}
 	}
 	if err != nil {
-		store.Close()
+		_ = store.Close()
 		return nil, fmt.Errorf("open demo database: %w", err)
 	}
 	db.SetMaxIdleConns(16)
