@@ -275,12 +275,10 @@ type CancelListener interface {
 }
 
 // MarkerBatchPeeker is implemented by stores that answer many marker peeks
-// in one round trip. When its store has it, the runtime asks each fetch to
-// peek the markers of the ClaimAfter jobs it leases (JobFetchParams.Peek),
-// and gathers the other peeks of jobs starting at the same time into one
-// call; otherwise it calls MarkerPeek once per job, so a store wrapper that
-// overrides MarkerPeek (a spy, a fault injector) sees every peek unless it
-// implements this too.
+// in one round trip. When its store has it (found through wrappers, see
+// As), the runtime asks each fetch to peek the markers of the ClaimAfter
+// jobs it leases (JobFetchParams.Peek); a job that arrives without its
+// answer calls MarkerPeek, as every job does on a store without it.
 type MarkerBatchPeeker interface {
 	// MarkerPeekMany reports, per marker in input order, whether its
 	// handler has processed its key, without writing: each answer is what

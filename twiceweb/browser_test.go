@@ -119,7 +119,9 @@ func TestBrowser(t *testing.T) {
 		return err == nil && len(res.Ticks) >= 2
 	})
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	e.client.Stop(stopCtx) // a still store: the page and the store must agree
+	if err := e.client.Stop(stopCtx); err != nil { // a still store: the page and the store must agree
+		t.Fatal(err)
+	}
 	cancel()
 	srv := httptest.NewServer(e.handler(twiceweb.Options{RefreshInterval: -1}))
 	defer srv.Close()

@@ -1,7 +1,15 @@
 // Package twiceweb is twice's dashboard: an http.Handler that shows the
-// queues, jobs, dead letters, recurring schedules, kill switches, orphaned
-// kinds and markers of a store, and lets an operator retry or discard dead
-// jobs and flip kill switches.
+// queues, jobs, dead letters, recurring schedules, kill switches and their
+// history, orphaned kinds, stranded queues and markers of a store, and
+// lets an operator act on them: retry or discard dead jobs, cancel or
+// delete a job, pause and resume queues, flip kill switches, remove or
+// trigger a schedule.
+//
+// It is built on a *twice.Client's admin API, the same one the CLI uses:
+// a Client made by NewClient without Start serves it, so a dashboard needs
+// no worker. Kinds this binary does not register are described by the kind
+// catalog the workers publish: their switches, fail-closed flags and
+// sensitive fields.
 //
 // Pages are rendered on the server with html/template and read without
 // JavaScript; a few lines of plain JavaScript refresh them live. Every
@@ -9,14 +17,19 @@
 //
 // Mount it under any prefix with http.StripPrefix:
 //
-//	dash, err := twiceweb.New(store, twiceweb.Options{Registry: reg, Authenticate: myAuth})
+//	client, err := twice.NewClient(store, twice.Config{Registry: reg})
+//	dash, err := twiceweb.New(client, twiceweb.Options{Authenticate: myAuth})
 //	mux.Handle("/admin/jobs/", http.StripPrefix("/admin/jobs", dash))
 //
 // It is safe by default: every state-changing action is a POST carrying a
 // CSRF token (and refused cross-origin), ReadOnly turns the actions off,
 // every action is logged with who did what and why, and Listen refuses to
 // serve on an address other than loopback unless authentication is
-// configured.
+// configured. Without authentication it also answers only requests whose
+// Host is localhost or a loopback address, so a web page that rebinds its
+// own name to 127.0.0.1 (DNS rebinding) cannot read or drive it. Every
+// parameter is checked to be UTF-8 text without NUL bytes before any page
+// or action sees it, and every response forbids framing and MIME sniffing.
 package twiceweb
 
 import (
@@ -30,8 +43,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/logattr"
@@ -44,13 +60,6 @@ const RefreshIntervalDefault = 5 * time.Second
 // Options configure the dashboard. The zero value serves a read-write
 // dashboard with no authentication, which Listen allows on loopback only.
 type Options struct {
-	// Registry, when set, tells which kinds this binary registers, which
-	// are fail-closed and which args fields are sensitive (redacted on the
-	// job page). Kinds handled by live workers are known without it.
-	// Defaults to none: fail-closed flags show as unknown, and only fields
-	// of registered kinds can be redacted, so args of other kinds are
-	// hidden entirely.
-	Registry *twice.Registry
 	// TogglesFile is the workers' TOML kill switch file, included in the
 	// effective states shown. Defaults to none.
 	TogglesFile string
@@ -77,6 +86,20 @@ type Options struct {
 	// RefreshInterval is how often open pages refresh themselves; negative
 	// turns live refresh off. Defaults to RefreshIntervalDefault.
 	RefreshInterval time.Duration
+	// AllowedHosts are host names (or addresses), without a port, that a
+	// request's Host header may name besides localhost, *.localhost and
+	// loopback addresses, which are always allowed. Without authentication
+	// no other Host is answered: a browser tricked by DNS rebinding into
+	// treating an attacker's name as this dashboard sends that name. With
+	// authentication, an empty list allows any Host and a non-empty one
+	// still restricts it. A leading "*." allows every subdomain. Defaults
+	// to none.
+	AllowedHosts []string
+	// SecureCookie marks the CSRF cookie Secure even when the request came
+	// in over plain HTTP, as it does behind a proxy that terminates TLS;
+	// the browser then never sends it over plain HTTP. Requests that came
+	// in over TLS always get a Secure cookie. Defaults to false.
+	SecureCookie bool
 }
 
 // BasicAuth is a user and password for HTTP basic authentication.
@@ -87,6 +110,10 @@ type BasicAuth struct {
 
 // Handler is the dashboard. Create it with New.
 type Handler struct {
+	// client carries every action and the reads its admin API offers;
+	// store (the client's) serves the remaining reads: counts, throughput,
+	// nodes, ticks and markers.
+	client *twice.Client
 	store  twicestore.Store
 	opts   Options
 	logger *slog.Logger
@@ -97,11 +124,12 @@ type Handler struct {
 	pages   *pages
 }
 
-// New returns the dashboard over store. It refuses incomplete
-// authentication settings.
-func New(store twicestore.Store, opts Options) (*Handler, error) {
-	if store == nil {
-		return nil, errors.New("twiceweb: store is nil")
+// New returns the dashboard over client's store. The client's registry
+// tells which kinds this binary knows beyond the kind catalog; it need not
+// be started. New refuses incomplete authentication settings.
+func New(client *twice.Client, opts Options) (*Handler, error) {
+	if client == nil {
+		return nil, errors.New("twiceweb: client is nil: make one with twice.NewClient (it need not be started)")
 	}
 	if b := opts.BasicAuth; b != nil && (b.User == "" || b.Password == "") {
 		return nil, errors.New("twiceweb: BasicAuth needs both a user and a password")
@@ -117,7 +145,8 @@ func New(store twicestore.Store, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{
-		store:   store,
+		client:  client,
+		store:   client.Store(),
 		opts:    opts,
 		logger:  opts.Logger.With(logattr.Component, "dashboard"),
 		mux:     http.NewServeMux(),
@@ -135,17 +164,134 @@ func (h *Handler) RequiresAuth() bool {
 	return h.opts.Authenticate != nil || h.opts.BasicAuth != nil || h.opts.BearerToken != ""
 }
 
-// ServeHTTP authenticates the request, then serves the page or action.
+// ServeHTTP checks the Host, authenticates the request and checks its
+// parameters, then serves the page or action. The security headers go on
+// every response, refusals included.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	hd.Set("Referrer-Policy", "same-origin")
+	if err := h.checkHost(r); err != nil {
+		h.logger.WarnContext(r.Context(), "dashboard request refused: host not allowed",
+			"remote", r.RemoteAddr, "host", r.Host, "path", r.URL.Path)
+		// A plain message: the refused page must carry no CSRF token.
+		http.Error(w, "403 forbidden: "+err.Error(), http.StatusForbidden)
+		return
+	}
 	who, ok := h.authenticate(w, r)
 	if !ok {
 		return
 	}
 	r = r.WithContext(withRequestInfo(r.Context(), &requestInfo{who: who, base: basePath(r)}))
-	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
-	w.Header().Set("Referrer-Policy", "same-origin")
+	if err := checkInput(w, r); err != nil {
+		h.logger.WarnContext(r.Context(), "dashboard request refused: bad input",
+			"who", who, "path", strconv.QuoteToASCII(r.URL.Path), logattr.Err, err)
+		h.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// checkHost refuses a Host header that names neither this machine's
+// loopback nor an allowed host, when the dashboard has no authentication
+// or AllowedHosts is set.
+func (h *Handler) checkHost(r *http.Request) error {
+	if h.RequiresAuth() && len(h.opts.AllowedHosts) == 0 {
+		return nil
+	}
+	host := hostName(r.Host)
+	if host == "" {
+		return errors.New("the request names no host: send a Host header such as localhost")
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	for _, a := range h.opts.AllowedHosts {
+		a = strings.TrimSuffix(strings.ToLower(a), ".")
+		if host == a || strings.HasPrefix(a, "*.") && strings.HasSuffix(host, a[1:]) {
+			return nil
+		}
+	}
+	if h.RequiresAuth() {
+		return fmt.Errorf("host %q is not one of the dashboard's allowed hosts: use localhost or add it to twiceweb.Options.AllowedHosts", host)
+	}
+	return fmt.Errorf("host %q is not localhost or a loopback address, and this dashboard has no authentication, "+
+		"so it answers only those (a page that rebinds its own name to this machine must not reach it): "+
+		"open it as http://localhost or http://127.0.0.1, or add the name to twiceweb.Options.AllowedHosts, or configure authentication", host)
+}
+
+// hostName is the lower-case host of a Host header, without port,
+// brackets or a trailing dot.
+func hostName(hostport string) string {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.TrimSuffix(strings.ToLower(host), ".")
+}
+
+// maxFormBytes bounds an action's form: the largest is a reason and a
+// page of job ids.
+const maxFormBytes = 64 << 10
+
+// checkInput refuses a path, query or form that is not UTF-8 text without
+// NUL bytes, before any page or action reads it: such bytes can only be a
+// mistake or a probe, and PostgreSQL refuses them with an error that
+// would otherwise surface as a 500.
+func checkInput(w http.ResponseWriter, r *http.Request) error {
+	if err := checkText("the path", r.URL.Path); err != nil {
+		return err
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return errors.New("the query string is malformed: encode it as name=value pairs joined by &")
+	}
+	if err := checkValues("query parameter", q); err != nil {
+		return err
+	}
+	if r.Method != http.MethodPost {
+		return nil
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fmt.Errorf("the form is larger than %d KiB: select fewer jobs at once", maxFormBytes>>10)
+		}
+		return errors.New("the form is malformed: submit it from a dashboard page")
+	}
+	return checkValues("form field", r.PostForm)
+}
+
+func checkValues(what string, vs url.Values) error {
+	for name, values := range vs {
+		if err := checkText(what+" name "+strconv.QuoteToASCII(name), name); err != nil {
+			return err
+		}
+		for _, v := range values {
+			if err := checkText(what+" "+strconv.Quote(name), v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkText says what is wrong with s as dashboard input, or nil.
+func checkText(what, s string) error {
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%s contains a NUL byte: remove it (names, keys and reasons are plain text)", what)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%s is not valid UTF-8: type it as text (names, keys and reasons are plain text)", what)
+	}
+	return nil
 }
 
 // authenticate returns who is asking, or answers 401 and returns false.
@@ -173,7 +319,9 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 		}
 	}
 	if tok := h.opts.BearerToken; tok != "" {
-		if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && equal(got, tok) {
+		// The scheme is case-insensitive (RFC 9110, section 11.1).
+		scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		if strings.EqualFold(scheme, "Bearer") && equal(strings.TrimSpace(got), tok) {
 			return "bearer-token", true
 		}
 	}
@@ -218,7 +366,7 @@ func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
 		nonce = hex.EncodeToString(b)
 		http.SetCookie(w, &http.Cookie{
 			Name: csrfCookie, Value: nonce, Path: info(r).base + "/",
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || h.opts.SecureCookie,
 		})
 	}
 	return h.sign(nonce)
@@ -249,13 +397,15 @@ func (h *Handler) checkCSRF(r *http.Request) error {
 // routes registers the pages and actions. Actions are POSTs only, behind
 // the CSRF check and the standard library's cross-origin protection.
 func (h *Handler) routes() {
-	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assetFS)))
+	h.mux.HandleFunc("GET /assets/", serveAsset)
 	h.mux.HandleFunc("GET /{$}", h.page(h.overview))
 	h.mux.HandleFunc("GET /jobs", h.page(h.jobs))
 	h.mux.HandleFunc("GET /jobs/{id}", h.page(h.job))
 	h.mux.HandleFunc("GET /dead", h.page(h.dead))
+	h.mux.HandleFunc("GET /queues", h.page(h.queues))
 	h.mux.HandleFunc("GET /recurring", h.page(h.recurring))
 	h.mux.HandleFunc("GET /switches", h.page(h.switches))
+	h.mux.HandleFunc("GET /switches/history", h.page(h.history))
 	h.mux.HandleFunc("GET /orphans", h.page(h.orphans))
 	h.mux.HandleFunc("GET /markers", h.page(h.markers))
 	if h.opts.Metrics != nil {
@@ -263,10 +413,17 @@ func (h *Handler) routes() {
 	}
 	cop := http.NewCrossOriginProtection()
 	for path, fn := range map[string]actionFunc{
-		"POST /dead/retry":     h.retryDead,
-		"POST /dead/discard":   h.discardDead,
-		"POST /switches/set":   h.setSwitch,
-		"POST /switches/unset": h.unsetSwitch,
+		"POST /dead/retry":        h.retryDead,
+		"POST /dead/discard":      h.discardDead,
+		"POST /jobs/cancel":       h.cancelJob,
+		"POST /jobs/delete":       h.deleteJob,
+		"POST /jobs/retry":        h.retryJob,
+		"POST /queues/pause":      h.pauseQueue,
+		"POST /queues/resume":     h.resumeQueue,
+		"POST /switches/set":      h.setSwitch,
+		"POST /switches/unset":    h.unsetSwitch,
+		"POST /recurring/remove":  h.removeSchedule,
+		"POST /recurring/trigger": h.triggerSchedule,
 	} {
 		h.mux.Handle(path, cop.Handler(h.action(fn)))
 	}
@@ -283,11 +440,7 @@ func (h *Handler) action(fn actionFunc) http.HandlerFunc {
 			h.fail(w, r, http.StatusForbidden, errors.New("the dashboard is read-only"))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-		if err := r.ParseForm(); err != nil {
-			h.fail(w, r, http.StatusBadRequest, fmt.Errorf("unreadable form: %w", err))
-			return
-		}
+		// ServeHTTP has parsed and checked the form.
 		if err := h.checkCSRF(r); err != nil {
 			h.logger.WarnContext(r.Context(), "dashboard action refused: CSRF check failed",
 				"who", info(r).who, "path", r.URL.Path, logattr.Err, err)
@@ -296,14 +449,19 @@ func (h *Handler) action(fn actionFunc) http.HandlerFunc {
 		}
 		next, confirm, err := fn(w, r, info(r).who)
 		var bad *badInput
+		var conflict *stateConflict
 		switch {
 		case errors.As(err, &bad):
 			h.fail(w, r, http.StatusBadRequest, err)
-		case errors.Is(err, twicestore.ErrNotFound):
+		case errors.Is(err, twice.ErrJobNotFound), errors.Is(err, twicestore.ErrNotFound):
 			h.fail(w, r, http.StatusNotFound, err)
+		case errors.Is(err, twice.ErrInvalidInput):
+			h.fail(w, r, http.StatusBadRequest, err)
+		case errors.As(err, &conflict):
+			h.fail(w, r, http.StatusConflict, err)
 		case err != nil:
 			h.logger.ErrorContext(r.Context(), "dashboard action failed", "who", info(r).who, "path", r.URL.Path, logattr.Err, err)
-			h.fail(w, r, http.StatusInternalServerError, err)
+			h.fail(w, r, http.StatusInternalServerError, internalError("the action "+r.URL.Path))
 		case confirm != nil:
 			h.render(w, r, "confirm", "Confirm", confirm)
 		default:
@@ -318,3 +476,10 @@ type badInput struct{ msg string }
 func (e *badInput) Error() string { return e.msg }
 
 func badInputf(format string, args ...any) error { return &badInput{msg: fmt.Sprintf(format, args...)} }
+
+// stateConflict is an action the state of the system refused (a finished
+// job cannot be cancelled): a 409 with the message.
+type stateConflict struct{ err error }
+
+func (e *stateConflict) Error() string { return e.err.Error() }
+func (e *stateConflict) Unwrap() error { return e.err }
