@@ -329,7 +329,7 @@ func (h *Handler) routes() {
 
 // actionFunc carries out one action and returns where to go next, or a
 // confirmation page to show instead (when confirm is non-nil).
-type actionFunc func(w http.ResponseWriter, r *http.Request, who string) (next string, confirm *confirmation, err error)
+type actionFunc func(r *http.Request, who string) (next string, confirm *confirmation, err error)
 
 // action wraps an actionFunc with the read-only, CSRF and input checks.
 func (h *Handler) action(fn actionFunc) http.HandlerFunc {
@@ -345,7 +345,7 @@ func (h *Handler) action(fn actionFunc) http.HandlerFunc {
 			h.fail(w, r, http.StatusForbidden, err)
 			return
 		}
-		next, confirm, err := fn(w, r, info(r).who)
+		next, confirm, err := fn(r, info(r).who)
 		var bad *badInput
 		var conflict *stateConflict
 		switch {
