@@ -135,11 +135,11 @@ func (h *Handler) deadSelection(r *http.Request) (twicestore.JobFilter, string, 
 	return f, what, nil
 }
 
-func (h *Handler) retryDead(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) retryDead(r *http.Request, who string) (string, *confirmation, error) {
 	return h.bulkDead(r, who, "retry")
 }
 
-func (h *Handler) discardDead(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) discardDead(r *http.Request, who string) (string, *confirmation, error) {
 	return h.bulkDead(r, who, "discard")
 }
 
@@ -209,7 +209,7 @@ func queryOf(q url.Values) string {
 	return "?" + q.Encode()
 }
 
-func (h *Handler) setSwitch(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) setSwitch(r *http.Request, who string) (string, *confirmation, error) {
 	kind := strings.TrimSpace(r.PostForm.Get("kind"))
 	state := r.PostForm.Get("state")
 	reason := strings.TrimSpace(r.PostForm.Get("reason"))
@@ -277,7 +277,7 @@ func (h *Handler) setSwitch(w http.ResponseWriter, r *http.Request, who string) 
 	return "/switches", nil, nil
 }
 
-func (h *Handler) unsetSwitch(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) unsetSwitch(r *http.Request, who string) (string, *confirmation, error) {
 	kind := strings.ToLower(strings.TrimSpace(r.PostForm.Get("kind")))
 	reason := strings.TrimSpace(r.PostForm.Get("reason"))
 	if kind == "" {

@@ -36,17 +36,17 @@ func formJobID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
-func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) cancelJob(r *http.Request, who string) (string, *confirmation, error) {
 	return h.jobAction(r, who, "cancel", h.client.JobCancel,
 		"A job waiting to run ends cancelled at once. A running job's handler is told to stop (at once on PostgreSQL, at its next heartbeat otherwise) and the job ends cancelled, never retried, unless it finishes first.")
 }
 
-func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) deleteJob(r *http.Request, who string) (string, *confirmation, error) {
 	return h.jobAction(r, who, "delete", h.client.JobDelete,
 		"The job and its history are deleted: it never runs again and its page is gone. A running job cannot be deleted: cancel it first.")
 }
 
-func (h *Handler) retryJob(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) retryJob(r *http.Request, who string) (string, *confirmation, error) {
 	return h.jobAction(r, who, "retry", h.client.JobRetry,
 		"The job goes back to its queue with its attempts reset and its error history kept.")
 }
@@ -120,7 +120,7 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, badInputf("until=%q is neither a duration (30m, 4h) nor a UTC time (2026-12-01T08:00): give one, or none to pause until resumed", s)
 }
 
-func (h *Handler) pauseQueue(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) pauseQueue(r *http.Request, who string) (string, *confirmation, error) {
 	queue := strings.TrimSpace(r.PostForm.Get("queue"))
 	if queue == "" {
 		return "", nil, badInputf("no queue given: say which queue to pause")
@@ -144,7 +144,7 @@ func (h *Handler) pauseQueue(w http.ResponseWriter, r *http.Request, who string)
 	return "/queues", nil, nil
 }
 
-func (h *Handler) resumeQueue(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) resumeQueue(r *http.Request, who string) (string, *confirmation, error) {
 	queue := strings.TrimSpace(r.PostForm.Get("queue"))
 	if queue == "" {
 		return "", nil, badInputf("no queue given: say which queue to resume")
@@ -164,7 +164,7 @@ func (h *Handler) resumeQueue(w http.ResponseWriter, r *http.Request, who string
 	return "/queues", nil, nil
 }
 
-func (h *Handler) removeSchedule(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) removeSchedule(r *http.Request, who string) (string, *confirmation, error) {
 	name := strings.TrimSpace(r.PostForm.Get("name"))
 	if name == "" {
 		return "", nil, badInputf("no schedule given: say which schedule to remove")
@@ -188,7 +188,7 @@ func (h *Handler) removeSchedule(w http.ResponseWriter, r *http.Request, who str
 	return "/recurring", nil, nil
 }
 
-func (h *Handler) triggerSchedule(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) triggerSchedule(r *http.Request, who string) (string, *confirmation, error) {
 	name := strings.TrimSpace(r.PostForm.Get("name"))
 	if name == "" {
 		return "", nil, badInputf("no schedule given: say which schedule to run now")

@@ -251,8 +251,11 @@ func testLiveRefresh(t *testing.T, e *env, ctx context.Context) {
 	live := httptest.NewServer(e.handler(twiceweb.Options{RefreshInterval: 200 * time.Millisecond}))
 	defer live.Close()
 	sel := chromedp.CSS(`[data-count="completed"]`)
+	// Read in one evaluation: the refresh may replace the node between a
+	// query and a read of it.
+	read := chromedp.Evaluate[string](`(document.querySelector('[data-count="completed"]') || {}).textContent || ""`)
 	do(t, ctx, "open live overview", chromedp.Navigate(live.URL+"/"), chromedp.WaitVisible(sel))
-	before, err := strconv.Atoi(run(t, ctx, "read completed", chromedp.Text(sel)))
+	before, err := strconv.Atoi(strings.TrimSpace(run(t, ctx, "read completed", read)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +265,6 @@ func testLiveRefresh(t *testing.T, e *env, ctx context.Context) {
 	deadline := time.After(20 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	// Read in one evaluation: the refresh may replace the node between a
-	// query and a read of it.
-	read := chromedp.Evaluate[string](`(document.querySelector('[data-count="completed"]') || {}).textContent || ""`)
 	for {
 		if got := strings.TrimSpace(run(t, ctx, "read completed", read)); got == want {
 			return

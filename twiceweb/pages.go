@@ -470,11 +470,11 @@ func (h *Handler) orphans(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	st, err := h.store.QueueStranded(r.Context(), &twicestore.QueueStrandedParams{AliveSince: time.Now().Add(-ops.NodeAliveWindow)})
+	stranded, err := h.client.StrandedQueues(r.Context())
 	if err != nil {
 		return "", nil, err
 	}
-	return "Orphaned kinds and stranded queues", orphansData{Kinds: kinds, Stranded: st.Queues}, nil
+	return "Orphaned kinds and stranded queues", orphansData{Kinds: kinds, Stranded: stranded}, nil
 }
 
 // markersData is the marker lookup page.
