@@ -654,6 +654,23 @@ func TestAdminSchedules(t *testing.T) {
 		}
 		_, err = c.ScheduleTrigger(ctx, &twice.ScheduleTriggerParams{Name: "weekly-report"})
 		wantErr(t, err, twice.ErrUnknownSchedule, twice.ErrInvalidInput)
+		_, err = c.ScheduleTrigger(ctx, &twice.ScheduleTriggerParams{})
+		wantErr(t, err, twice.ErrInvalidInput)
+
+		// In a transaction: the job commits with it, or not at all.
+		tx, err := store.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inTx, err := c.ScheduleTriggerTx(ctx, tx.Unwrap(), &twice.ScheduleTriggerParams{Name: "monthly-report", RequestID: "req-tx"})
+		if err != nil || inTx.Duplicate {
+			t.Fatalf("trigger in tx: %+v, %v", inTx, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.JobGet(ctx, inTx.Job.ID)
+		wantErr(t, err, twice.ErrJobNotFound)
 
 		// A schedule gone from the code, recorded in the store with its
 		// last job: a client without it triggers it from that job's args,
@@ -688,7 +705,7 @@ func TestAdminSchedules(t *testing.T) {
 		wantErr(t, err, twice.ErrInvalidInput)
 		err = c.ScheduleRemove(ctx, &twice.ScheduleRemoveParams{Name: "no-such"})
 		wantErr(t, err, twice.ErrUnknownSchedule)
-		tx, err := store.Begin(ctx)
+		tx, err = store.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
