@@ -451,6 +451,11 @@ func TestAdminQueues(t *testing.T) {
 		wantErr(t, err, twice.ErrInvalidInput)
 		err = c.QueuePause(ctx, &twice.QueuePauseParams{})
 		wantErr(t, err, twice.ErrInvalidInput)
+		err = c.QueuePause(ctx, &twice.QueuePauseParams{Queue: "Reports"})
+		wantErr(t, err, twice.ErrInvalidInput)
+		if !strings.Contains(err.Error(), `use "reports"`) {
+			t.Errorf("bad queue name error %q does not say what to use", err)
+		}
 		_, err = c.QueueResume(ctx, &twice.QueueResumeParams{Queue: "nope"})
 		wantErr(t, err, twice.ErrUnknownQueue)
 		if p := paused(); len(p) != 0 {
