@@ -103,10 +103,12 @@ func TestStopReturnsWhenItsContextEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	stopped := make(chan error, 1)
+	began := time.Now()
 	go func() { stopped <- c.Stop(ctx) }()
 	if err := waitfor.Recv(t, stopped, "Stop to return"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Stop = %v, want context.DeadlineExceeded", err)
 	}
+	t.Logf("Stop with a 100 ms ctx returned after %s while the store hung", time.Since(began).Round(time.Millisecond))
 	select {
 	case <-c.Stopped():
 		t.Fatal("Stopped closed while an outcome write hangs")
