@@ -40,7 +40,7 @@ func (s *batchStore) JobFetch(ctx context.Context, p *twicestore.JobFetchParams)
 // peekStores are the stores the fetch-peek tests run on: SQLite, and
 // PostgreSQL (where the peek is part of the fetch statement) when
 // TWICE_TEST_POSTGRES is set.
-func peekStores(t *testing.T) map[string]func(t *testing.T) *batchStore {
+func peekStores(_ *testing.T) map[string]func(t *testing.T) *batchStore {
 	wrap := func(s interface {
 		twicestore.Store
 		twicestore.MarkerBatchPeeker
@@ -77,7 +77,7 @@ func TestClaimAfterPeeksInTheFetch(t *testing.T) {
 			store := open(t)
 			var calls atomic.Int32
 			reg := twice.NewRegistry()
-			twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
+			twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(context.Context, *twice.Job[emailArgs]) error {
 				calls.Add(1)
 				return nil
 			}), &twice.KindOpts{Strategy: twice.ClaimAfter})
@@ -157,7 +157,7 @@ func TestLostPeekAnswerPeeksAgain(t *testing.T) {
 	store := droppingStore{inner}
 	var calls atomic.Int32
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(context.Context, *twice.Job[emailArgs]) error {
 		calls.Add(1)
 		return nil
 	}), &twice.KindOpts{Strategy: twice.ClaimAfter})

@@ -157,7 +157,7 @@ func TestStopAbortsHungWrites(t *testing.T) {
 		t.Fatalf("Stop = %v, want context.DeadlineExceeded", err)
 	}
 	waitfor.Closed(t, c.Stopped(), "the shutdown to give up the hung writes")
-	row, err := store.Store.JobGet(context.Background(), &twicestore.JobGetParams{ID: id})
+	row, err := store.JobGet(context.Background(), &twicestore.JobGetParams{ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
