@@ -39,7 +39,7 @@ func runCancelled(t *testing.T, store twicestore.Store, cfg func(*twice.Config),
 	started := make(chan struct{}, 1)
 	causes := make(chan error, 1)
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, _ *twice.Job[pingArgs]) error {
 		started <- struct{}{}
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
