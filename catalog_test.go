@@ -14,8 +14,9 @@ import (
 
 // TestCatalogPublishedAtStart: a started worker has published its kinds,
 // with their options resolved, args fields, sensitive flags and schedules,
-// before Start returns; a client without those kinds (the stock CLI, the
-// dashboard) reads them from the catalog as live.
+// before Start returns, and they stay after it stops; a client without
+// those kinds (the stock CLI, the dashboard) reads them from the catalog,
+// live while the node's last report is recent.
 func TestCatalogPublishedAtStart(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store twicestore.Store) {
@@ -23,7 +24,11 @@ func TestCatalogPublishedAtStart(t *testing.T) {
 		cfg := testConfig(adminRegistry(t))
 		cfg.NodeID = "worker-1"
 		cfg.Queues = []twice.QueueConfig{{Name: twice.QueueDefault}, {Name: "reports"}}
-		startClient(t, store, cfg)
+		worker := startClient(t, store, cfg)
+		// The catalog outlives its node: read it after the worker stopped.
+		if err := worker.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
 
 		res, err := store.CatalogList(ctx, &twicestore.CatalogListParams{})
 		if err != nil {
