@@ -2,12 +2,14 @@ package twice_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -144,4 +146,38 @@ func TestNewClientWarnsUnservedQueue(t *testing.T) {
 	if quiet.String() != "" {
 		t.Fatalf("warned with every queue served:\n%s", quiet.String())
 	}
+}
+
+// TestCatalogRepublishedWithHeartbeat: a running worker publishes its kinds
+// again with every node heartbeat (every 10 s), so LastSeen moves and a
+// kind stays live while its worker runs. The wait is the heartbeat's.
+func TestCatalogRepublishedWithHeartbeat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for one node heartbeat (10 s)")
+	}
+	t.Parallel()
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		ctx := context.Background()
+		cfg := testConfig(adminRegistry(t))
+		cfg.Queues = []twice.QueueConfig{{Name: twice.QueueDefault}, {Name: "reports"}}
+		startClient(t, store, cfg)
+		lastSeen := func() time.Time {
+			res, err := store.CatalogList(ctx, &twicestore.CatalogListParams{})
+			if err != nil || len(res.Kinds) == 0 {
+				t.Fatalf("catalog: %+v, %v", res, err)
+			}
+			return res.Kinds[0].LastSeen
+		}
+		// Start publishes, and so does the node loop's first round, right
+		// after; two more publishes prove the periodic one.
+		seen := []time.Time{lastSeen()}
+		waitfor.CondWithin(t, time.Minute, "the catalog to be published twice more", func() bool {
+			if l := lastSeen(); l.After(seen[len(seen)-1]) {
+				seen = append(seen, l)
+			}
+			return len(seen) == 3
+		}, func() string { return fmt.Sprint("last seen at ", seen) })
+		t.Logf("%T: published again after %s, then after %s", store,
+			seen[1].Sub(seen[0]).Round(time.Millisecond), seen[2].Sub(seen[1]).Round(time.Millisecond))
+	})
 }
