@@ -248,26 +248,26 @@ func TestMissedTicksPolicy(t *testing.T) {
 	}
 }
 
-// reportArgs are the args of ExampleRegistry_Schedule's job.
-type reportArgs struct{}
+// nightlyReportArgs are the args of ExampleRegistry_Schedule's job.
+type nightlyReportArgs struct{}
 
-func (reportArgs) Kind() string { return "report.nightly.v1" }
+func (nightlyReportArgs) Kind() string { return "report.nightly.v1" }
 
 // A schedule's spec is read in the node's local time zone unless it names
 // one with CRON_TZ=; a spec the scheduler could never run is refused when
 // it is registered.
 func ExampleRegistry_Schedule() {
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[reportArgs](func(context.Context, *twice.Job[reportArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[nightlyReportArgs](func(context.Context, *twice.Job[nightlyReportArgs]) error {
 		return nil
 	}), nil)
 
 	// 03:00 UTC every day, whatever the nodes' local time zone.
-	if err := reg.Schedule("nightly-report", "CRON_TZ=UTC 0 3 * * *", reportArgs{}, nil); err != nil {
+	if err := reg.Schedule("nightly-report", "CRON_TZ=UTC 0 3 * * *", nightlyReportArgs{}, nil); err != nil {
 		fmt.Println(err)
 	}
 	// February 30th never comes.
-	if err := reg.Schedule("leap-report", "0 0 30 2 *", reportArgs{}, nil); err != nil {
+	if err := reg.Schedule("leap-report", "0 0 30 2 *", nightlyReportArgs{}, nil); err != nil {
 		fmt.Println(err)
 	}
 	// Output:
