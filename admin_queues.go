@@ -132,8 +132,8 @@ func (c *Client) queueResume(ctx context.Context, exec twicestore.Executor, p *Q
 
 // checkQueueArg refuses an empty or unknown queue, naming the known ones.
 func (c *Client) checkQueueArg(ctx context.Context, exec twicestore.Executor, verb, queue string, now time.Time) error {
-	if strings.TrimSpace(queue) == "" {
-		return fmt.Errorf("twice: %s queue: %w", verb, invalidf("no queue named"))
+	if err := ValidateQueue(queue); err != nil {
+		return fmt.Errorf("twice: %s queue: %w", verb, invalidf("%v", err))
 	}
 	queues, err := c.queueList(ctx, exec, now)
 	if err != nil {

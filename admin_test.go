@@ -17,12 +17,12 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// reportArgs is a plain kind of the admin tests, in a queue of its own.
-type reportArgs struct {
+// monthlyReportArgs is a plain kind of the admin tests, in a queue of its own.
+type monthlyReportArgs struct {
 	CustomerID int64 `json:"customer_id"`
 }
 
-func (reportArgs) Kind() string { return "report.monthly.v1" }
+func (monthlyReportArgs) Kind() string { return "report.monthly.v1" }
 
 // chargeArgs is a fail-closed kind with a sensitive field.
 type chargeArgs struct {
@@ -37,11 +37,11 @@ func (chargeArgs) Kind() string { return "billing.charge.v1" }
 func adminRegistry(t testing.TB) *twice.Registry {
 	t.Helper()
 	reg := twice.NewRegistry()
-	nop := func(context.Context, *twice.Job[reportArgs]) error { return nil }
-	twice.MustRegister(reg, twice.HandlerFunc[reportArgs](nop), &twice.KindOpts{Queue: "reports", MaxAttempts: 3})
+	nop := func(context.Context, *twice.Job[monthlyReportArgs]) error { return nil }
+	twice.MustRegister(reg, twice.HandlerFunc[monthlyReportArgs](nop), &twice.KindOpts{Queue: "reports", MaxAttempts: 3})
 	twice.MustRegister(reg, twice.HandlerFunc[chargeArgs](func(context.Context, *twice.Job[chargeArgs]) error { return nil }),
 		&twice.KindOpts{Strategy: twice.ClaimBefore, FailClosed: true, Timeout: time.Minute})
-	reg.MustSchedule("monthly-report", "0 3 1 * *", reportArgs{CustomerID: 1}, nil)
+	reg.MustSchedule("monthly-report", "0 3 1 * *", monthlyReportArgs{CustomerID: 1}, nil)
 	return reg
 }
 
@@ -99,8 +99,8 @@ func mustGet(t testing.TB, c *twice.Client, id int64) *twicetype.JobRow {
 	return row
 }
 
-// lease makes the job running, as a worker's fetch would, without a worker.
-func lease(t testing.TB, store twicestore.Store, queue string, kinds ...string) *twicetype.JobRow {
+// leaseOne makes the job running, as a worker's fetch would, without a worker.
+func leaseOne(t testing.TB, store twicestore.Store, queue string, kinds ...string) *twicetype.JobRow {
 	t.Helper()
 	now := time.Now()
 	res, err := store.JobFetch(context.Background(), &twicestore.JobFetchParams{
@@ -136,10 +136,10 @@ func TestAdminJobGetAndList(t *testing.T) {
 		_, err := c.JobGet(ctx, 999)
 		wantErr(t, err, twice.ErrJobNotFound, twice.ErrInvalidInput)
 
-		due := mustEnqueue(t, c, reportArgs{CustomerID: 1}, nil)
-		later := mustEnqueue(t, c, reportArgs{CustomerID: 2}, &twice.EnqueueOpts{Delay: time.Hour})
+		due := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 1}, nil)
+		later := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 2}, &twice.EnqueueOpts{Delay: time.Hour})
 		charge := mustEnqueue(t, c, chargeArgs{ChargeID: 3}, nil)
-		running := lease(t, store, twice.QueueDefault, charge.Kind)
+		running := leaseOne(t, store, twice.QueueDefault, charge.Kind)
 
 		ids := func(p *twice.JobListParams) []int64 {
 			t.Helper()
@@ -221,9 +221,9 @@ func TestAdminJobCancel(t *testing.T) {
 	eachStore(t, func(t *testing.T, store twicestore.Store) {
 		ctx := context.Background()
 		c := adminClient(t, store, adminRegistry(t))
-		waiting := mustEnqueue(t, c, reportArgs{CustomerID: 1}, &twice.EnqueueOpts{Delay: time.Hour})
+		waiting := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 1}, &twice.EnqueueOpts{Delay: time.Hour})
 		charge := mustEnqueue(t, c, chargeArgs{ChargeID: 2}, nil)
-		running := lease(t, store, twice.QueueDefault, charge.Kind)
+		running := leaseOne(t, store, twice.QueueDefault, charge.Kind)
 
 		res, err := c.JobCancel(ctx, &twice.JobActionParams{
 			IDs: []int64{waiting.ID, running.ID, 999}, By: "ops@test", Reason: "customer left"})
@@ -277,8 +277,8 @@ func TestAdminJobCancel(t *testing.T) {
 		wantErr(t, err, twice.ErrInvalidInput)
 
 		// A filter selects: every scheduled report.
-		more := mustEnqueue(t, c, reportArgs{CustomerID: 3}, &twice.EnqueueOpts{Delay: time.Hour})
-		due := mustEnqueue(t, c, reportArgs{CustomerID: 4}, nil)
+		more := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 3}, &twice.EnqueueOpts{Delay: time.Hour})
+		due := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 4}, nil)
 		res, err = c.JobCancel(ctx, &twice.JobActionParams{Filter: &twice.JobFilter{Kind: "report.monthly.v1", Timing: twice.JobScheduled}})
 		if err != nil {
 			t.Fatal(err)
@@ -297,9 +297,9 @@ func TestAdminJobDelete(t *testing.T) {
 	eachStore(t, func(t *testing.T, store twicestore.Store) {
 		ctx := context.Background()
 		c := adminClient(t, store, adminRegistry(t))
-		waiting := mustEnqueue(t, c, reportArgs{CustomerID: 1}, nil)
+		waiting := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 1}, nil)
 		charge := mustEnqueue(t, c, chargeArgs{ChargeID: 2}, nil)
-		running := lease(t, store, twice.QueueDefault, charge.Kind)
+		running := leaseOne(t, store, twice.QueueDefault, charge.Kind)
 
 		res, err := c.JobDelete(ctx, &twice.JobActionParams{IDs: []int64{waiting.ID, running.ID}, By: "ops@test"})
 		if err != nil {
@@ -330,17 +330,17 @@ func TestAdminJobRetry(t *testing.T) {
 	eachStore(t, func(t *testing.T, store twicestore.Store) {
 		ctx := context.Background()
 		c := adminClient(t, store, adminRegistry(t))
-		waiting := mustEnqueue(t, c, reportArgs{CustomerID: 1}, nil)
+		waiting := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 1}, nil)
 		charge := mustEnqueue(t, c, chargeArgs{ChargeID: 2}, nil)
-		running := lease(t, store, twice.QueueDefault, charge.Kind)
+		running := leaseOne(t, store, twice.QueueDefault, charge.Kind)
 		// Two cancelled jobs; the unique key of one is then taken by a new
 		// job, so retrying it would make two live jobs with that key.
-		a := mustEnqueue(t, c, reportArgs{CustomerID: 3}, &twice.EnqueueOpts{UniqueKey: "month-3"})
-		b := mustEnqueue(t, c, reportArgs{CustomerID: 4}, nil)
+		a := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 3}, &twice.EnqueueOpts{UniqueKey: "month-3"})
+		b := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 4}, nil)
 		if _, err := c.JobCancel(ctx, &twice.JobActionParams{IDs: []int64{a.ID, b.ID}}); err != nil {
 			t.Fatal(err)
 		}
-		holder := mustEnqueue(t, c, reportArgs{CustomerID: 3}, &twice.EnqueueOpts{UniqueKey: "month-3"})
+		holder := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 3}, &twice.EnqueueOpts{UniqueKey: "month-3"})
 
 		res, err := c.JobRetry(ctx, &twice.JobActionParams{IDs: []int64{waiting.ID, running.ID, a.ID, b.ID}, By: "ops@test"})
 		if err != nil {
@@ -378,7 +378,7 @@ func TestAdminJobActionsTx(t *testing.T) {
 	eachStore(t, func(t *testing.T, store twicestore.Store) {
 		ctx := context.Background()
 		c := adminClient(t, store, adminRegistry(t))
-		job := mustEnqueue(t, c, reportArgs{CustomerID: 1}, nil)
+		job := mustEnqueue(t, c, monthlyReportArgs{CustomerID: 1}, nil)
 
 		tx, err := store.Begin(ctx)
 		if err != nil {
@@ -451,6 +451,11 @@ func TestAdminQueues(t *testing.T) {
 		wantErr(t, err, twice.ErrInvalidInput)
 		err = c.QueuePause(ctx, &twice.QueuePauseParams{})
 		wantErr(t, err, twice.ErrInvalidInput)
+		err = c.QueuePause(ctx, &twice.QueuePauseParams{Queue: "Reports"})
+		wantErr(t, err, twice.ErrInvalidInput)
+		if !strings.Contains(err.Error(), `use "reports"`) {
+			t.Errorf("bad queue name error %q does not say what to use", err)
+		}
 		_, err = c.QueueResume(ctx, &twice.QueueResumeParams{Queue: "nope"})
 		wantErr(t, err, twice.ErrUnknownQueue)
 		if p := paused(); len(p) != 0 {
@@ -458,7 +463,7 @@ func TestAdminQueues(t *testing.T) {
 		}
 
 		// A queue known only by its jobs can be paused too.
-		mustEnqueue(t, c, reportArgs{CustomerID: 1}, &twice.EnqueueOpts{Queue: "side"})
+		mustEnqueue(t, c, monthlyReportArgs{CustomerID: 1}, &twice.EnqueueOpts{Queue: "side"})
 		until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		if err := c.QueuePause(ctx, &twice.QueuePauseParams{Queue: "reports", Until: until, By: "ops@test", Reason: "migration"}); err != nil {
 			t.Fatal(err)
@@ -654,6 +659,23 @@ func TestAdminSchedules(t *testing.T) {
 		}
 		_, err = c.ScheduleTrigger(ctx, &twice.ScheduleTriggerParams{Name: "weekly-report"})
 		wantErr(t, err, twice.ErrUnknownSchedule, twice.ErrInvalidInput)
+		_, err = c.ScheduleTrigger(ctx, &twice.ScheduleTriggerParams{})
+		wantErr(t, err, twice.ErrInvalidInput)
+
+		// In a transaction: the job commits with it, or not at all.
+		tx, err := store.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inTx, err := c.ScheduleTriggerTx(ctx, tx.Unwrap(), &twice.ScheduleTriggerParams{Name: "monthly-report", RequestID: "req-tx"})
+		if err != nil || inTx.Duplicate {
+			t.Fatalf("trigger in tx: %+v, %v", inTx, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.JobGet(ctx, inTx.Job.ID)
+		wantErr(t, err, twice.ErrJobNotFound)
 
 		// A schedule gone from the code, recorded in the store with its
 		// last job: a client without it triggers it from that job's args,
@@ -688,7 +710,7 @@ func TestAdminSchedules(t *testing.T) {
 		wantErr(t, err, twice.ErrInvalidInput)
 		err = c.ScheduleRemove(ctx, &twice.ScheduleRemoveParams{Name: "no-such"})
 		wantErr(t, err, twice.ErrUnknownSchedule)
-		tx, err := store.Begin(ctx)
+		tx, err = store.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -716,7 +738,7 @@ func TestAdminStrandedQueues(t *testing.T) {
 	eachStore(t, func(t *testing.T, store twicestore.Store) {
 		ctx := context.Background()
 		c := adminClient(t, store, adminRegistry(t))
-		mustEnqueue(t, c, reportArgs{CustomerID: 1}, nil) // reports: no node yet
+		mustEnqueue(t, c, monthlyReportArgs{CustomerID: 1}, nil) // reports: no node yet
 		stranded, err := c.StrandedQueues(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -757,7 +779,7 @@ func TestAdminJobCancelRunning(t *testing.T) {
 		started := make(chan int64, 2)
 		causes := make(chan error, 2)
 		reg := twice.NewRegistry()
-		twice.MustRegister(reg, twice.HandlerFunc[reportArgs](func(ctx context.Context, job *twice.Job[reportArgs]) error {
+		twice.MustRegister(reg, twice.HandlerFunc[monthlyReportArgs](func(ctx context.Context, job *twice.Job[monthlyReportArgs]) error {
 			started <- job.ID
 			<-ctx.Done()
 			causes <- context.Cause(ctx)
@@ -773,7 +795,7 @@ func TestAdminJobCancelRunning(t *testing.T) {
 			name string
 			by   *twice.Client
 		}{{"from the worker's own client", worker}, {"from another client", operator}} {
-			job := mustEnqueue(t, worker, reportArgs{CustomerID: 1}, &twice.EnqueueOpts{MaxAttempts: 5})
+			job := mustEnqueue(t, worker, monthlyReportArgs{CustomerID: 1}, &twice.EnqueueOpts{MaxAttempts: 5})
 			if id := waitfor.Recv(t, started, "the handler to start"); id != job.ID {
 				t.Fatalf("%s: started job %d, want %d", tc.name, id, job.ID)
 			}

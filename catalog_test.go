@@ -2,20 +2,23 @@ package twice_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
 // TestCatalogPublishedAtStart: a started worker has published its kinds,
 // with their options resolved, args fields, sensitive flags and schedules,
-// before Start returns; a client without those kinds (the stock CLI, the
-// dashboard) reads them from the catalog as live.
+// before Start returns, and they stay after it stops; a client without
+// those kinds (the stock CLI, the dashboard) reads them from the catalog,
+// live while the node's last report is recent.
 func TestCatalogPublishedAtStart(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store twicestore.Store) {
@@ -23,7 +26,11 @@ func TestCatalogPublishedAtStart(t *testing.T) {
 		cfg := testConfig(adminRegistry(t))
 		cfg.NodeID = "worker-1"
 		cfg.Queues = []twice.QueueConfig{{Name: twice.QueueDefault}, {Name: "reports"}}
-		startClient(t, store, cfg)
+		worker := startClient(t, store, cfg)
+		// The catalog outlives its node: read it after the worker stopped.
+		if err := worker.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
 
 		res, err := store.CatalogList(ctx, &twicestore.CatalogListParams{})
 		if err != nil {
@@ -139,4 +146,38 @@ func TestNewClientWarnsUnservedQueue(t *testing.T) {
 	if quiet.String() != "" {
 		t.Fatalf("warned with every queue served:\n%s", quiet.String())
 	}
+}
+
+// TestCatalogRepublishedWithHeartbeat: a running worker publishes its kinds
+// again with every node heartbeat (every 10 s), so LastSeen moves and a
+// kind stays live while its worker runs. The wait is the heartbeat's.
+func TestCatalogRepublishedWithHeartbeat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for one node heartbeat (10 s)")
+	}
+	t.Parallel()
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		ctx := context.Background()
+		cfg := testConfig(adminRegistry(t))
+		cfg.Queues = []twice.QueueConfig{{Name: twice.QueueDefault}, {Name: "reports"}}
+		startClient(t, store, cfg)
+		lastSeen := func() time.Time {
+			res, err := store.CatalogList(ctx, &twicestore.CatalogListParams{})
+			if err != nil || len(res.Kinds) == 0 {
+				t.Fatalf("catalog: %+v, %v", res, err)
+			}
+			return res.Kinds[0].LastSeen
+		}
+		// Start publishes, and so does the node loop's first round, right
+		// after; two more publishes prove the periodic one.
+		seen := []time.Time{lastSeen()}
+		waitfor.CondWithin(t, time.Minute, "the catalog to be published twice more", func() bool {
+			if l := lastSeen(); l.After(seen[len(seen)-1]) {
+				seen = append(seen, l)
+			}
+			return len(seen) == 3
+		}, func() string { return fmt.Sprint("last seen at ", seen) })
+		t.Logf("%T: published again after %s, then after %s", store,
+			seen[1].Sub(seen[0]).Round(time.Millisecond), seen[2].Sub(seen[1]).Round(time.Millisecond))
+	})
 }

@@ -24,13 +24,13 @@ func (ShipOrder) Kind() string { return "order.ship.v1" }
 // handler as its context's cause, twice.ErrJobCancelled.
 func ExampleCancel() {
 	dir, _ := os.MkdirTemp("", "twice-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	ctx := context.Background()
 	store, err := twicesqlite.Open(ctx, filepath.Join(dir, "jobs.db"))
 	if err != nil {
 		panic(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 
 	withdrawn := map[int64]bool{7: true}
 	reg := twice.NewRegistry()
@@ -77,13 +77,13 @@ func ExampleCancel() {
 // a program that can wait a little longer before it exits.
 func ExampleClient_Stopped() {
 	dir, _ := os.MkdirTemp("", "twice-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	ctx := context.Background()
 	store, err := twicesqlite.Open(ctx, filepath.Join(dir, "jobs.db"))
 	if err != nil {
 		panic(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	client, err := twice.NewClient(store, twice.Config{Registry: twice.NewRegistry()})
 	if err != nil {
 		panic(err)

@@ -48,7 +48,7 @@ func TestOutcomes(t *testing.T) {
 
 	t.Run("NoOp completes with its reason", func(t *testing.T) {
 		t.Parallel()
-		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		store, c := setupPing(t, nil, func(context.Context, *twice.Job[pingArgs]) error {
 			return twice.NoOp("user deleted")
 		})
 		row := waitJob(t, store, enqueuePing(t, c, nil).ID, "completed", isState(twicetype.JobStateCompleted))
@@ -59,7 +59,7 @@ func TestOutcomes(t *testing.T) {
 
 	t.Run("Snooze reschedules without spending an attempt", func(t *testing.T) {
 		t.Parallel()
-		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		store, c := setupPing(t, nil, func(context.Context, *twice.Job[pingArgs]) error {
 			return twice.Snooze(time.Hour)
 		})
 		before := time.Now()
@@ -76,7 +76,7 @@ func TestOutcomes(t *testing.T) {
 		t.Parallel()
 		dead := make(chan twice.DeadJob, 1)
 		store, c := setupPing(t, func(c *twice.Config) {
-			c.OnDead = func(ctx context.Context, d twice.DeadJob) { dead <- d }
+			c.OnDead = func(_ context.Context, d twice.DeadJob) { dead <- d }
 		}, func(ctx context.Context, job *twice.Job[pingArgs]) error {
 			return errors.New("upstream 503")
 		})
@@ -123,7 +123,7 @@ func TestOutcomes(t *testing.T) {
 		store := newStore(t)
 		reg := twice.NewRegistry()
 		started := make(chan struct{}, 1)
-		twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, _ *twice.Job[pingArgs]) error {
 			started <- struct{}{}
 			<-ctx.Done()
 			return ctx.Err()

@@ -39,7 +39,7 @@ func runCancelled(t *testing.T, store twicestore.Store, cfg func(*twice.Config),
 	started := make(chan struct{}, 1)
 	causes := make(chan error, 1)
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, _ *twice.Job[pingArgs]) error {
 		started <- struct{}{}
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
@@ -142,5 +142,48 @@ func TestClaimBeforeCancelReleasesItsClaim(t *testing.T) {
 	waitJob(t, env.store, job.ID, "cancelled", isState(twicetype.JobStateCancelled))
 	if markerProcessed(t, env.store.Store, emailHandler, "k-cancel") {
 		t.Error("the claim was kept after the handler cancelled its job")
+	}
+}
+
+// TestCancelTransactionalRollsBack: on PostgreSQL, cancelling a running
+// Transactional job rolls its transaction back (the effect written in it
+// is gone) and the job ends cancelled, not completed and not retried.
+func TestCancelTransactionalRollsBack(t *testing.T) {
+	if os.Getenv(pgtest.EnvURL) == "" {
+		t.Skip(pgtest.EnvURL + " not set")
+	}
+	t.Parallel()
+	store := stagedStores(t)["postgres"](t)
+	execSQLAny(t, store, "CREATE TABLE cancel_effects (id INTEGER PRIMARY KEY)")
+	written := make(chan struct{}, 1)
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		if err := execTx(ctx, job.Tx(), "INSERT INTO cancel_effects VALUES (1)"); err != nil {
+			return err
+		}
+		written <- struct{}{}
+		<-ctx.Done()
+		return nil // the cancel decides, whatever the handler returns
+	}), &twice.KindOpts{Strategy: twice.Transactional})
+	client := startClient(t, store, testConfig(reg))
+	job := enqueuePing(t, client, &twice.EnqueueOpts{MaxAttempts: 5})
+	waitfor.Recv(t, written, "the effect to be written in the job's transaction")
+	cancelJob(t, store, job.ID)
+	row := waitJob(t, store, job.ID, "cancelled", isState(twicetype.JobStateCancelled))
+	if row.Attempt != 1 {
+		t.Errorf("attempt %d, want 1", row.Attempt)
+	}
+	ctx := context.Background()
+	tx, err := store.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var n int
+	if err := tx.Unwrap().(pgx.Tx).QueryRow(ctx, "SELECT count(*) FROM cancel_effects").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d effect rows after the cancel, want 0: the transaction must roll back", n)
 	}
 }

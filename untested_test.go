@@ -49,7 +49,6 @@ type switchingStore struct {
 	twicestore.Store
 	mu      sync.Mutex
 	flipped bool
-	reads   int
 	read    chan struct{} // a signal per ToggleList after the flip
 }
 
@@ -79,7 +78,7 @@ func (s *switchingStore) JobFetch(ctx context.Context, p *twicestore.JobFetchPar
 	if !first {
 		return res, nil
 	}
-	if err := s.Store.ToggleSet(ctx, &twicestore.ToggleSetParams{Toggle: twicetype.Toggle{
+	if err := s.ToggleSet(ctx, &twicestore.ToggleSetParams{Toggle: twicetype.Toggle{
 		Kind: "test.ping.v1", Enabled: false, Reason: "test", By: "test", At: time.Now(),
 	}}); err != nil {
 		return nil, err
@@ -164,7 +163,7 @@ func TestClaimBeforeReleaseFails(t *testing.T) {
 		!strings.Contains(row.Errors[0].Error, "release claim after not applied: provider refused: injected release failure") {
 		t.Errorf("attempt %d errors %v; want dead at once with the failed release named", row.Attempt, row.Errors)
 	}
-	if !markerProcessed(t, store.recordingStore.Store, emailHandler, "k") {
+	if !markerProcessed(t, store.Store, emailHandler, "k") {
 		t.Error("the claim is gone, though its release failed")
 	}
 }

@@ -25,12 +25,12 @@ func (s countingStore) Unwrap() twicestore.Store { return s.Store }
 // runtime does for LISTEN/NOTIFY and fetch peeks.
 func ExampleAs() {
 	dir, _ := os.MkdirTemp("", "twicestore-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	store, err := twicesqlite.Open(context.Background(), filepath.Join(dir, "jobs.db"))
 	if err != nil {
 		panic(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 
 	var wrapped twicestore.Store = countingStore{store}
 	_, asserted := wrapped.(twicestore.MarkerBatchPeeker)

@@ -69,7 +69,7 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "scheduled jobs in reports: %d\n", len(scheduled.Jobs))
+	_, _ = fmt.Fprintf(out, "scheduled jobs in reports: %d\n", len(scheduled.Jobs))
 
 	// Cancel it; a second cancel finds it finished. Each job has its own
 	// result, so a batch never fails as a whole for one job.
@@ -80,17 +80,17 @@ func run(ctx context.Context, path string, out io.Writer) error {
 		}
 		for _, j := range cancelled.Jobs {
 			if j.Err != nil {
-				fmt.Fprintf(out, "cancel: %v (finished: %t)\n", j.Err, errors.Is(j.Err, twice.ErrJobFinished))
+				_, _ = fmt.Fprintf(out, "cancel: %v (finished: %t)\n", j.Err, errors.Is(j.Err, twice.ErrJobFinished))
 				continue
 			}
-			fmt.Fprintf(out, "cancel: job is %s\n", j.State)
+			_, _ = fmt.Fprintf(out, "cancel: job is %s\n", j.State)
 		}
 	}
 	job, err := client.JobGet(ctx, id)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "note: %s\n", job.Note)
+	_, _ = fmt.Fprintf(out, "note: %s\n", job.Note)
 
 	// Pause the queue for an hour, on every node. A misspelled queue is a
 	// usage error, not a pause of nothing.
@@ -99,14 +99,14 @@ func run(ctx context.Context, path string, out io.Writer) error {
 		return err
 	}
 	err = client.QueuePause(ctx, &twice.QueuePauseParams{Queue: "reprots", By: ops})
-	fmt.Fprintf(out, "pause reprots: unknown queue: %t, usage error: %t\n", errors.Is(err, twice.ErrUnknownQueue), errors.Is(err, twice.ErrInvalidInput))
+	_, _ = fmt.Fprintf(out, "pause reprots: unknown queue: %t, usage error: %t\n", errors.Is(err, twice.ErrUnknownQueue), errors.Is(err, twice.ErrInvalidInput))
 	queues, err := client.QueueList(ctx)
 	if err != nil {
 		return err
 	}
 	for _, q := range queues {
 		if q.Paused {
-			fmt.Fprintf(out, "queue %s paused by %s: %s\n", q.Name, q.By, q.Reason)
+			_, _ = fmt.Fprintf(out, "queue %s paused by %s: %s\n", q.Name, q.By, q.Reason)
 		}
 	}
 
@@ -115,7 +115,7 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "retry: job is %s\n", retried.Jobs[0].State)
+	_, _ = fmt.Fprintf(out, "retry: job is %s\n", retried.Jobs[0].State)
 	if _, err := client.QueueResume(ctx, &twice.QueueResumeParams{Queue: "reports", By: ops, Reason: "migration done"}); err != nil {
 		return err
 	}
@@ -128,13 +128,13 @@ func run(ctx context.Context, path string, out io.Writer) error {
 		return err
 	}
 	err = client.ToggleSet(ctx, &twice.ToggleSetParams{Kind: "report.montly.v1", Enabled: false, By: ops})
-	fmt.Fprintf(out, "switch a typo: %v\n", err)
+	_, _ = fmt.Fprintf(out, "switch a typo: %v\n", err)
 	history, err := client.ToggleHistory(ctx, &twice.ToggleHistoryParams{Kind: "report.monthly.v1"})
 	if err != nil {
 		return err
 	}
 	for _, c := range history.Changes {
-		fmt.Fprintf(out, "history: %s -> %s by %s: %s\n", c.Previous, c.New, c.By, c.Reason)
+		_, _ = fmt.Fprintf(out, "history: %s -> %s by %s: %s\n", c.Previous, c.New, c.By, c.Reason)
 	}
 	return nil
 }

@@ -154,12 +154,12 @@ func run(ctx context.Context, path string, out io.Writer) error {
 		body, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		replayed := resp.Header.Get(twicehttp.HeaderReplayed) == "true"
-		fmt.Fprintf(out, "request %d: %d %s (replayed: %t)\n", i+1, resp.StatusCode, strings.TrimSpace(string(body)), replayed)
+		_, _ = fmt.Fprintf(out, "request %d: %d %s (replayed: %t)\n", i+1, resp.StatusCode, strings.TrimSpace(string(body)), replayed)
 	}
 	jobs, err := client.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Kind: ShipOrder{}.Kind()}})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "shipment jobs enqueued: %d\n", len(jobs.Jobs))
+	_, _ = fmt.Fprintf(out, "shipment jobs enqueued: %d\n", len(jobs.Jobs))
 	return nil
 }

@@ -91,7 +91,7 @@ func run(ctx context.Context, url string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "jobs stored: %d\n", len(list.Jobs))
+	_, _ = fmt.Fprintf(out, "jobs stored: %d\n", len(list.Jobs))
 
 	if err := client.Start(ctx); err != nil {
 		return err
@@ -103,7 +103,7 @@ func run(ctx context.Context, url string, out io.Writer) error {
 	}()
 	select {
 	case id := <-welcomed:
-		fmt.Fprintf(out, "welcomed user %d\n", id)
+		_, _ = fmt.Fprintf(out, "welcomed user %d\n", id)
 	case <-time.After(30 * time.Second):
 		return errors.New("the welcome job did not run within 30s")
 	}

@@ -76,10 +76,10 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "enqueued %s\n", res.Job.Kind)
+	_, _ = fmt.Fprintf(out, "enqueued %s\n", res.Job.Kind)
 	select {
 	case id := <-sent:
-		fmt.Fprintf(out, "welcome email sent to user %d\n", id)
+		_, _ = fmt.Fprintf(out, "welcome email sent to user %d\n", id)
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("the job did not run within 30s")
 	}
@@ -94,6 +94,6 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "job is %s after %d attempt(s)\n", job.State, job.Attempt)
+	_, _ = fmt.Fprintf(out, "job is %s after %d attempt(s)\n", job.State, job.Attempt)
 	return nil
 }

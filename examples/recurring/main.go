@@ -82,7 +82,7 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	}
 	select {
 	case target := <-pinged:
-		fmt.Fprintf(out, "pinged %s\n", target)
+		_, _ = fmt.Fprintf(out, "pinged %s\n", target)
 	case <-time.After(30 * time.Second):
 		return errors.New("no ping within 30s")
 	}
@@ -99,7 +99,7 @@ func run(ctx context.Context, path string, out io.Writer) error {
 		return err
 	}
 	for _, s := range schedules {
-		fmt.Fprintf(out, "%s %q %s: ticked %t\n", s.Name, s.Spec, s.Kind, s.Recorded)
+		_, _ = fmt.Fprintf(out, "%s %q %s: ticked %t\n", s.Name, s.Spec, s.Kind, s.Recorded)
 	}
 
 	// Run the nightly report now, as `twice recurring trigger` does: one
@@ -111,7 +111,7 @@ func run(ctx context.Context, path string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "triggered nightly-report: %s job, duplicate %t\n", res.Job.Kind, res.Duplicate)
+		_, _ = fmt.Fprintf(out, "triggered nightly-report: %s job, duplicate %t\n", res.Job.Kind, res.Duplicate)
 	}
 	return nil
 }

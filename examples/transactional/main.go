@@ -167,7 +167,7 @@ func run(ctx context.Context, dsn string, out io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "enqueued request %s twice (%d cents)\n", req.RequestID, req.Cents)
+	_, _ = fmt.Fprintf(out, "enqueued request %s twice (%d cents)\n", req.RequestID, req.Cents)
 	if err := client.Start(ctx); err != nil {
 		return err
 	}
@@ -185,6 +185,6 @@ func run(ctx context.Context, dsn string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "both jobs completed; balance: %d cents\n", cents)
+	_, _ = fmt.Fprintf(out, "both jobs completed; balance: %d cents\n", cents)
 	return nil
 }

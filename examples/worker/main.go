@@ -48,7 +48,7 @@ func (WelcomeEmail) Kind() string { return "email.welcome.v1" }
 func Registry(out io.Writer) (*twice.Registry, error) {
 	reg := twice.NewRegistry()
 	err := twice.Register(reg, twice.HandlerFunc[WelcomeEmail](func(_ context.Context, job *twice.Job[WelcomeEmail]) error {
-		fmt.Fprintf(out, "sent welcome email to user %d\n", job.Args.UserID)
+		_, _ = fmt.Fprintf(out, "sent welcome email to user %d\n", job.Args.UserID)
 		return nil
 	}), &twice.KindOpts{Strategy: twice.ClaimAfter, Queue: "email"})
 	return reg, err
@@ -111,6 +111,6 @@ func run(ctx context.Context, dsn string, out io.Writer, logger *slog.Logger) er
 	if err := client.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
-	fmt.Fprintln(out, "stopped")
+	_, _ = fmt.Fprintln(out, "stopped")
 	return nil
 }

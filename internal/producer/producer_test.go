@@ -32,7 +32,7 @@ func TestRunsEachJobOnceWithinConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	params := make([]*twicestore.JobInsertParams, jobs)
 	for i := range params {
 		params[i] = &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
@@ -178,7 +178,7 @@ func fetchPeeks(t *testing.T, wrap func(twicestore.Executor) twicestore.Executor
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	var params []*twicestore.JobInsertParams
 	for _, key := range []string{"done", "new"} {
 		params = append(params, &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), Key: key, MaxAttempts: 1})
@@ -243,7 +243,7 @@ func TestQueueOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			var params []*twicestore.JobInsertParams
 			for _, q := range []string{"a", "b"} {
 				for range 3 {
