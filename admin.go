@@ -70,6 +70,14 @@ var (
 	// ErrJobNotRetryable: the job is waiting to run, or completed; only
 	// dead, discarded and cancelled jobs are retried (state).
 	ErrJobNotRetryable = errors.New("job is not dead, discarded or cancelled")
+	// ErrJobNotDead: the job is not dead, so it cannot be discarded
+	// (state).
+	ErrJobNotDead = errors.New("job is not dead")
+	// ErrMarkerNotFound: the handler has no marker for that key (usage):
+	// it has not processed it, or the name or key is misspelled (a
+	// handler's name is its kind unless KindOpts.HandlerName says
+	// otherwise).
+	ErrMarkerNotFound error = &inputError{msg: "marker not found"}
 	// ErrUniqueConflict: retrying the job would put a second unfinished job
 	// with its unique key in the queue (state). The other jobs of the same
 	// batch are still retried.

@@ -196,9 +196,10 @@ const (
 	actionCancel jobAction = iota
 	actionDelete
 	actionRetry
+	actionDiscard
 )
 
-var jobActionNames = [...]string{"cancel", "delete", "retry"}
+var jobActionNames = [...]string{"cancel", "delete", "retry", "discard"}
 
 // JobCancel cancels jobs. A job waiting to run (due or scheduled) ends
 // cancelled at once, with who and why recorded on it. A running job gets a
@@ -253,6 +254,23 @@ func (c *Client) JobRetryTx(ctx context.Context, tx any, p *JobActionParams) (*J
 	return c.jobAction(ctx, exec, actionRetry, p, false)
 }
 
+// JobDiscard marks dead jobs discarded: kept for the record until their
+// retention ends, never retried by a bulk retry of dead jobs (a retry by id
+// still brings one back). A job in any other state is refused with its
+// state; the others are discarded all the same.
+func (c *Client) JobDiscard(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
+	return c.jobAction(ctx, c.store, actionDiscard, p, true)
+}
+
+// JobDiscardTx is JobDiscard in the caller's transaction.
+func (c *Client) JobDiscardTx(ctx context.Context, tx any, p *JobActionParams) (*JobActionResult, error) {
+	exec, err := c.adminExec("discard jobs", tx)
+	if err != nil {
+		return nil, err
+	}
+	return c.jobAction(ctx, exec, actionDiscard, p, false)
+}
+
 // jobAction runs one bulk action on exec. committed reports that exec is
 // the store, so the action is committed when it returns: only then may
 // this process act on it at once (cancel a handler running here, wake the
@@ -287,6 +305,8 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 		res, err = exec.JobDelete(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
 	case actionRetry:
 		res, err = exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+	case actionDiscard:
+		res, err = exec.JobDiscard(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("twice: %s: %w", op, err)
@@ -314,7 +334,7 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 	return out, nil
 }
 
-var jobActionDone = [...]string{"cancelled", "deleted", "retried"}
+var jobActionDone = [...]string{"cancelled", "deleted", "retried", "discarded"}
 
 // jobResult turns the store's verdict on one job into the API's, with the
 // error that says what to do.
@@ -337,6 +357,8 @@ func jobResult(action jobAction, r twicestore.JobActionResult) JobResult {
 			out.Err = fmt.Errorf("job %d: %w: cancel it first, or wait for it to finish", r.ID, ErrJobRunning)
 		case action == actionRetry:
 			out.Err = fmt.Errorf("job %d is %s: %w", r.ID, r.State, ErrJobNotRetryable)
+		case action == actionDiscard:
+			out.Err = fmt.Errorf("job %d is %s: %w; only dead jobs are discarded", r.ID, r.State, ErrJobNotDead)
 		case action == actionCancel && r.State.Finished():
 			out.Err = fmt.Errorf("job %d is %s: %w; nothing to cancel", r.ID, r.State, ErrJobFinished)
 		default:
