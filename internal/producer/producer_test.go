@@ -226,8 +226,9 @@ func fetchPeeks(t *testing.T, wrap func(twicestore.Executor) twicestore.Executor
 // TestQueueOrder: with one slot and two queues full of jobs, strict order
 // works the first queue empty before the second, and round robin
 // alternates, starting each round with the next queue. The test runs the
-// rounds itself, one job each, and frees the slot between them, so nothing
-// but the order decides what is fetched.
+// rounds itself, one job each, holding the job until its round is over and
+// freeing the slot between rounds, so nothing but the order decides what
+// is fetched.
 func TestQueueOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -254,12 +255,16 @@ func TestQueueOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			started := make(chan string, 1)
+			release := make(chan struct{})
 			p := New(Config{
 				Exec: store, Queues: []Queue{{Name: "a", Concurrency: 1}, {Name: "b", Concurrency: 1}}, MaxWorkers: 1,
 				RoundRobin: tc.roundRobin,
 				Kinds:      func() []string { return []string{"k.v1"} }, Node: "n", Lease: time.Minute,
 				FetchLimit: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Run: func(f Fetched) { started <- f.Row.Queue },
+				Run: func(f Fetched) {
+					started <- f.Row.Queue
+					<-release // held until the round is over, so the slot stays taken
+				},
 			})
 			var order string
 			for range len(params) {
@@ -267,6 +272,7 @@ func TestQueueOrder(t *testing.T) {
 					t.Fatal(err)
 				}
 				order += waitfor.Recv(t, started, "the round's job to start")
+				release <- struct{}{}
 				waitfor.Recv(t, p.freed, "the round's job to free its slot")
 			}
 			close(p.done) // no Run loop: no more dispatches
