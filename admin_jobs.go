@@ -358,7 +358,7 @@ func jobResult(action jobAction, r twicestore.JobActionResult) JobResult {
 		case action == actionRetry:
 			out.Err = fmt.Errorf("job %d is %s: %w", r.ID, r.State, ErrJobNotRetryable)
 		case action == actionDiscard:
-			out.Err = fmt.Errorf("job %d is %s: %w; only dead jobs are discarded", r.ID, r.State, ErrJobNotDead)
+			out.Err = fmt.Errorf("job %d is %s: %w", r.ID, r.State, ErrJobNotDead)
 		case action == actionCancel && r.State.Finished():
 			out.Err = fmt.Errorf("job %d is %s: %w; nothing to cancel", r.ID, r.State, ErrJobFinished)
 		default:

@@ -233,6 +233,33 @@ func (c *Client) Stop(ctx context.Context) error {
 // once.
 func (c *Client) Stopped() <-chan struct{} { return c.stopped }
 
+// Shutdown stops the client as a process that was told to exit does: it
+// stops fetching, gives running jobs grace to finish, then cancels the
+// handlers still running (ErrShutdown) and waits until their jobs were put
+// back in their queues without spending an attempt — the end of a grace
+// period is how a shutdown is meant to go, not a failure. It returns nil
+// once every outcome was recorded, the shutdown's own error if it had one,
+// and ctx.Err() when ctx ends first; give ctx room beyond grace for the
+// put-backs (outcomes still unwritten 10 s after the grace are given up).
+// Keep grace shorter than the time your orchestrator waits between SIGTERM
+// and SIGKILL.
+func (c *Client) Shutdown(ctx context.Context, grace time.Duration) error {
+	gctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	err := c.Stop(gctx)
+	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	// The grace ran out: Stop cancelled the handlers; wait for their jobs
+	// to be put back.
+	select {
+	case <-c.Stopped():
+		return c.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // hurry ends the grace period of a shutdown: the handlers' contexts are
 // cancelled with ErrShutdown, and outcomes still unwritten after
 // outcomeWriteTimeout are given up, so a store that hangs cannot hold the

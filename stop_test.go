@@ -182,3 +182,46 @@ func TestStopBeforeStart(t *testing.T) {
 		t.Error("Start after Stop succeeded")
 	}
 }
+
+// TestShutdownPutsBackAfterGrace: Shutdown gives a running job its grace,
+// cancels it with ErrShutdown when the grace ends, and returns nil once
+// the job is back in its queue with its attempt unspent — the end of a
+// grace is how a shutdown goes, not a failure (Stop returns
+// DeadlineExceeded there).
+func TestShutdownPutsBackAfterGrace(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, _ *twice.Job[pingArgs]) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	}), &twice.KindOpts{Strategy: twice.None})
+	c, err := twice.NewClient(store, testConfig(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	job := enqueuePing(t, c, nil)
+	waitfor.Closed(t, started, "the handler to start")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Shutdown(ctx, 50*time.Millisecond); err != nil {
+		t.Fatalf("Shutdown = %v, want nil once the job is put back", err)
+	}
+	if got := waitfor.Recv(t, cause, "the handler's cancellation"); !errors.Is(got, twice.ErrShutdown) {
+		t.Errorf("handler cancelled with %v, want ErrShutdown", got)
+	}
+	row, err := store.JobGet(context.Background(), &twicestore.JobGetParams{ID: job.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.State != twicetype.JobStateAvailable || row.Attempt != 0 {
+		t.Errorf("job is %s at attempt %d, want available with its attempt refunded", row.State, row.Attempt)
+	}
+}

@@ -143,10 +143,9 @@ func (h *Handler) discardDead(r *http.Request, who string) (string, *confirmatio
 	return h.bulkDead(r, who, "discard")
 }
 
-// bulkDead retries or discards the selected dead jobs once confirmed. A
-// retry goes through the admin API, which retries each job on its own (a
-// unique-key conflict refuses that job only); the admin API has no
-// discard, so a discard goes to the store.
+// bulkDead retries or discards the selected dead jobs once confirmed,
+// through the admin API, which acts on each job on its own (a unique-key
+// conflict or a job in another state refuses that job only).
 func (h *Handler) bulkDead(r *http.Request, who, verb string) (string, *confirmation, error) {
 	f, what, err := h.deadSelection(r)
 	if err != nil {
@@ -163,23 +162,22 @@ func (h *Handler) bulkDead(r *http.Request, who, verb string) (string, *confirma
 	}); !ok {
 		return "", c, nil
 	}
-	var ids []int64
-	var refused error
-	if verb == "retry" {
-		res, err := h.client.JobRetry(r.Context(), &twice.JobActionParams{
-			IDs: f.IDs, Filter: &twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue}, By: who, Reason: reason,
-		})
-		if err != nil {
-			return "", nil, err
-		}
-		ids, refused = res.Changed(), res.Err()
-	} else {
-		res, err := h.store.JobDiscard(r.Context(), &twicestore.JobBulkParams{Filter: f, Now: time.Now()})
-		if err != nil {
-			return "", nil, err
-		}
-		ids = res.IDs
+	act := h.client.JobRetry
+	if verb == "discard" {
+		act = h.client.JobDiscard
 	}
+	p := &twice.JobActionParams{IDs: f.IDs, By: who, Reason: reason}
+	if len(f.IDs) == 0 {
+		// In bulk the selection is the dead jobs matching the page's
+		// filter; jobs named by id go as they are, so the admin API says
+		// why one in another state is refused.
+		p.Filter = &twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue}
+	}
+	res, err := act(r.Context(), p)
+	if err != nil {
+		return "", nil, err
+	}
+	ids, refused := res.Changed(), res.Err()
 	if len(ids) == 0 {
 		if refused != nil {
 			return "", nil, &stateConflict{fmt.Errorf("nothing to %s: %w", verb, refused)}

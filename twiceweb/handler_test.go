@@ -163,8 +163,8 @@ func testRetryAndDiscard(t *testing.T, e *env) {
 	e.await("job to die again", func() bool { return e.state(a) == twicetype.JobStateDead })
 	b.post("/dead", "/dead/discard", url.Values{"id": {strconv.FormatInt(c, 10)}, "confirm": {"yes"}})
 	status, body = b.post("/dead", "/dead/discard", url.Values{"id": {strconv.FormatInt(c, 10)}, "confirm": {"yes"}})
-	if status != http.StatusBadRequest || !strings.Contains(body, "matched no dead job") {
-		t.Errorf("discarding a job twice: %d, want 400 saying it matched nothing:\n%s", status, body)
+	if status != http.StatusConflict || !strings.Contains(body, "is discarded: job is not dead") {
+		t.Errorf("discarding a job twice: %d, want 409 saying it is discarded already:\n%s", status, body)
 	}
 	status, body = b.post("/dead", "/dead/discard", url.Values{"all": {"yes"}, "kind": {"web.boom.v1"}, "confirm": {"yes"}})
 	if status != http.StatusOK {

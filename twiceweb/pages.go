@@ -497,10 +497,14 @@ func (h *Handler) markers(r *http.Request) (string, any, error) {
 	if d.Handler == "" || d.Key == "" {
 		return "", nil, badInputf("a marker lookup needs both a handler (the kind, unless registered with a HandlerName) and a key")
 	}
-	res, err := h.store.MarkerPeek(r.Context(), &twicestore.MarkerParams{Handler: d.Handler, Key: d.Key})
-	if err != nil {
+	m, err := h.client.MarkerGet(r.Context(), &twice.MarkerParams{Handler: d.Handler, Key: d.Key})
+	switch {
+	case errors.Is(err, twice.ErrMarkerNotFound):
+		d.Asked = true
+	case err != nil:
 		return "", nil, err
+	default:
+		d.Asked, d.Processed, d.Marker = true, true, m
 	}
-	d.Asked, d.Processed, d.Marker = true, res.Processed, res.Marker
 	return "Markers", d, nil
 }

@@ -28,11 +28,15 @@ import (
 	"github.com/twicejobs/twice/twicestore"
 )
 
-// shutdownGrace is how long running jobs may take to finish after SIGTERM.
-// Keep it a few seconds under the orchestrator's termination period, so
-// the drain (cancelling stragglers, writing their outcomes) is done before
-// the process is killed.
-const shutdownGrace = 25 * time.Second
+// shutdownGrace is how long running jobs may take to finish after SIGTERM;
+// shutdownLimit bounds the whole shutdown, the stragglers' cancellation
+// and put-backs included. Keep shutdownLimit under the orchestrator's
+// termination period (Kubernetes: terminationGracePeriodSeconds, 30 s by
+// default), so the drain is done before the process is killed.
+const (
+	shutdownGrace = 10 * time.Second
+	shutdownLimit = 28 * time.Second
+)
 
 // WelcomeEmail is one of the team's kinds.
 type WelcomeEmail struct {
@@ -105,10 +109,11 @@ func run(ctx context.Context, dsn string, out io.Writer, logger *slog.Logger) er
 	}
 	<-ctx.Done()
 
-	// ctx is done: drain with a fresh deadline.
-	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	// ctx is done: drain with a fresh deadline. Jobs still running after
+	// the grace are cancelled and go back to their queue, attempt unspent.
+	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownLimit)
 	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
+	if err := client.Shutdown(stopCtx, shutdownGrace); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
 	_, _ = fmt.Fprintln(out, "stopped")

@@ -199,7 +199,7 @@ func TestDLQ(t *testing.T) {
 	}
 
 	r = s.ok("dlq", "discard", id(1))
-	if r.stdout != "discarded 1 job: "+id(1)+"\n" {
+	if r.stdout != "job "+id(1)+": discarded\n" {
 		t.Errorf("dlq discard: %q", r.stdout)
 	}
 	if st := jobState(t, s, dead[1]); st != twicetype.JobStateDiscarded {
@@ -213,7 +213,7 @@ func TestDLQ(t *testing.T) {
 	if r.stdout != "job "+id(2)+": retried\n" {
 		t.Errorf("partial retry printed %q", r.stdout)
 	}
-	wantError(t, s.run("dlq", "discard", id(1)), ExitFailure, "is discarded, not dead")
+	wantError(t, s.run("dlq", "discard", id(1)), ExitFailure, "is discarded: job is not dead")
 
 	// In bulk, narrowed: only dead jobs, never the discarded one.
 	r = s.ok("dlq", "retry", "--all", "--kind", emailKind)

@@ -20,6 +20,11 @@ import (
 	"github.com/twicejobs/twice/twiceweb"
 )
 
+// shutdownSlack is how long serve waits, after its --grace, for the jobs
+// cut off to be put back: the outcome writes are given up after 10 s and
+// handlers that ignore their cancellation after 5 s more.
+const shutdownSlack = 20 * time.Second
+
 func (c *cli) serveCommand() *cobra.Command {
 	var (
 		grace     time.Duration
@@ -95,9 +100,9 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 			fmt.Fprintf(c.stdout, "serving %s on %s\n", strings.Join(c.reg.Kinds(), ", "), displayDB(c.db))
 			<-ctx.Done()
 			cfg.Logger.Info("shutting down: running jobs have the grace period to finish", "grace", grace)
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+shutdownSlack)
 			defer cancel()
-			return client.Stop(sctx)
+			return client.Shutdown(sctx, grace)
 		}),
 	}
 	cmd.Flags().DurationVar(&grace, "grace", twice.ShutdownGraceDefault, "how long running jobs may take to finish on shutdown")

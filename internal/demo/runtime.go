@@ -127,9 +127,9 @@ func observer(opts Options, store twicestore.Store) twice.Observer {
 
 // stop stops the client, giving running jobs a short grace period.
 func stop(ctx context.Context, client *twice.Client) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), demoStopGrace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), demoStopGrace+20*time.Second)
 	defer cancel()
-	return client.Stop(sctx)
+	return client.Shutdown(sctx, demoStopGrace)
 }
 
 // waitSettled polls the store until none of the jobs is available or
