@@ -193,3 +193,16 @@ func (e *executor) inTx(ctx context.Context, fn func(tx *executor) error) error 
 	}
 	return nil
 }
+
+// ScheduleRemove deletes the schedule and its ticks in one statement.
+func (e *executor) ScheduleRemove(ctx context.Context, p *twicestore.ScheduleRemoveParams) error {
+	n, err := e.q.exec(ctx, `WITH ticks AS (DELETE FROM twice_schedule_ticks WHERE name = $1)
+		DELETE FROM twice_schedules WHERE name = $1`, p.Name)
+	if err != nil {
+		return fmt.Errorf("remove schedule %q: %w", p.Name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("remove schedule %q: %w", p.Name, twicestore.ErrNotFound)
+	}
+	return nil
+}

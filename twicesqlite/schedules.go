@@ -152,3 +152,26 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 	}
 	return &twicestore.ScheduleListResult{Schedules: schedules}, nil
 }
+
+// ScheduleRemove deletes the schedule and its ticks in one transaction.
+func (e *executor) ScheduleRemove(ctx context.Context, p *twicestore.ScheduleRemoveParams) error {
+	err := e.inTx(ctx, func(q dbtx) error {
+		r, err := q.ExecContext(ctx, `DELETE FROM twice_schedules WHERE name = ?`, p.Name)
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return twicestore.ErrNotFound
+		}
+		_, err = q.ExecContext(ctx, `DELETE FROM twice_schedule_ticks WHERE name = ?`, p.Name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("remove schedule %q: %w", p.Name, err)
+	}
+	return nil
+}

@@ -135,13 +135,22 @@ type Executor interface {
 	MarkerPrune(ctx context.Context, p *MarkerPruneParams) (*MarkerPruneResult, error)
 
 	// ToggleSet stores a kill switch, replacing the one for the same kind
-	// (compared case-insensitively; stored lower-cased).
+	// (compared case-insensitively; stored lower-cased), and appends the
+	// change to the switch history in the same transaction.
 	ToggleSet(ctx context.Context, p *ToggleSetParams) error
 	// ToggleDelete removes the stored kill switch of a kind, if any, so the
-	// kind falls back to its other sources and its registration default.
+	// kind falls back to its other sources and its registration default,
+	// and appends the change to the switch history in the same
+	// transaction (a delete of no switch too: none to none).
 	ToggleDelete(ctx context.Context, p *ToggleDeleteParams) error
-	// ToggleList lists the stored kill switches, by kind.
+	// ToggleList lists the stored kill switches that have not expired at
+	// Now, by kind. An expired switch is left out, as if it were absent,
+	// so every reader (the kill-switch loader, the CLI, the dashboard)
+	// sees the same switches without checking expiry itself.
 	ToggleList(ctx context.Context, p *ToggleListParams) (*ToggleListResult, error)
+	// ToggleHistory lists the switch history of a kind (every kind when
+	// Kind is empty), newest first, keyset-paginated.
+	ToggleHistory(ctx context.Context, p *ToggleHistoryParams) (*ToggleHistoryResult, error)
 
 	// ScheduleTick records tick TickAt of a recurring schedule, and
 	// enqueues its job (when Job is set) in the same transaction, only if
@@ -154,6 +163,20 @@ type Executor interface {
 	// ScheduleTicks lists a schedule's recorded ticks, newest first. A
 	// store keeps the newest ScheduleTicksKept ticks of each schedule.
 	ScheduleTicks(ctx context.Context, p *ScheduleTicksParams) (*ScheduleTicksResult, error)
+	// ScheduleRemove deletes a recorded schedule and its ticks (a schedule
+	// removed from code stays in the store until removed), or returns
+	// ErrNotFound. A scheduler that still runs the schedule records it
+	// again at its next tick.
+	ScheduleRemove(ctx context.Context, p *ScheduleRemoveParams) error
+
+	// CatalogPublish records the kinds a node handles in the kind catalog,
+	// replacing what any node published before for each of them: the last
+	// call wins, so after a rolling deploy the new shape of a kind stands
+	// once the new nodes publish. Nodes call it with their heartbeat.
+	CatalogPublish(ctx context.Context, p *CatalogPublishParams) error
+	// CatalogList lists every kind ever published, by kind, including those
+	// whose node has stopped (their LastSeen tells how stale they are).
+	CatalogList(ctx context.Context, p *CatalogListParams) (*CatalogListResult, error)
 
 	// IdempotencyBegin takes a request's idempotency key, atomically: a
 	// key never seen (or expired) is taken for this request (Taken); a key
@@ -738,22 +761,58 @@ type MarkerPruneResult struct {
 	Deleted int
 }
 
-// ToggleSetParams carry the kill switch to store.
+// ToggleSetParams carry the kill switch to store. A zero Toggle.At is the
+// current time; Toggle.ExpiresAt, when set, is when the switch stops
+// counting. The store keeps an expiry that is already past (refusing it is
+// the caller's business): the switch is then absent from ToggleList at
+// once, and the history records the set.
 type ToggleSetParams struct {
 	Toggle twicetype.Toggle
+	// Source is recorded in the switch history; empty records
+	// twicetype.ToggleSourceStore.
+	Source string
 }
 
-// ToggleDeleteParams name the kind whose kill switch is removed.
+// ToggleDeleteParams name the kind whose kill switch is removed, and who
+// removes it and why, for the switch history.
 type ToggleDeleteParams struct {
-	Kind string
+	Kind   string
+	By     string
+	Reason string
+	// Source is recorded in the switch history; empty records
+	// twicetype.ToggleSourceStore.
+	Source string
+	// At is when the switch was removed; zero is the current time.
+	At time.Time
 }
 
-// ToggleListParams are empty; they keep the method's shape.
-type ToggleListParams struct{}
+// ToggleListParams give the time switches are judged expired at.
+type ToggleListParams struct {
+	// Now leaves out the switches whose ExpiresAt is at or before it; zero
+	// is the current time.
+	Now time.Time
+}
 
 // ToggleListResult holds the stored kill switches, ordered by kind.
 type ToggleListResult struct {
 	Toggles []twicetype.Toggle
+}
+
+// ToggleHistoryParams select and page the switch history.
+type ToggleHistoryParams struct {
+	// Kind is the kind whose history is listed, compared case-insensitively;
+	// empty lists every kind's.
+	Kind string
+	// BeforeID continues a listing: only changes with a smaller id are
+	// listed.
+	BeforeID int64
+	// Limit bounds the changes listed; zero lists them all.
+	Limit int
+}
+
+// ToggleHistoryResult holds the changes, newest first.
+type ToggleHistoryResult struct {
+	Changes []twicetype.ToggleChange
 }
 
 // ScheduleTickParams describe one tick.
@@ -816,6 +875,48 @@ type ScheduleTicksParams struct {
 // ScheduleTicksResult holds the ticks, newest first.
 type ScheduleTicksResult struct {
 	Ticks []twicetype.ScheduleTick
+}
+
+// ScheduleRemoveParams name the schedule to remove.
+type ScheduleRemoveParams struct {
+	Name string
+}
+
+// CatalogPublishParams carry the kinds one node handles.
+type CatalogPublishParams struct {
+	// Node is the publishing node's id, recorded as each kind's Node.
+	Node string
+	// Now is recorded as each kind's LastSeen; zero is the current time.
+	Now time.Time
+	// Kinds are the kinds to record; their Node and LastSeen are ignored.
+	Kinds []twicetype.KindInfo
+}
+
+// Validate refuses a publish the catalog cannot record faithfully; drivers
+// call it first in CatalogPublish.
+func (p *CatalogPublishParams) Validate() error {
+	if p.Node == "" {
+		return errors.New("publish kind catalog: the publishing node has no id")
+	}
+	seen := make(map[string]bool, len(p.Kinds))
+	for _, k := range p.Kinds {
+		switch {
+		case k.Kind == "":
+			return fmt.Errorf("publish kind catalog of node %q: a kind has no name", p.Node)
+		case seen[k.Kind]:
+			return fmt.Errorf("publish kind catalog of node %q: kind %q is listed twice", p.Node, k.Kind)
+		}
+		seen[k.Kind] = true
+	}
+	return nil
+}
+
+// CatalogListParams are empty; they keep the method's shape.
+type CatalogListParams struct{}
+
+// CatalogListResult holds the catalogued kinds, ordered by kind.
+type CatalogListResult struct {
+	Kinds []twicetype.KindInfo
 }
 
 // IdempotencyKeyParams name one record.

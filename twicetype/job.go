@@ -182,6 +182,10 @@ type Toggle struct {
 	Reason  string // why, as the operator typed it
 	By      string // who (user@host for the CLI)
 	At      time.Time
+	// ExpiresAt, when set, is when the switch stops counting: from then on
+	// the store treats it as absent, and the kind follows its other
+	// sources and its registration default again. Zero never expires.
+	ExpiresAt time.Time
 }
 
 // Schedule is a recurring job's state as the store keeps it: its last tick

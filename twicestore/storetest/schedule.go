@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,6 +30,9 @@ var scheduleTests = []test{
 	{"EmptyList", testScheduleEmpty},
 	{"TickHistory", testScheduleTickHistory},
 	{"TickHistoryBounded", testScheduleTickHistoryBounded},
+	{"Remove", testScheduleRemove},
+	{"RemoveUnknown", testScheduleRemoveUnknown},
+	{"RemoveInTx", testScheduleRemoveTx},
 }
 
 // scheduleKind is the job kind of the suite's schedules.
@@ -416,5 +420,90 @@ func testScheduleEmpty(t *testing.T, e *env) {
 	got := e.schedules(e.s)
 	if got == nil || len(got) != 0 {
 		t.Fatalf("ScheduleList on a new store = %#v, want an empty, non-nil list", got)
+	}
+}
+
+func (e *env) removeSchedule(ex twicestore.Executor, name string) error {
+	return ex.ScheduleRemove(e.ctx, &twicestore.ScheduleRemoveParams{Name: name})
+}
+
+func testScheduleRemove(t *testing.T, e *env) {
+	const gone, kept = "storetest.gone", "storetest.kept"
+	for i := range 3 {
+		e.tickFires(e.s, e.tickParams(gone, e.at(time.Duration(i)*time.Minute)))
+	}
+	keep := e.tickParams(kept, e.base)
+	keepRes := e.tickFires(e.s, keep)
+
+	if err := e.removeSchedule(e.s, gone); err != nil {
+		t.Fatalf("ScheduleRemove(%s): %v", gone, err)
+	}
+	checkSchedules(t, "after the remove", e.schedules(e.s), []twicetype.Schedule{recorded(keep, keepRes.Job.ID)})
+	if ticks := e.ticks(gone, 0); len(ticks) != 0 {
+		t.Fatalf("the removed schedule still has %d ticks", len(ticks))
+	}
+	if ticks := e.ticks(kept, 0); len(ticks) != 1 {
+		t.Fatalf("the kept schedule has %d ticks, want 1", len(ticks))
+	}
+	// The jobs its ticks enqueued are left alone.
+	if jobs := e.scheduleJobs(); len(jobs) != 4 {
+		t.Fatalf("after the remove there are %d jobs of the schedules, want the 4 the ticks enqueued", len(jobs))
+	}
+	if err := e.removeSchedule(e.s, gone); !errors.Is(err, twicestore.ErrNotFound) {
+		t.Fatalf("ScheduleRemove of a removed schedule = %v, want ErrNotFound", err)
+	}
+
+	// A scheduler still running the schedule records it afresh: even an
+	// earlier tick than the last one removed fires.
+	again := e.tickParams(gone, e.base)
+	res := e.tickFires(e.s, again)
+	checkSchedules(t, "after the schedule ticked again", e.schedules(e.s), []twicetype.Schedule{
+		recorded(again, res.Job.ID), recorded(keep, keepRes.Job.ID),
+	})
+	if ticks := e.ticks(gone, 0); len(ticks) != 1 || !ticks[0].TickAt.Equal(again.TickAt) {
+		t.Fatalf("after ticking again the schedule has ticks %+v, want only %s", ticks, again.TickAt)
+	}
+}
+
+func testScheduleRemoveUnknown(t *testing.T, e *env) {
+	for _, name := range []string{"storetest.never", ""} {
+		err := e.removeSchedule(e.s, name)
+		if !errors.Is(err, twicestore.ErrNotFound) {
+			t.Errorf("ScheduleRemove(%q) = %v, want ErrNotFound", name, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
+			t.Errorf("ScheduleRemove(%q) = %q, want the error to name the schedule", name, err)
+		}
+	}
+}
+
+func testScheduleRemoveTx(t *testing.T, e *env) {
+	const name = "storetest.txremove"
+	p := e.tickParams(name, e.base)
+	res := e.tickFires(e.s, p)
+
+	tx := e.begin()
+	if err := e.removeSchedule(tx, name); err != nil {
+		t.Fatalf("ScheduleRemove in a transaction: %v", err)
+	}
+	checkSchedules(t, "inside the transaction", e.schedules(tx), nil)
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkSchedules(t, "after rollback", e.schedules(e.s), []twicetype.Schedule{recorded(p, res.Job.ID)})
+	if ticks := e.ticks(name, 0); len(ticks) != 1 {
+		t.Fatalf("after rollback the schedule has %d ticks, want 1", len(ticks))
+	}
+
+	tx = e.begin()
+	if err := e.removeSchedule(tx, name); err != nil {
+		t.Fatalf("ScheduleRemove in a transaction: %v", err)
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkSchedules(t, "after commit", e.schedules(e.s), nil)
+	if ticks := e.ticks(name, 0); len(ticks) != 0 {
+		t.Fatalf("after commit the schedule has %d ticks, want none", len(ticks))
 	}
 }

@@ -43,6 +43,19 @@
 //     whatever the node's Queues;
 //   - a zero At on ToggleSet is the time of the set, and ToggleList orders
 //     by the kind's bytes, whatever the database's collation;
+//   - a switch counts as expired once its ExpiresAt is at or before the
+//     time it is judged at (ToggleListParams.Now, or the At of the next
+//     change for the history's previous state); an expiry already past at
+//     set time is stored, and the switch is absent at once;
+//   - every ToggleSet and ToggleDelete appends one history row, a delete
+//     of no switch included (none to none), and an empty Source is
+//     recorded as ToggleSourceStore; ToggleHistory compares the kind
+//     case-insensitively and lists every kind's changes for an empty one;
+//   - the last CatalogPublish of a kind wins whatever its Now and node,
+//     Node and LastSeen come from the publish, not from the kinds given,
+//     and CatalogList orders by the kind's bytes;
+//   - ScheduleRemove leaves the jobs the schedule's ticks enqueued, and a
+//     tick of a removed schedule fires as a first tick;
 //   - ScheduleTick refuses a tick with no Name, a zero TickAt, an Outcome
 //     other than ScheduleEnqueued or ScheduleSkipped, or a skipped tick
 //     with a Job; a fired tick whose job's unique key an unfinished job holds
@@ -101,6 +114,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Schedule", scheduleTests},
 		{"Idempotency", idempotencyTests},
 		{"Node", nodeTests},
+		{"Catalog", catalogTests},
 		{"Schema", schemaTests},
 	}
 	for _, g := range groups {
