@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -100,7 +101,9 @@ var ErrUnknownKind = errors.New("unknown job kind")
 // ErrInvalidArgs is wrapped by the enqueue errors that are the caller's
 // input at fault: a malformed kind, args that are not a JSON object or do
 // not fit the kind's type, args over the size limit or against the payload
-// policy. Tools use it to tell a usage error from a failure.
+// policy, a malformed queue name, a unique key or message id that is too
+// long or not UTF-8 text. Tools use it to tell a usage error from a
+// failure.
 var ErrInvalidArgs = errors.New("invalid job args")
 
 // EnqueueJSON stores one job from raw JSON args, for tools that do not have
@@ -131,13 +134,14 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler or live worker knows it (known kinds: %s)",
 			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
 	}
-	if compact.Len() > c.cfg.MaxArgsBytes {
-		return nil, fmt.Errorf("twice: enqueue %q: %w: args are %d bytes, over the %d-byte limit: pass IDs, not data",
-			kind, ErrInvalidArgs, compact.Len(), c.cfg.MaxArgsBytes)
+	// The kind's shape is not known here: the raw keys get the name rule
+	// that registration gives Go fields, so a secret cannot ride in by JSON.
+	if err := CheckArgsJSON(kind, compact.Bytes(), nil, c.cfg.MaxArgsBytes); err != nil {
+		return nil, fmt.Errorf("twice: enqueue: %w", err)
 	}
 	p, err := c.insertParams(ctx, kind, compact.Bytes(), "", opts)
 	if err != nil {
-		return nil, fmt.Errorf("twice: enqueue: %w", err)
+		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
 	}
 	res, err := c.insert(ctx, c.store, []*twicestore.JobInsertParams{p}, true)
 	if err != nil {
@@ -261,7 +265,40 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	if p.MaxAttempts < 1 {
 		return nil, fmt.Errorf("kind %q: MaxAttempts %d: use at least 1", kind, p.MaxAttempts)
 	}
+	if err := checkEnvelope(p); err != nil {
+		return nil, fmt.Errorf("kind %q: %w", kind, err)
+	}
 	return p, nil
+}
+
+// checkEnvelope refuses names and keys the stores cannot hold or an
+// operator cannot read, with an error that says which one, rather than the
+// database's own error (or a 100 KB key that beats the args limit).
+func checkEnvelope(p *twicestore.JobInsertParams) error {
+	if err := ValidateQueue(p.Queue); err != nil {
+		return err
+	}
+	for _, k := range []struct{ what, value string }{
+		{"unique key", p.UniqueKey},
+		{"message id", p.MessageID},
+		{"idempotency key", p.Key}, // the message id unless the args name one
+		{"correlation id", p.CorrelationID},
+	} {
+		if err := ValidateKey(k.what, k.value); err != nil {
+			return err
+		}
+	}
+	for k, v := range p.Metadata {
+		if err := checkText("metadata key", k, MaxKeyBytes); err != nil {
+			return err
+		}
+		// No length limit: metadata comes from the client's own hook
+		// (a W3C tracestate may be long), not from the caller.
+		if err := checkText(fmt.Sprintf("metadata %q", k), v, math.MaxInt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Client) insert(ctx context.Context, exec twicestore.Executor, params []*twicestore.JobInsertParams, notify bool) ([]*EnqueueResult, error) {
