@@ -115,6 +115,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Idempotency", idempotencyTests},
 		{"Node", nodeTests},
 		{"Catalog", catalogTests},
+		{"Limits", limitTests},
 		{"Schema", schemaTests},
 	}
 	for _, g := range groups {
