@@ -21,7 +21,7 @@ import (
 var jobColumnNames = []string{"id", "kind", "queue", "priority", "args", "message_id", "idempotency_key",
 	"correlation_id", "unique_key", "state", "attempt", "max_attempts", "epoch", "run_at", "lease_until",
 	"attempted_by", "errors", "note", "created_at", "finished_at", "metadata",
-	"cancel_requested_at", "cancel_by", "cancel_reason"}
+	"cancel_requested_at", "cancel_by", "cancel_reason", "snoozes"}
 
 // jobCols renders the job columns of the table or CTE named alias. The error
 // history and the metadata are read as JSON text, which pgx and database/sql both scan into a
@@ -52,7 +52,7 @@ func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
 	)
 	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason)
+		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes)
 	if err := r.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -480,14 +480,15 @@ UPDATE twice_jobs AS j SET
 	state = o.state,
 	run_at = CASE WHEN o.state = 'available' THEN o.run_at ELSE j.run_at END,
 	attempt = CASE WHEN o.refund THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
+	snoozes = j.snoozes + CASE WHEN o.snooze THEN 1 ELSE 0 END,
 	lease_until = NULL,
 	errors = CASE WHEN o.err = '' THEN j.errors ELSE ` + keptErrors("j.errors || jsonb_build_array(o.err::jsonb)") + ` END,
 	note = CASE WHEN o.state = 'cancelled' AND o.note = '' AND j.cancel_requested_at IS NOT NULL
 		THEN ` + cancelNoteSQL + ` ELSE o.note END,
 	finished_at = CASE WHEN o.state IN ('completed', 'dead', 'cancelled') THEN o.finished_at END
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
-	$7::text[], $8::timestamptz[])
-	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, ord)
+	$7::text[], $8::timestamptz[], $14::boolean[])
+	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, ord)
 WHERE j.id = o.id AND j.state = 'running' AND j.epoch = o.epoch
 RETURNING o.ord`
 
@@ -518,7 +519,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		ids, epochs         = make([]int64, n), make([]int64, n)
 		states, errs, notes = make([]string, n), make([]string, n), make([]string, n)
 		runAts, finishedAts = make([]time.Time, n), make([]time.Time, n) // each used by its states only
-		refunds             = make([]bool, n)
+		refunds, snoozes    = make([]bool, n), make([]bool, n)
 		handlers, keys      []string
 		processedAts        []time.Time
 		claimants, claimEps []int64 // the job and epoch claiming each marker
@@ -552,6 +553,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 			errs[i] = string(b)
 		}
 		ids[i], epochs[i], states[i], notes[i], refunds[i] = o.ID, o.Epoch, string(o.State), o.Note, o.RefundAttempt
+		snoozes[i] = o.Snooze
 		if m := o.Marker; m != nil {
 			at := m.Now
 			if at.IsZero() {
@@ -570,7 +572,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		claimants, claimEps = []int64{}, []int64{}
 	}
 	rs, err := e.q.query(ctx, finishSQL, ids, epochs, states, runAts, refunds, errs, notes, finishedAts,
-		handlers, keys, processedAts, claimants, claimEps)
+		handlers, keys, processedAts, claimants, claimEps, snoozes)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
@@ -591,8 +593,9 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	return res, nil
 }
 
-// rescueSQL releases expired leases: back to available while attempts
-// remain, dead otherwise, recording the lost attempt either way. SET
+// rescueSQL releases expired leases: cancelled when an operator asked to
+// cancel the job, else back to available while attempts remain, dead
+// otherwise, recording the lost attempt either way. SET
 // expressions read the row as it was, so every CASE sees the old attempt.
 // SKIP LOCKED lets rescuers on several nodes run at once, each taking
 // other jobs, and keeps them from waiting on a worker finishing one.
@@ -604,8 +607,10 @@ var rescueSQL = `WITH expired AS (
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE twice_jobs AS j SET
-	state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
-	finished_at = CASE WHEN j.attempt >= j.max_attempts THEN $1 END,
+	state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+		WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'available' END,
+	finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempt >= j.max_attempts THEN $1 END,
+	note = CASE WHEN j.cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE j.note END,
 	lease_until = NULL,
 	errors = ` + keptErrors(`j.errors || jsonb_build_array(jsonb_build_object(
 		'attempt', j.attempt,
@@ -634,9 +639,12 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 		if err := rs.Scan(&id, &state); err != nil {
 			return nil, fmt.Errorf("rescue jobs: %w", err)
 		}
-		if twicetype.JobState(state) == twicetype.JobStateDead {
+		switch twicetype.JobState(state) {
+		case twicetype.JobStateDead:
 			res.Dead = append(res.Dead, id)
-		} else {
+		case twicetype.JobStateCancelled:
+			res.Cancelled = append(res.Cancelled, id)
+		default:
 			res.Requeued = append(res.Requeued, id)
 		}
 	}
@@ -645,5 +653,6 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 	}
 	slices.Sort(res.Requeued)
 	slices.Sort(res.Dead)
+	slices.Sort(res.Cancelled)
 	return res, nil
 }

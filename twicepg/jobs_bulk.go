@@ -82,7 +82,7 @@ chosen AS (
 ),
 retried AS (
 	UPDATE twice_jobs AS j SET state = 'available', attempt = 0, run_at = $1, lease_until = NULL,
-		finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = ''
+		finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = '', snoozes = 0
 	FROM chosen WHERE j.id = chosen.id
 	RETURNING j.id
 )

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -83,11 +85,35 @@ const claimSQL = `INSERT INTO twice_markers (handler, key, processed_at, job_id,
 VALUES ($1, $2, $3, NULLIF($4::bigint, 0), NULLIF($5::bigint, 0))
 ON CONFLICT (handler, key) DO NOTHING`
 
+// ClaimLockTimeout is how long a MarkerClaim in a transaction the Store
+// began (a Transactional job's) waits for another transaction's claim of
+// the same marker that is neither committed nor rolled back. That other
+// transaction is normally a worker frozen with the job's uncommitted
+// effect (stopped, partitioned away): its lease expired, the job was
+// rescued, and the new holder's claim would otherwise wait on the frozen
+// one's insert for as long as its connection lives (30 s and more, bounded
+// only by TCP keepalive). After ClaimLockTimeout the claim fails with an
+// error wrapping twicestore.ErrLockTimeout; the transaction is then spoilt
+// and rolled back, and the job is retried like any failed attempt, by
+// which time the frozen holder has usually committed (the claim then
+// reports AlreadyProcessed), rolled back (the claim succeeds) or lost its
+// connection. The bound applies to the claim statement only (lock_timeout
+// is set around it and put back), never to the handler's own statements.
+//
+// The worker's transactions get no idle_in_transaction_session_timeout:
+// it would also end a healthy Transactional handler that keeps its
+// transaction open while it waits on something slow outside the database.
+const ClaimLockTimeout = 5 * time.Second
+
+// sqlStateLockNotAvailable is PostgreSQL's SQLSTATE when lock_timeout
+// expires (lock_not_available).
+const sqlStateLockNotAvailable = "55P03"
+
 // MarkerClaim records that handler processed key at Now (the current time
 // when zero). A pair already claimed reports AlreadyProcessed and the claim
 // found.
 func (e *executor) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
-	n, err := e.q.exec(ctx, claimSQL, p.Handler, p.Key, nowOr(p.Now), p.JobID, p.Epoch)
+	n, err := e.claim(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("claim marker %q/%q: %w", p.Handler, p.Key, err)
 	}
@@ -104,6 +130,36 @@ func (e *executor) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) 
 		return nil, fmt.Errorf("claim marker %q/%q: read the existing claim: %w", p.Handler, p.Key, err)
 	}
 	return &twicestore.MarkerClaimResult{AlreadyProcessed: true, Existing: existing}, nil
+}
+
+// claim runs claimSQL, with lock_timeout set to e.claimLockTimeout for
+// that statement alone when it is positive, and returns the rows inserted.
+func (e *executor) claim(ctx context.Context, p *twicestore.MarkerParams) (int64, error) {
+	args := []any{p.Handler, p.Key, nowOr(p.Now), p.JobID, p.Epoch}
+	if e.claimLockTimeout <= 0 {
+		return e.q.exec(ctx, claimSQL, args...)
+	}
+	// The select list is evaluated in order: the setting as it was, then
+	// the new one, for this transaction only.
+	var was, set string
+	if err := e.q.queryRow(ctx, `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, true)`,
+		strconv.FormatInt(e.claimLockTimeout.Milliseconds(), 10)).Scan(&was, &set); err != nil {
+		return 0, fmt.Errorf("bound the claim's lock wait: %w", err)
+	}
+	n, err := e.q.exec(ctx, claimSQL, args...)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == sqlStateLockNotAvailable {
+		return 0, fmt.Errorf("%w: another transaction has held a claim of this marker, uncommitted, for over %s "+
+			"(a frozen worker holding the job before it was rescued?); the attempt will be retried: %w",
+			twicestore.ErrLockTimeout, e.claimLockTimeout, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if _, err := e.q.exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, was); err != nil {
+		return 0, fmt.Errorf("restore lock_timeout: %w", err)
+	}
+	return n, nil
 }
 
 // sqlStateUniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.

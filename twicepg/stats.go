@@ -55,10 +55,14 @@ func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStat
 	if now.IsZero() {
 		now = time.Now()
 	}
-	rs, err := e.q.query(ctx, `SELECT queue, count(*) FILTER (WHERE run_at <= $1), count(*) FILTER (WHERE run_at > $1),
-			min(run_at) FILTER (WHERE run_at <= $1)
-		FROM twice_jobs WHERE state = 'available'
-		GROUP BY queue ORDER BY queue COLLATE "C"`, now)
+	rs, err := e.q.query(ctx, `SELECT g.*, EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
+			WHERE qp.queue = g.queue AND (qp.until IS NULL OR qp.until > $1))
+		FROM (
+			SELECT queue, count(*) FILTER (WHERE run_at <= $1), count(*) FILTER (WHERE run_at > $1),
+				min(run_at) FILTER (WHERE run_at <= $1)
+			FROM twice_jobs WHERE state = 'available'
+			GROUP BY queue
+		) AS g ORDER BY g.queue COLLATE "C"`, now)
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
@@ -69,7 +73,7 @@ func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStat
 			q      twicestore.QueueStat
 			oldest *time.Time
 		)
-		if err := rs.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest); err != nil {
+		if err := rs.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest, &q.Paused); err != nil {
 			return nil, fmt.Errorf("queue stats: %w", err)
 		}
 		if oldest != nil {

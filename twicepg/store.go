@@ -158,12 +158,16 @@ func currentSchema(ctx context.Context, q querier) (string, error) {
 
 // Begin starts a transaction. Its Unwrap returns the pgx.Tx, so a handler
 // can write its own effect in it.
+//
+// A MarkerClaim in a transaction Begin started waits at most
+// ClaimLockTimeout for another transaction's claim of the same marker that
+// is not committed yet: see ClaimLockTimeout.
 func (s *Store) Begin(ctx context.Context) (twicestore.Tx, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	return &pgTx{executor: &executor{q: pgxQuerier{tx}, notify: s.notify}, tx: tx}, nil
+	return &pgTx{executor: &executor{q: pgxQuerier{tx}, notify: s.notify, claimLockTimeout: ClaimLockTimeout}, tx: tx}, nil
 }
 
 // ExecutorFromTx returns an Executor that runs inside tx, which is a pgx.Tx
@@ -218,6 +222,9 @@ func (t *pgTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 type executor struct {
 	q      querier
 	notify *notifier // shared by the Store and every executor it hands out
+	// claimLockTimeout, when positive, bounds MarkerClaim's wait for a
+	// claim another transaction has not committed (set by Begin).
+	claimLockTimeout time.Duration
 }
 
 var _ twicestore.Executor = (*executor)(nil)

@@ -17,7 +17,7 @@ import (
 // jobColumns is the column list every job query returns, in scanJob's order.
 const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
-	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason`
+	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -32,7 +32,7 @@ func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 	)
 	err := r.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &runAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason)
+		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +337,7 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
+		defer func() { _ = rows.Close() }() // rows.Err reports what matters
 		for rows.Next() {
 			var (
 				id        int64
@@ -361,19 +361,6 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 	return res, nil
 }
 
-func scanIDs(rows *sql.Rows) ([]int64, error) {
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
-
 // finishSQL writes one outcome, guarded by state and epoch: a worker whose
 // lease was lost (rescued, perhaps fetched again under a newer epoch) writes
 // nothing. An error is appended to the history, which keeps its first and
@@ -383,6 +370,7 @@ var finishSQL = `UPDATE twice_jobs SET
 	state = ?1,
 	run_at = CASE WHEN ?1 = 'available' THEN ?2 ELSE run_at END,
 	attempt = MAX(attempt - ?3, 0),
+	snoozes = snoozes + ?9,
 	lease_until = NULL,
 	errors = CASE WHEN ?4 IS NULL THEN errors ELSE ` + keptErrors("json_insert(errors, '$[#]', json(?4))", "json_array_length(errors) + 1") + ` END,
 	note = CASE WHEN ?1 = 'cancelled' AND ?5 = '' AND cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE ?5 END,
@@ -413,7 +401,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	}
 	type prepared struct {
 		runAt, finishedAt any
-		refund            int
+		refund, snooze    int
 		errJSON           any
 	}
 	prep := make([]prepared, len(p.Outcomes))
@@ -438,6 +426,9 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		}
 		if o.RefundAttempt {
 			pr.refund = 1
+		}
+		if o.Snooze {
+			pr.snooze = 1
 		}
 		if o.Error != nil {
 			b, err := json.Marshal(o.Error)
@@ -477,7 +468,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				}
 			}
 			pr := prep[i]
-			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch)
+			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze)
 			if err != nil {
 				return fmt.Errorf("job %d: %w", o.ID, err)
 			}
@@ -495,13 +486,16 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	return res, nil
 }
 
-// rescueSQL releases expired leases: back to available while attempts
-// remain, dead otherwise, recording the lost attempt either way. SET
-// expressions read the row as it was, so every CASE sees the old attempt.
-// INDEXED BY pins the partial rescue index, for the reason fetchSQL does.
+// rescueSQL releases expired leases: cancelled when an operator asked to
+// cancel the job, else back to available while attempts remain, dead
+// otherwise, recording the lost attempt either way. SET expressions read
+// the row as it was, so every CASE sees the old attempt. INDEXED BY pins
+// the partial rescue index, for the reason fetchSQL does.
 var rescueSQL = `UPDATE twice_jobs SET
-	state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END,
-	finished_at = CASE WHEN attempt >= max_attempts THEN ?1 ELSE NULL END,
+	state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+		WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END,
+	finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempt >= max_attempts THEN ?1 ELSE NULL END,
+	note = CASE WHEN cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE note END,
 	lease_until = NULL,
 	errors = ` + keptErrors(`json_insert(errors, '$[#]', json_object(
 		'attempt', attempt,
@@ -539,9 +533,12 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 			if err := rows.Scan(&id, &state); err != nil {
 				return err
 			}
-			if twicetype.JobState(state) == twicetype.JobStateDead {
+			switch twicetype.JobState(state) {
+			case twicetype.JobStateDead:
 				res.Dead = append(res.Dead, id)
-			} else {
+			case twicetype.JobStateCancelled:
+				res.Cancelled = append(res.Cancelled, id)
+			default:
 				res.Requeued = append(res.Requeued, id)
 			}
 		}
@@ -552,5 +549,6 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 	}
 	slices.Sort(res.Requeued)
 	slices.Sort(res.Dead)
+	slices.Sort(res.Cancelled)
 	return res, nil
 }

@@ -97,8 +97,8 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 			}
 		}
 		_, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'available', attempt = 0, run_at = ?,
-			lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = ''
-			WHERE id = ?`, now, j.id)
+			lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = '',
+			snoozes = 0 WHERE id = ?`, now, j.id)
 		if err != nil {
 			return twicestore.JobActionResult{}, err
 		}

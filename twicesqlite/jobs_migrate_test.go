@@ -22,7 +22,7 @@ func TestMigration009KeepsJobsAndIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	// A database as a twice at migration 008 left it.
 	if _, err := db.ExecContext(ctx, createMigrationsTable); err != nil {
 		t.Fatal(err)

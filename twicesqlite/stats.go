@@ -50,10 +50,13 @@ func (e *executor) JobThroughput(ctx context.Context, p *twicestore.JobThroughpu
 // scheduled, with the oldest due RunAt.
 func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStatsParams) (*twicestore.JobQueueStatsResult, error) {
 	now := micros(nowOr(p.Now))
-	rows, err := e.db.QueryContext(ctx, `SELECT queue,
-			SUM(run_at <= ?), SUM(run_at > ?), MIN(CASE WHEN run_at <= ? THEN run_at END)
-		FROM twice_jobs WHERE state = 'available'
-		GROUP BY queue ORDER BY queue`, now, now, now)
+	rows, err := e.db.QueryContext(ctx, `SELECT g.*, EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
+			WHERE qp.queue = g.queue AND (qp.until IS NULL OR qp.until > ?1))
+		FROM (
+			SELECT queue, SUM(run_at <= ?1), SUM(run_at > ?1), MIN(CASE WHEN run_at <= ?1 THEN run_at END)
+			FROM twice_jobs WHERE state = 'available'
+			GROUP BY queue
+		) AS g ORDER BY g.queue`, now)
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
@@ -64,7 +67,7 @@ func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStat
 			q      twicestore.QueueStat
 			oldest *int64
 		)
-		if err := rows.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest); err != nil {
+		if err := rows.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest, &q.Paused); err != nil {
 			return nil, fmt.Errorf("queue stats: %w", err)
 		}
 		if oldest != nil {

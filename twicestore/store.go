@@ -33,6 +33,11 @@ var (
 	// ErrWrongTx means a transaction of another driver or database type was
 	// passed where this driver's transaction was expected.
 	ErrWrongTx = errors.New("twicestore: transaction type not supported by this driver")
+	// ErrLockTimeout means a statement gave up waiting for a lock another
+	// transaction held (a frozen worker's, say) after the time its driver
+	// allows. The transaction it ran in is spoilt and must be rolled back;
+	// the work can be retried from the start, soon.
+	ErrLockTimeout = errors.New("twicestore: gave up waiting for a lock another transaction holds")
 )
 
 // Executor runs twice's queries, either on the store's pool or inside a
@@ -58,7 +63,9 @@ type Executor interface {
 	// because the effect they stand for has happened.
 	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
 	// JobRescue makes running jobs whose lease expired before Now fetchable
-	// again, or dead when they have no attempts left.
+	// again, or dead when they have no attempts left, or cancelled when an
+	// operator asked to cancel them (their worker is gone; a cancelled job
+	// is never run again).
 	JobRescue(ctx context.Context, p *JobRescueParams) (*JobRescueResult, error)
 	// JobGet returns one job or ErrNotFound.
 	JobGet(ctx context.Context, p *JobGetParams) (*twicetype.JobRow, error)
@@ -397,6 +404,9 @@ type JobOutcome struct {
 	// RefundAttempt gives the attempt back: snoozes and shutdown requeues
 	// do not spend one.
 	RefundAttempt bool
+	// Snooze counts the outcome as a snooze: the job's Snoozes grows by
+	// one.
+	Snooze bool
 	// Error, when set, is appended to the job's error history, which is
 	// then cut to its first ErrorsKeptFirst and last ErrorsKeptLast
 	// entries.
@@ -441,8 +451,9 @@ type JobRescueParams struct {
 
 // JobRescueResult lists what the rescue did.
 type JobRescueResult struct {
-	Requeued []int64
-	Dead     []int64
+	Requeued  []int64
+	Dead      []int64
+	Cancelled []int64 // jobs with a cancel request, finished as cancelled
 }
 
 // JobGetParams name one job.
@@ -664,6 +675,9 @@ type QueueStat struct {
 	// OldestDue is the earliest RunAt of the due jobs; zero when none is
 	// due.
 	OldestDue time.Time
+	// Paused reports the queue paused at Now (QueuePause): its due jobs
+	// wait on purpose, so their age is no sign of trouble.
+	Paused bool
 }
 
 // JobQueueStatsResult holds one stat per queue with available jobs, by

@@ -76,6 +76,10 @@ type JobRow struct {
 	// Metadata is what the system carries from the enqueuer to the handler
 	// beside the args, such as the trace context; nil when there is none.
 	Metadata map[string]string
+	// Snoozes counts the attempts that ended in a snooze (which give their
+	// attempt back), so a job that snoozes forever can be stopped; a retry
+	// by hand resets it.
+	Snoozes int
 	// Cancel is the cancel an operator asked for, nil when none was. A
 	// running job keeps running until its worker ends it (as cancelled, or
 	// otherwise if it finished first); a job cancelled before it ran is

@@ -5,6 +5,9 @@
 -- a running job is a request its worker acts on, so the request (when, by
 -- whom, why) is kept on the job; JobExtendLease reports it to the worker.
 --
+-- A job counts its snoozes (which give their attempt back), so one that
+-- snoozes forever can be stopped.
+--
 -- A queue can be paused on every node at once: one row per paused queue,
 -- which fetch checks in the same statement that leases jobs. A pause with
 -- an until in the past is over.
@@ -16,7 +19,8 @@ ALTER TABLE twice_jobs ADD CONSTRAINT twice_jobs_state_check
 ALTER TABLE twice_jobs
     ADD COLUMN cancel_requested_at timestamptz, -- NULL: no cancel asked for
     ADD COLUMN cancel_by           text NOT NULL DEFAULT '',
-    ADD COLUMN cancel_reason       text NOT NULL DEFAULT '';
+    ADD COLUMN cancel_reason       text NOT NULL DEFAULT '',
+    ADD COLUMN snoozes             integer NOT NULL DEFAULT 0;
 
 CREATE TABLE twice_queue_pauses (
     queue     text        NOT NULL PRIMARY KEY,

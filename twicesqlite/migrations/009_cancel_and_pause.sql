@@ -14,6 +14,9 @@
 -- are keyset cursors). It copies every job once: on a large database this
 -- migration takes a while, under the write lock.
 --
+-- A job counts its snoozes (which give their attempt back), so one that
+-- snoozes forever can be stopped.
+--
 -- A queue can be paused on every node at once: one row per paused queue,
 -- which fetch checks in the same statement that leases jobs. A pause with
 -- an until in the past is over.
@@ -43,7 +46,8 @@ CREATE TABLE twice_jobs_009 (
     metadata        TEXT    NOT NULL DEFAULT '{}',
     cancel_requested_at INTEGER,                   -- NULL: no cancel asked for
     cancel_by           TEXT NOT NULL DEFAULT '',
-    cancel_reason       TEXT NOT NULL DEFAULT ''
+    cancel_reason       TEXT NOT NULL DEFAULT '',
+    snoozes             INTEGER NOT NULL DEFAULT 0
 );
 
 INSERT INTO twice_jobs_009 (id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,

@@ -17,6 +17,7 @@ var cancelTests = []test{
 	{"CancelRunningRequestsStop", testCancelRunning},
 	{"CancelFinishedChangesNothing", testCancelFinished},
 	{"CancelRacesCompletion", testCancelRacesCompletion},
+	{"RescueFinishesCancelRequested", testRescueCancelRequested},
 	{"FinishCancelledKeepsOwnNote", testFinishCancelledNote},
 	{"Delete", testDelete},
 	{"RetryResults", testRetryResults},
@@ -25,6 +26,7 @@ var cancelTests = []test{
 	{"DeleteFinishedCancelled", testDeleteFinishedCancelled},
 	{"ErrorHistoryBounded", testErrorHistoryBounded},
 	{"FilterValidated", testFilterValidated},
+	{"ActionsInTx", testActionsInTx},
 }
 
 func (e *env) cancel(by, reason string, now time.Time, ids ...int64) *twicestore.JobBulkResult {
@@ -265,6 +267,29 @@ func testCancelRacesCompletion(t *testing.T, e *env) {
 	}
 }
 
+// testRescueCancelRequested: a job asked to stop whose worker died before
+// ending it is cancelled by the rescue, not run again.
+func testRescueCancelRequested(t *testing.T, e *env) {
+	const kind = "storetest.rescuecancel.v1"
+	e.insert(e.job(kind), e.job(kind))
+	jobs := e.fetch(e.base, 2, "node-a", kind)
+	asked, plain := jobs[0], jobs[1]
+	e.cancel("ops", "stuck", e.at(time.Second), asked.ID)
+	now := e.at(2 * time.Minute)
+	res := e.rescue(now, 0)
+	if !slices.Equal(res.Cancelled, []int64{asked.ID}) || !slices.Equal(res.Requeued, []int64{plain.ID}) || len(res.Dead) != 0 {
+		t.Fatalf("rescue = %+v, want %d cancelled and %d requeued", res, asked.ID, plain.ID)
+	}
+	got := e.get(asked.ID)
+	if got.State != twicetype.JobStateCancelled || !got.FinishedAt.Equal(now) || got.Note != "cancelled by ops: stuck" {
+		t.Fatalf("rescued job asked to stop: state %s, finished %v, note %q", got.State, got.FinishedAt, got.Note)
+	}
+	checkLeaseError(t, got, 1)
+	if again := e.fetch(e.at(time.Hour), 10, "node-b", kind); len(again) != 1 || again[0].ID != plain.ID {
+		t.Fatalf("fetch after the rescue = %v, want only [%d]", ids(again), plain.ID)
+	}
+}
+
 func testFinishCancelledNote(t *testing.T, e *env) {
 	const kind = "storetest.cancelnote.v1"
 	e.insert(e.job(kind), e.job(kind))
@@ -337,7 +362,7 @@ func testRetryResults(t *testing.T, e *env) {
 	for _, id := range []int64{dead.ID, discarded.ID, cancelled.ID} {
 		got := e.get(id)
 		if got.State != twicetype.JobStateAvailable || got.Attempt != 0 || !got.RunAt.Equal(now) ||
-			!got.FinishedAt.IsZero() || got.Cancel != nil {
+			!got.FinishedAt.IsZero() || got.Cancel != nil || got.Snoozes != 0 {
 			t.Errorf("retried job %d: state %s, attempt %d, run at %v, finished %v, cancel %+v", id,
 				got.State, got.Attempt, got.RunAt, got.FinishedAt, got.Cancel)
 		}
@@ -505,4 +530,31 @@ func testFilterValidated(t *testing.T, e *env) {
 			t.Errorf("JobCancel accepted filter %+v", f)
 		}
 	}
+}
+
+// testActionsInTx: cancel, delete and retry join a transaction the caller
+// began (the admin API's …Tx variants), and a rollback undoes them.
+func testActionsInTx(t *testing.T, e *env) {
+	const kind = "storetest.actionstx.v1"
+	e.insertOne(e.job(kind))
+	dead := e.kill(kind, e.at(time.Second))
+	waiting := e.insertOne(e.job(kind))
+	gone := e.insertOne(e.job(kind))
+
+	tx := e.begin()
+	if res, err := tx.JobCancel(e.ctx, &twicestore.JobCancelParams{Filter: twicestore.JobFilter{IDs: []int64{waiting.ID}}}); err != nil || len(res.IDs) != 1 {
+		t.Fatalf("JobCancel in a transaction: %+v, %v", res, err)
+	}
+	if res, err := tx.JobDelete(e.ctx, &twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{gone.ID}}}); err != nil || len(res.IDs) != 1 {
+		t.Fatalf("JobDelete in a transaction: %+v, %v", res, err)
+	}
+	if res, err := tx.JobRetry(e.ctx, &twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{dead.ID}}}); err != nil || len(res.IDs) != 1 {
+		t.Fatalf("JobRetry in a transaction: %+v, %v", res, err)
+	}
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkJob(t, "job whose cancel was rolled back", e.get(waiting.ID), waiting)
+	checkJob(t, "job whose delete was rolled back", e.get(gone.ID), gone)
+	checkJob(t, "job whose retry was rolled back", e.get(dead.ID), dead)
 }

@@ -94,12 +94,13 @@ func testFinishSnooze(t *testing.T, e *env) {
 	j := e.fetchOne(e.base, kind)
 	wake := e.at(10 * time.Minute)
 	if applied := e.finish(&twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateAvailable,
-		RunAt: wake, RefundAttempt: true}); !applied[0] {
+		RunAt: wake, RefundAttempt: true, Snooze: true}); !applied[0] {
 		t.Fatal("not applied")
 	}
 	want := *j
 	want.State = twicetype.JobStateAvailable
 	want.Attempt = 0
+	want.Snoozes = 1
 	want.RunAt = wake
 	want.LeaseUntil = time.Time{}
 	checkJob(t, "snoozed job", e.get(j.ID), &want)
@@ -107,6 +108,15 @@ func testFinishSnooze(t *testing.T, e *env) {
 	again := e.fetchOne(wake, kind)
 	if again.Attempt != 1 || again.Epoch != 2 {
 		t.Fatalf("after a snooze: attempt %d, epoch %d; want 1 (refunded), 2 (never refunded)", again.Attempt, again.Epoch)
+	}
+	// Snoozes add up; other outcomes leave the count alone.
+	e.finish(&twicestore.JobOutcome{ID: again.ID, Epoch: again.Epoch, State: twicetype.JobStateAvailable,
+		RunAt: wake, RefundAttempt: true, Snooze: true})
+	third := e.fetchOne(wake, kind)
+	e.finish(&twicestore.JobOutcome{ID: third.ID, Epoch: third.Epoch, State: twicetype.JobStateAvailable, RunAt: wake,
+		Error: &twicetype.AttemptError{Attempt: third.Attempt, At: wake, Error: "boom"}})
+	if got := e.get(j.ID).Snoozes; got != 2 {
+		t.Fatalf("after two snoozes and a failure: Snoozes = %d, want 2", got)
 	}
 }
 

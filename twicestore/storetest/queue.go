@@ -77,6 +77,15 @@ func testPauseStopsFetch(t *testing.T, e *env) {
 		t.Fatalf("paused queue listed as %+v", q)
 	}
 
+	stats, err := e.s.JobQueueStats(e.ctx, &twicestore.JobQueueStatsParams{Now: e.at(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stats.Queues {
+		if st.Paused != (st.Queue == "default") {
+			t.Errorf("JobQueueStats: queue %q Paused = %v", st.Queue, st.Paused)
+		}
+	}
 	if !e.resume("default", e.at(time.Minute)) {
 		t.Fatal("QueueResume of a paused queue: Resumed = false")
 	}

@@ -368,6 +368,9 @@ func diffJob(got, want *twicetype.JobRow) []string {
 	if !got.FinishedAt.Equal(want.FinishedAt) {
 		ne("FinishedAt", got.FinishedAt, want.FinishedAt)
 	}
+	if got.Snoozes != want.Snoozes {
+		ne("Snoozes", got.Snoozes, want.Snoozes)
+	}
 	if (got.Cancel == nil) != (want.Cancel == nil) || got.Cancel != nil && (!got.Cancel.At.Equal(want.Cancel.At) ||
 		got.Cancel.By != want.Cancel.By || got.Cancel.Reason != want.Cancel.Reason) {
 		ne("Cancel", got.Cancel, want.Cancel)
