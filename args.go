@@ -75,6 +75,9 @@ type argsShape struct {
 	// itself (MarshalJSON): the encoding can then hold keys and values the
 	// fields do not declare, so each one is checked at enqueue.
 	customJSON bool
+	// selfEncoding reports that the type itself encodes itself: its
+	// fields then do not describe its JSON, so ArgFields cannot either.
+	selfEncoding bool
 	// customDecode reports that the type decodes itself (UnmarshalJSON),
 	// so the strict decode cannot refuse keys it does not declare.
 	customDecode bool
@@ -114,7 +117,8 @@ func newArgsShape(t reflect.Type) *argsShape {
 	}
 	// A struct with MarshalText encodes as a JSON string: not an object of
 	// fields either, so its encoding is checked like a MarshalJSON one's.
-	s.customJSON = encodesItself(t) || t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType)
+	s.selfEncoding = encodesItself(t) || t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType)
+	s.customJSON = s.selfEncoding
 	s.customDecode = t.Implements(jsonDecoderType) || reflect.PointerTo(t).Implements(jsonDecoderType)
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -236,10 +240,18 @@ func checkFieldType(t reflect.Type) error {
 }
 
 // SensitiveFields lists the JSON names of an args type's fields tagged
-// `twice:"sensitive"`, for redaction where args are shown.
+// `twice:"sensitive"`, for redaction where args are shown. For a type that
+// encodes itself they are the names its fields would have: the best guess
+// there is.
 func SensitiveFields(t reflect.Type) []string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return nil
+	}
 	var names []string
-	for _, f := range ArgFields(t) {
+	for _, f := range shapeOf(t).fields {
 		if f.Sensitive {
 			names = append(names, f.Name)
 		}
@@ -250,7 +262,9 @@ func SensitiveFields(t reflect.Type) []string {
 // ArgFields describes the fields of an args type as they are stored: JSON
 // name, JSON type and sensitive flag, for the kind catalog and for tools
 // that check raw JSON args without the Go type (CheckArgsJSON). It returns
-// nil for a type the payload policy refuses.
+// nil, meaning unknown, for a type the payload policy refuses and for one
+// that encodes itself (MarshalJSON or MarshalText on the args type): its
+// Go fields need not be its JSON keys.
 func ArgFields(t reflect.Type) []ArgField {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -259,7 +273,7 @@ func ArgFields(t reflect.Type) []ArgField {
 		return nil
 	}
 	s := shapeOf(t)
-	if s.err != nil {
+	if s.err != nil || s.selfEncoding {
 		return nil
 	}
 	return slices.Clone(s.fields)

@@ -185,7 +185,7 @@ func TestSensitiveNames(t *testing.T) {
 	allowed := []string{
 		// Identifiers and measures of a sensitive thing, not the thing.
 		"EmailID", "email_id", "emailId", "CardID", "PhoneCallID", "TokenCount", "token_count", "PasswordLength",
-		"EmailIDs", "AccessKeyID", "SessionID", "UserID", "PasswordResetID", "CardType",
+		"EmailIDs", "TokenCounts", "AccessKeyID", "SessionID", "UserID", "PasswordResetID", "CardType",
 		// Words that merely contain a sensitive one.
 		"DiscardAfter", "Wildcard", "Cardinality", "Pinned", "Spinner", "Shipping", "Zipped", "Tipping",
 		"Domain", "Recipe", "Opinion", "Keyword",

@@ -144,7 +144,7 @@ func matchSensitive(words []string) (sensitiveMatch, bool) {
 		return sensitiveMatch{}, false
 	}
 	last := len(words) - 1
-	qualified := last > 0 && qualifierWords[words[last]]
+	qualified := last > 0 && (qualifierWords[words[last]] || qualifierWords[strings.TrimSuffix(words[last], "s")])
 	for end := range words {
 		if qualified && end != last {
 			continue // the name is about the thing: only an entry ending in the qualifier counts

@@ -109,10 +109,11 @@ var ErrInvalidArgs = errors.New("invalid job args")
 // EnqueueJSON stores one job from raw JSON args, for tools that do not have
 // the Go type (the CLI). A kind registered with this client must decode
 // into its args type with no unknown fields; a kind only a live worker
-// handles must be a JSON object; any other kind is refused with
-// ErrUnknownKind, so a typo never queues a job nobody will run. A registered
-// kind is decoded into its type and enqueued as Enqueue would, so its
-// IdempotencyKey applies.
+// handles must pass CheckArgsJSON against the fields the kind catalog
+// holds for it (or, when it holds none, the name rule on its keys); any
+// other kind is refused with ErrUnknownKind, so a typo never queues a job
+// nobody will run. A registered kind is decoded into its type and enqueued
+// as Enqueue would, so its IdempotencyKey applies.
 func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ValidateKind(kind); err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
@@ -134,9 +135,15 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler or live worker knows it (known kinds: %s)",
 			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
 	}
-	// The kind's shape is not known here: the raw keys get the name rule
-	// that registration gives Go fields, so a secret cannot ride in by JSON.
-	if err := CheckArgsJSON(kind, compact.Bytes(), nil, c.cfg.MaxArgsBytes); err != nil {
+	// A live worker's kind is checked against the fields its node put in
+	// the kind catalog (names, JSON types). Without them the raw keys get
+	// the name rule that registration gives Go fields, so a secret cannot
+	// ride in by JSON either way.
+	fields, err := c.catalogArgs(ctx, kind)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
+	}
+	if err := CheckArgsJSON(kind, compact.Bytes(), fields, c.cfg.MaxArgsBytes); err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w", err)
 	}
 	p, err := c.insertParams(ctx, kind, compact.Bytes(), "", opts)
@@ -163,6 +170,21 @@ func (c *Client) liveKinds(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	return known, nil
+}
+
+// catalogArgs returns the args fields the kind catalog holds for kind:
+// nil when the kind is not catalogued or its shape is unknown.
+func (c *Client) catalogArgs(ctx context.Context, kind string) ([]ArgField, error) {
+	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("read the kind catalog: %w", err)
+	}
+	for _, k := range res.Kinds {
+		if k.Kind == kind {
+			return k.Args, nil
+		}
+	}
+	return nil, nil
 }
 
 func (c *Client) knownKinds(live map[string]bool) []string {

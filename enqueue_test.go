@@ -315,7 +315,7 @@ func TestLogLinesCarryTheEnvelope(t *testing.T) {
 // enqueueStores are the stores the name and size tests run on: SQLite, and
 // PostgreSQL (where a long queue name used to come back as the database's
 // own index error) when TWICE_TEST_POSTGRES is set.
-func enqueueStores(t *testing.T) map[string]func(t *testing.T) twicestore.Store {
+func enqueueStores() map[string]func(t *testing.T) twicestore.Store {
 	stores := map[string]func(t *testing.T) twicestore.Store{
 		"sqlite": func(t *testing.T) twicestore.Store { return newStore(t) },
 	}
@@ -339,7 +339,7 @@ func enqueueStores(t *testing.T) map[string]func(t *testing.T) twicestore.Store 
 func TestEnqueueRefusesBadNamesAndKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for name, open := range enqueueStores(t) {
+	for name, open := range enqueueStores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			store := open(t)
@@ -420,29 +420,57 @@ func TestQueueNamesAreValidatedWhereTheyAreSet(t *testing.T) {
 	}
 }
 
-// TestEnqueueJSONAppliesTheNameRule: raw JSON for a kind only a live
+// TestEnqueueJSONAppliesThePayloadPolicy: raw JSON for a kind only a live
 // worker knows gets the name rule that Go fields get, so
-// {"password":…,"email":…} is not stored (issue 12 item 5c).
-func TestEnqueueJSONAppliesTheNameRule(t *testing.T) {
+// {"password":…,"email":…} is not stored; once the worker's node has put
+// the kind's fields in the catalog, unknown fields and wrong JSON types are
+// refused too (issue 12 item 5c).
+func TestEnqueueJSONAppliesThePayloadPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := newStore(t)
-	now := time.Now()
-	if err := store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: &twicetype.Node{
-		ID: "pdf-worker", Kinds: []string{"pdf.cv.v1"}, Queues: []string{"default"}, StartedAt: now, HeartbeatAt: now,
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := twice.NewClient(store, testConfig(nil))
-	_, err := c.EnqueueJSON(ctx, "pdf.cv.v1", []byte(`{"cv_id":3,"password":"hunter2","email":"a@example.com"}`), nil)
-	if err == nil || !strings.Contains(err.Error(), `key "password" looks like a secret`) || !errors.Is(err, twice.ErrInvalidArgs) {
-		t.Fatalf("err = %v, want the password key refused", err)
-	}
-	if n := countJobs(t, store); n != 0 {
-		t.Fatalf("jobs stored = %d, want 0", n)
-	}
-	if _, err := c.EnqueueJSON(ctx, "pdf.cv.v1", []byte(`{"cv_id":3,"email_id":4}`), nil); err != nil {
-		t.Fatalf("IDs refused: %v", err)
+	for name, open := range enqueueStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := open(t)
+			now := time.Now()
+			if err := store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: &twicetype.Node{
+				ID: "pdf-worker", Kinds: []string{"pdf.cv.v1"}, Queues: []string{"default"}, StartedAt: now, HeartbeatAt: now,
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			c, _ := twice.NewClient(store, testConfig(nil))
+			refuse := func(raw, want string) {
+				t.Helper()
+				_, err := c.EnqueueJSON(ctx, "pdf.cv.v1", []byte(raw), nil)
+				if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, twice.ErrInvalidArgs) {
+					t.Errorf("EnqueueJSON(%s): err = %v, want ErrInvalidArgs containing %q", raw, err, want)
+				}
+			}
+			// Not catalogued: the name rule.
+			refuse(`{"cv_id":3,"password":"hunter2","email":"a@example.com"}`, `key "password" looks like a secret`)
+			refuse(`{"cv_id":3,"Email":"a@example.com"}`, `key "Email" looks like personal data`)
+			if n := countJobs(t, store); n != 0 {
+				t.Fatalf("jobs stored = %d, want 0", n)
+			}
+			if _, err := c.EnqueueJSON(ctx, "pdf.cv.v1", []byte(`{"cv_id":3,"email_id":4}`), nil); err != nil {
+				t.Fatalf("IDs refused: %v", err)
+			}
+			// Catalogued: the kind's own fields.
+			if err := store.CatalogPublish(ctx, &twicestore.CatalogPublishParams{Node: "pdf-worker", Kinds: []twicetype.KindInfo{{
+				Kind: "pdf.cv.v1", Queue: "default", Strategy: "ClaimAfter", MaxAttempts: 20,
+				Args: []twicetype.ArgField{{Name: "cv_id", Type: twicetype.ArgTypeInteger}},
+			}}}); err != nil {
+				t.Fatal(err)
+			}
+			refuse(`{"cv_id":3,"email_id":4}`, `unknown field "email_id": the kind's fields are cv_id`)
+			refuse(`{"cv_id":"3"}`, `field "cv_id" is string, want integer`)
+			if _, err := c.EnqueueJSON(ctx, "pdf.cv.v1", []byte(`{"cv_id":3}`), nil); err != nil {
+				t.Fatalf("catalogued fields refused: %v", err)
+			}
+			if n := countJobs(t, store); n != 2 {
+				t.Fatalf("jobs stored = %d, want 2", n)
+			}
+		})
 	}
 }
 

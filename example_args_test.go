@@ -23,7 +23,7 @@ func (PasswordReset) Kind() string { return "auth.password-reset.v1" }
 // list, only the name rule applies to the keys.
 func ExampleCheckArgsJSON() {
 	reg := twice.NewRegistry()
-	err := twice.Register(reg, twice.HandlerFunc[PasswordReset](func(ctx context.Context, job *twice.Job[PasswordReset]) error {
+	err := twice.Register(reg, twice.HandlerFunc[PasswordReset](func(_ context.Context, _ *twice.Job[PasswordReset]) error {
 		return nil // load the address by job.Args.EmailID, mint a token, send
 	}), nil)
 	fmt.Println("register:", err)
