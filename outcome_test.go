@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -135,9 +136,10 @@ func TestOutcomes(t *testing.T) {
 		<-started
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		if err := c.Stop(ctx); err != nil {
-			t.Fatalf("stop: %v", err)
+		if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("stop: %v, want the grace period's context.DeadlineExceeded", err)
 		}
+		waitfor.Closed(t, c.Stopped(), "the shutdown to end")
 		row, err := store.JobGet(context.Background(), &twicestore.JobGetParams{ID: job.ID})
 		if err != nil {
 			t.Fatal(err)
