@@ -53,6 +53,10 @@ type Config struct {
 	// the jobs of that kind (twicestore.JobFetchParams.Peek). Nil peeks
 	// nothing.
 	Peek map[string]string
+	// Limits are the flow-control limits of the kinds, which every fetch
+	// hands to the store (twicestore.JobFetchParams.Limits). Nil limits
+	// nothing.
+	Limits map[string]twicestore.KindLimit
 	// Run works one leased job, given with the fetch's peek of its
 	// marker; it runs on a worker goroutine and the slot is freed when it
 	// returns.
@@ -200,12 +204,14 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 			Now:        now,
 			LeaseUntil: now.Add(p.cfg.Lease),
 			Peek:       p.cfg.Peek,
+			Limits:     p.cfg.Limits,
 		})
 		cancel()
 		if ferr != nil {
 			return false, ferr
 		}
-		if len(res.Jobs) == limit {
+		// A throttled fetch left due jobs that a freed slot lets start.
+		if len(res.Jobs) == limit || res.Throttled {
 			full = true
 		}
 		// A store wrapper may hand back no answers, or not one per job:
