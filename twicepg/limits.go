@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -39,20 +41,24 @@ FROM unnest($1::text[]) AS k`
 //     enqueue order), and whose key has rate left; held-back jobs are
 //     filtered here, so a throttled key at the head of the queue never
 //     fills the LIMIT and starves the others;
-//   - picked trims cand to each kind's cap and each key's rate left.
+//   - picked trims cand to each kind's cap and each key's rate left;
+//   - leased moves them to running, re-checking state as the plain fetch
+//     does (a job an operator cancelled meanwhile is dropped), and peeks
+//     their markers;
+//   - starts records their starts in the rate windows, and pruned deletes
+//     the starts no window can see any more.
 //
 // A job of a key cand keeps has fewer than PerKey unfinished jobs of its
 // key before it, so the jobs of one key it keeps are at most PerKey minus
-// those running: the per-key limit holds within one fetch too. The lease
-// re-checks state, as the plain fetch does: a job an operator cancelled
-// meanwhile is dropped.
-var fetchLimitedSQL = `WITH lim AS (
-	SELECT * FROM unnest($6::text[], $7::int[], $8::int[], $9::int[], $10::timestamptz[], $11::int[], $12::timestamptz[])
-		AS l(kind, global, per_key, rate, rate_since, key_rate, key_rate_since)
+// those running: the per-key limit holds within one fetch too.
+var fetchLimitedSQL = `WITH lim AS MATERIALIZED (
+	SELECT * FROM unnest($6::text[], $7::int[], $8::int[], $9::int[], $10::timestamptz[], $11::int[],
+		$12::timestamptz[], $15::timestamptz[])
+		AS l(kind, global, per_key, rate, rate_since, key_rate, key_rate_since, prune_before)
 	WHERE NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
 		WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $2))
 ),
-cap AS (
+cap AS MATERIALIZED (
 	SELECT l.*, LEAST($3::int,
 		CASE WHEN l.global > 0 THEN l.global - (SELECT count(*) FROM twice_jobs AS r
 			WHERE r.state = 'running' AND r.kind = l.kind) END,
@@ -77,6 +83,7 @@ cand AS (
 			LIMIT c.per_key) AS x) < c.per_key)
 	ORDER BY j.priority, j.run_at, j.id
 	LIMIT $3::int
+	FOR UPDATE OF j SKIP LOCKED
 ),
 picked AS (
 	SELECT id FROM (
@@ -85,25 +92,53 @@ picked AS (
 			row_number() OVER (PARTITION BY kind, ckey ORDER BY priority, run_at, id) AS keyn
 		FROM cand) AS w
 	WHERE kn <= cap AND keyn <= key_cap
+),
+leased AS (
+	UPDATE twice_jobs AS j
+	SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $4, attempted_by = $5
+	FROM picked
+	WHERE j.id = picked.id AND j.state = 'available'
+	RETURNING j.*, EXISTS (
+		SELECT 1 FROM unnest($13::text[], $14::text[]) AS h(kind, handler)
+		JOIN twice_markers AS m ON m.handler = h.handler
+		WHERE h.kind = j.kind AND m.key = j.idempotency_key
+	) AS processed
+),
+starts AS (
+	INSERT INTO twice_rate_starts (kind, key, at)
+	SELECT l.kind, '', $2 FROM leased JOIN lim AS l ON l.kind = leased.kind WHERE l.rate > 0
+	UNION ALL
+	SELECT l.kind, leased.concurrency_key, $2 FROM leased JOIN lim AS l ON l.kind = leased.kind
+	WHERE l.key_rate > 0 AND leased.concurrency_key <> ''
+),
+pruned AS (
+	DELETE FROM twice_rate_starts AS s USING lim AS l
+	WHERE s.kind = l.kind AND (l.rate > 0 OR l.key_rate > 0) AND s.at <= l.prune_before
+)
+SELECT leased.processed, ` + jobCols("leased") + ` FROM leased`
+
+// fetchGlobalSQL is fetchLimitedSQL for the common case of one kind with
+// only a global limit: the plain fetch, its LIMIT cut to the slots left.
+// It spares the per-row key and rate checks and the window functions.
+var fetchGlobalSQL = `WITH picked AS (
+	SELECT id FROM twice_jobs
+	WHERE state = 'available' AND queue = $1 AND kind = $6 AND run_at <= $2
+		AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
+			WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $2))
+	ORDER BY priority, run_at, id
+	LIMIT GREATEST(0, LEAST($3::int, $7::int - (SELECT count(*) FROM twice_jobs AS r
+		WHERE r.state = 'running' AND r.kind = $6)))
+	FOR UPDATE SKIP LOCKED
 )
 UPDATE twice_jobs AS j
 SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $4, attempted_by = $5
 FROM picked
-WHERE j.id = picked.id AND j.state = 'available'
-RETURNING j.concurrency_key, EXISTS (
-	SELECT 1 FROM unnest($13::text[], $14::text[]) AS h(kind, handler)
+WHERE j.id = picked.id
+RETURNING EXISTS (
+	SELECT 1 FROM unnest($8::text[], $9::text[]) AS h(kind, handler)
 	JOIN twice_markers AS m ON m.handler = h.handler
 	WHERE h.kind = j.kind AND m.key = j.idempotency_key
 ), ` + jobColumns
-
-// rateStartSQL records starts in the rate windows.
-const rateStartSQL = `INSERT INTO twice_rate_starts (kind, key, at)
-SELECT kind, key, $3 FROM unnest($1::text[], $2::text[]) AS t(kind, key)`
-
-// ratePruneSQL deletes the starts no window of their kind can see any more.
-const ratePruneSQL = `DELETE FROM twice_rate_starts AS s
-USING unnest($1::text[], $2::timestamptz[]) AS w(kind, before)
-WHERE s.kind = w.kind AND s.at <= w.before`
 
 // dueLeftSQL tells whether due jobs of the limited kinds are left after
 // the lease: the limits held them back.
@@ -112,31 +147,58 @@ const dueLeftSQL = `SELECT EXISTS (SELECT 1 FROM twice_jobs
 		AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
 			WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $3)))`
 
-// fetchLimited leases jobs of the limited kinds in one transaction under
-// their locks, then the plain kinds with what is left of the Limit, through
-// the plain fetch (limited kinds first: their limits bound how much of the
-// Limit they take, so they cannot starve the others).
+// batcher is what pgxpool.Pool and pgx.Tx offer to pipeline statements.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// batcher returns the executor's pgx pool or transaction, which can
+// pipeline statements; nil through database/sql.
+func (e *executor) batcher() batcher {
+	if pq, ok := e.q.(pgxQuerier); ok {
+		if b, ok := pq.c.(batcher); ok {
+			return b
+		}
+	}
+	return nil
+}
+
+// fetchLimited leases jobs of the limited kinds, then the plain kinds with
+// what is left of the Limit, through the plain fetch (limited kinds first:
+// their limits bound how much of the Limit they take, so they cannot
+// starve the others).
+//
+// The lock, the lease and the throttle check are three statements in one
+// transaction. On a pgx pool or transaction they go as one pipeline: one
+// round trip, and (on the pool) one implicit transaction, which holds the
+// locks to its end like an explicit one; each statement still takes its
+// own snapshot, so the lease sees what the lock's previous holder
+// committed. Through database/sql they go one by one in a transaction.
 func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParams, limited, plain []string) (*twicestore.JobFetchResult, error) {
 	now := nowOr(p.Now)
 	n := len(limited)
 	var (
-		global, perKey, rate, keyRate = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-		rateSince, keyRateSince       = make([]time.Time, n), make([]time.Time, n)
-		pruneKinds                    []string
-		pruneBefore                   []time.Time
+		global, perKey, rate, keyRate        = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+		rateSince, keyRateSince, pruneBefore = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
 	)
 	for i, k := range limited {
 		l := p.Limits[k]
 		global[i], perKey[i], rate[i], keyRate[i] = int32(l.Global), int32(l.PerKey), int32(l.Rate.Limit), int32(l.KeyRate.Limit)
 		rateSince[i], keyRateSince[i] = now.Add(-l.Rate.Period), now.Add(-l.KeyRate.Period)
-		if longest := max(l.Rate.Period, l.KeyRate.Period); longest > 0 {
-			pruneKinds, pruneBefore = append(pruneKinds, k), append(pruneBefore, now.Add(-longest))
-		}
+		pruneBefore[i] = now.Add(-max(l.Rate.Period, l.KeyRate.Period))
 	}
 	peekKinds, peekHandlers := []string{}, []string{}
 	for k, h := range p.Peek {
 		peekKinds, peekHandlers = append(peekKinds, k), append(peekHandlers, h)
 	}
+	query, fetchArgs := fetchLimitedSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
+		limited, global, perKey, rate, rateSince, keyRate, keyRateSince, peekKinds, peekHandlers, pruneBefore}
+	if l := p.Limits[limited[0]]; n == 1 && l == (twicestore.KindLimit{Global: l.Global}) {
+		query, fetchArgs = fetchGlobalSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
+			limited[0], l.Global, peekKinds, peekHandlers}
+	}
+	dueArgs := []any{p.Queue, limited, now}
+
 	type fetched struct {
 		job       *twicetype.JobRow
 		processed bool
@@ -145,58 +207,61 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 		out       []fetched
 		throttled bool
 	)
-	err := e.inTx(ctx, func(tx *executor) error {
-		if _, err := tx.q.exec(ctx, lockLimitsSQL, limited); err != nil {
-			return fmt.Errorf("lock limited kinds: %w", err)
-		}
-		rs, err := tx.q.query(ctx, fetchLimitedSQL, p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
-			limited, global, perKey, rate, rateSince, keyRate, keyRateSince, peekKinds, peekHandlers)
-		if err != nil {
-			return err
-		}
-		var startKinds, startKeys []string
+	scan := func(rs rows) error {
+		defer rs.Close()
 		for rs.Next() {
-			var (
-				f    fetched
-				ckey string
-			)
-			if f.job, err = scanJob(rs, &ckey, &f.processed); err != nil {
-				rs.Close()
+			var f fetched
+			var err error
+			if f.job, err = scanJob(rs, &f.processed); err != nil {
 				return err
 			}
 			out = append(out, f)
-			l := p.Limits[f.job.Kind]
-			if l.Rate.Limit > 0 {
-				startKinds, startKeys = append(startKinds, f.job.Kind), append(startKeys, "")
-			}
-			if l.KeyRate.Limit > 0 && ckey != "" {
-				startKinds, startKeys = append(startKinds, f.job.Kind), append(startKeys, ckey)
-			}
 		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return err
-		}
-		if len(startKinds) > 0 {
-			if _, err := tx.q.exec(ctx, rateStartSQL, startKinds, startKeys, now); err != nil {
-				return fmt.Errorf("record rate-limited starts: %w", err)
+		return rs.Err()
+	}
+	var err error
+	if b := e.batcher(); b != nil {
+		err = func() error {
+			batch := &pgx.Batch{}
+			batch.Queue(lockLimitsSQL, limited)
+			batch.Queue(query, fetchArgs...)
+			batch.Queue(dueLeftSQL, dueArgs...)
+			br := b.SendBatch(ctx, batch)
+			defer br.Close()
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("lock limited kinds: %w", err)
 			}
-		}
-		if len(pruneKinds) > 0 {
-			if _, err := tx.q.exec(ctx, ratePruneSQL, pruneKinds, pruneBefore); err != nil {
-				return fmt.Errorf("prune rate windows: %w", err)
-			}
-		}
-		if len(out) < p.Limit {
-			if err := tx.q.queryRow(ctx, dueLeftSQL, p.Queue, limited, now).Scan(&throttled); err != nil {
+			rs, err := br.Query()
+			if err != nil {
 				return err
 			}
-		}
-		return nil
-	})
+			if err := scan(rs); err != nil {
+				return err
+			}
+			if err := br.QueryRow().Scan(&throttled); err != nil {
+				return err
+			}
+			return br.Close()
+		}()
+	} else {
+		err = e.inTx(ctx, func(tx *executor) error {
+			if _, err := tx.q.exec(ctx, lockLimitsSQL, limited); err != nil {
+				return fmt.Errorf("lock limited kinds: %w", err)
+			}
+			rs, err := tx.q.query(ctx, query, fetchArgs...)
+			if err != nil {
+				return err
+			}
+			if err := scan(rs); err != nil {
+				return err
+			}
+			return tx.q.queryRow(ctx, dueLeftSQL, dueArgs...).Scan(&throttled)
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 	}
+	throttled = throttled && len(out) < p.Limit
 	res := &twicestore.JobFetchResult{Throttled: throttled}
 	if left := p.Limit - len(out); left > 0 && len(plain) > 0 {
 		rest := *p
