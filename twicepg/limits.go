@@ -147,6 +147,13 @@ const dueLeftSQL = `SELECT EXISTS (SELECT 1 FROM twice_jobs
 		AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
 			WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $3)))`
 
+// retryAtSQL finds when the kind-wide rate windows next free a start: the
+// oldest start in each window plus its period. NULL when no window holds a
+// start.
+const retryAtSQL = `SELECT min(s.at + w.period_us * interval '1 microsecond')
+FROM unnest($1::text[], $2::bigint[], $3::timestamptz[]) AS w(kind, period_us, since)
+JOIN twice_rate_starts AS s ON s.kind = w.kind AND s.key = '' AND s.at > w.since`
+
 // batcher is what pgxpool.Pool and pgx.Tx offer to pipeline statements.
 type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
@@ -198,6 +205,16 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			limited[0], l.Global, peekKinds, peekHandlers}
 	}
 	dueArgs := []any{p.Queue, limited, now}
+	var rateKinds []string
+	var ratePeriods []int64
+	var rateSinces []time.Time
+	for i, k := range limited {
+		if r := p.Limits[k].Rate; r.Limit > 0 {
+			rateKinds, ratePeriods, rateSinces = append(rateKinds, k), append(ratePeriods, r.Period.Microseconds()), append(rateSinces, rateSince[i])
+		}
+	}
+	retryArgs := []any{rateKinds, ratePeriods, rateSinces}
+	var retryAt *time.Time
 
 	type fetched struct {
 		job       *twicetype.JobRow
@@ -226,6 +243,9 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			batch.Queue(lockLimitsSQL, limited)
 			batch.Queue(query, fetchArgs...)
 			batch.Queue(dueLeftSQL, dueArgs...)
+			if len(rateKinds) > 0 {
+				batch.Queue(retryAtSQL, retryArgs...)
+			}
 			br := b.SendBatch(ctx, batch)
 			defer br.Close()
 			if _, err := br.Exec(); err != nil {
@@ -241,6 +261,11 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			if err := br.QueryRow().Scan(&throttled); err != nil {
 				return err
 			}
+			if len(rateKinds) > 0 {
+				if err := br.QueryRow().Scan(&retryAt); err != nil {
+					return err
+				}
+			}
 			return br.Close()
 		}()
 	} else {
@@ -255,7 +280,13 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			if err := scan(rs); err != nil {
 				return err
 			}
-			return tx.q.queryRow(ctx, dueLeftSQL, dueArgs...).Scan(&throttled)
+			if err := tx.q.queryRow(ctx, dueLeftSQL, dueArgs...).Scan(&throttled); err != nil {
+				return err
+			}
+			if len(rateKinds) > 0 {
+				return tx.q.queryRow(ctx, retryAtSQL, retryArgs...).Scan(&retryAt)
+			}
+			return nil
 		})
 	}
 	if err != nil {
@@ -263,6 +294,9 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 	}
 	throttled = throttled && len(out) < p.Limit
 	res := &twicestore.JobFetchResult{Throttled: throttled}
+	if throttled && retryAt != nil {
+		res.RetryAt = retryAt.UTC()
+	}
 	if left := p.Limit - len(out); left > 0 && len(plain) > 0 {
 		rest := *p
 		rest.Kinds, rest.Limit, rest.Limits = plain, left, nil

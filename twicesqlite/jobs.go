@@ -279,7 +279,7 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 	if p.Limit <= 0 || len(p.Kinds) == 0 {
 		return &twicestore.JobFetchResult{}, nil
 	}
-	jobs, throttled, err := e.fetchRows(ctx, p)
+	jobs, throttled, retryAt, err := e.fetchRows(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 	}
@@ -292,7 +292,7 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	res := &twicestore.JobFetchResult{Jobs: jobs, Processed: make([]bool, len(jobs)), Throttled: throttled}
+	res := &twicestore.JobFetchResult{Jobs: jobs, Processed: make([]bool, len(jobs)), Throttled: throttled, RetryAt: retryAt}
 	// The peeks are a second statement, in process: the round trip the
 	// fetch saves a ClaimAfter job on PostgreSQL costs nothing here.
 	var (

@@ -98,6 +98,14 @@ const dueLeftSQL = `SELECT EXISTS (SELECT 1 FROM twice_jobs
 		AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
 			WHERE qp.queue = ?1 AND (qp.until IS NULL OR qp.until > ?3)))`
 
+// retryAtSQL finds when the kind-wide rate windows next free a start: the
+// oldest start in each window plus its period. ?1 is a JSON array of
+// [kind, period, since], in microseconds. NULL when no window holds one.
+const retryAtSQL = `SELECT min(s.at + json_extract(w.value, '$[1]'))
+FROM json_each(?1) AS w
+JOIN twice_rate_starts AS s ON s.kind = json_extract(w.value, '$[0]') AND s.key = ''
+	AND s.at > json_extract(w.value, '$[2]')`
+
 // keyScanner scans a job row followed by its concurrency key.
 type keyScanner struct {
 	r   *sql.Rows
@@ -111,11 +119,11 @@ func (k keyScanner) Scan(dest ...any) error { return k.r.Scan(append(dest, k.key
 // kinds first: their limits bound how much of the Limit they take, so they
 // cannot starve the others). A fetch with no limits is the one plain
 // statement it always was.
-func (e *executor) fetchRows(ctx context.Context, p *twicestore.JobFetchParams) (jobs []*twicetype.JobRow, throttled bool, err error) {
+func (e *executor) fetchRows(ctx context.Context, p *twicestore.JobFetchParams) (jobs []*twicetype.JobRow, throttled bool, retryAt time.Time, err error) {
 	limited, plain := p.LimitedKinds()
 	if len(limited) > 0 {
-		if jobs, throttled, err = e.fetchLimited(ctx, p, limited); err != nil {
-			return nil, false, err
+		if jobs, throttled, retryAt, err = e.fetchLimited(ctx, p, limited); err != nil {
+			return nil, false, time.Time{}, err
 		}
 	}
 	if left := p.Limit - len(jobs); left > 0 && len(plain) > 0 {
@@ -126,25 +134,28 @@ func (e *executor) fetchRows(ctx context.Context, p *twicestore.JobFetchParams) 
 			return err
 		})
 		if err != nil {
-			return nil, false, err
+			return nil, false, time.Time{}, err
 		}
 	}
-	return jobs, throttled, nil
+	return jobs, throttled, retryAt, nil
 }
 
-func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParams, limited []string) (jobs []*twicetype.JobRow, throttled bool, err error) {
+func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParams, limited []string) (jobs []*twicetype.JobRow, throttled bool, retryAt time.Time, err error) {
 	now := p.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
 	lims := make([][]any, len(limited))
-	var prune [][]any
+	var prune, rates [][]any
 	for i, k := range limited {
 		l := p.Limits[k]
 		lims[i] = []any{k, l.Global, l.PerKey, l.Rate.Limit, micros(now.Add(-l.Rate.Period)),
 			l.KeyRate.Limit, micros(now.Add(-l.KeyRate.Period))}
 		if longest := max(l.Rate.Period, l.KeyRate.Period); longest > 0 {
 			prune = append(prune, []any{k, micros(now.Add(-longest))})
+		}
+		if l.Rate.Limit > 0 {
+			rates = append(rates, []any{k, l.Rate.Period.Microseconds(), micros(now.Add(-l.Rate.Period))})
 		}
 	}
 	err = e.inTx(ctx, func(q dbtx) error {
@@ -185,11 +196,20 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			}
 		}
 		if len(jobs) < p.Limit {
-			return q.QueryRowContext(ctx, dueLeftSQL, p.Queue, jsonArg(limited), micros(now)).Scan(&throttled)
+			if err := q.QueryRowContext(ctx, dueLeftSQL, p.Queue, jsonArg(limited), micros(now)).Scan(&throttled); err != nil {
+				return err
+			}
+		}
+		if throttled && len(rates) > 0 {
+			var at sql.NullInt64
+			if err := q.QueryRowContext(ctx, retryAtSQL, jsonArg(rates)).Scan(&at); err != nil {
+				return err
+			}
+			retryAt = fromMicros(at)
 		}
 		return nil
 	})
-	return jobs, throttled, err
+	return jobs, throttled, retryAt, err
 }
 
 // limitUsageSQL reports one limited kind's usage. The third column counts

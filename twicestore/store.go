@@ -368,6 +368,13 @@ type JobFetchResult struct {
 	// finishing) may let them start, so the caller should fetch again
 	// then rather than wait for its poll.
 	Throttled bool
+	// RetryAt, when set, is when a kind-wide rate limit that held due
+	// jobs back frees its next start (the oldest start in its window plus
+	// its period): the caller should fetch again then, rather than at its
+	// next poll, or the measured rate falls short of the limit by the
+	// poll's share of each period. Per-key rate limits do not set it:
+	// with many keys, waking for each would be a storm of fetches.
+	RetryAt time.Time
 }
 
 // JobLease names one lease: a job and the epoch its holder fetched it with.

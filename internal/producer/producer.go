@@ -128,11 +128,15 @@ func (p *Producer) Run(ctx context.Context) {
 	logger := p.cfg.Logger.With(logattr.Component, "producer")
 	backoff := p.cfg.PollInterval
 	for {
-		full, err := p.fetchRound(ctx)
+		full, retryAt, err := p.fetchRound(ctx)
 		if err != nil && ctx.Err() == nil {
 			logger.ErrorContext(ctx, "fetching jobs failed; retrying", logattr.Err, err)
 		}
 		wait := periodic.Jitter(backoff)
+		if !retryAt.IsZero() {
+			// A rate window frees a start then: be there.
+			wait = max(min(wait, time.Until(retryAt)), time.Millisecond)
+		}
 		timer := time.NewTimer(wait)
 		freed := p.freed
 		if !full {
@@ -168,10 +172,12 @@ func (p *Producer) Running() int {
 // fetchRound fetches for each queue with free slots. full reports whether
 // some fetch came back with as many jobs as it asked for, so more are
 // probably waiting.
-func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
+// retryAt is the earliest time a rate limit frees a start for jobs it held
+// back (twicestore.JobFetchResult.RetryAt), zero when none did.
+func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time, err error) {
 	kinds := p.cfg.Kinds()
 	if len(kinds) == 0 {
-		return false, nil
+		return false, time.Time{}, nil
 	}
 	n := len(p.cfg.Queues)
 	start := 0
@@ -181,13 +187,13 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 	}
 	for i := range n {
 		if ctx.Err() != nil {
-			return false, nil
+			return false, time.Time{}, nil
 		}
 		q := p.cfg.Queues[(start+i)%n]
 		limit := p.free(q)
 		if limit <= 0 {
 			if p.globalFree() <= 0 {
-				return true, nil
+				return true, retryAt, nil
 			}
 			continue
 		}
@@ -208,11 +214,14 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 		})
 		cancel()
 		if ferr != nil {
-			return false, ferr
+			return false, retryAt, ferr
 		}
 		// A throttled fetch left due jobs that a freed slot lets start.
 		if len(res.Jobs) == limit || res.Throttled {
 			full = true
+		}
+		if !res.RetryAt.IsZero() && (retryAt.IsZero() || res.RetryAt.Before(retryAt)) {
+			retryAt = res.RetryAt
 		}
 		// A store wrapper may hand back no answers, or not one per job:
 		// then the jobs go without one and peek for themselves.
@@ -228,7 +237,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 			p.dispatch(f)
 		}
 	}
-	return full, nil
+	return full, retryAt, nil
 }
 
 func (p *Producer) free(q Queue) int {

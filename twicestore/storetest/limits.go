@@ -415,7 +415,8 @@ func testLimitKeyTooLong(t *testing.T, e *env) {
 
 // testLimitRate: 3 starts per second. Starts count, not running jobs:
 // finishing frees nothing; the window (Now-Period, Now] frees a start
-// exactly one period after it.
+// exactly one period after it, which a throttled fetch reports as
+// RetryAt.
 func testLimitRate(t *testing.T, e *env) {
 	const kind = "storetest.limit.rate.v1"
 	e.insertN(10, func(int) *twicestore.JobInsertParams { return e.job(kind) })
@@ -424,6 +425,10 @@ func testLimitRate(t *testing.T, e *env) {
 	first := e.fetchLimited(t0, 10, lim, kind)
 	if len(first.Jobs) != 3 || !first.Throttled {
 		t.Fatalf("leased %d (Throttled %v), want 3, throttled", len(first.Jobs), first.Throttled)
+	}
+	// The window's oldest start leaves it one period on.
+	if !first.RetryAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("RetryAt = %s, want %s: when the first start leaves the window", first.RetryAt, t0.Add(time.Second))
 	}
 	for _, j := range first.Jobs {
 		e.complete(j, t0)
