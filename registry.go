@@ -69,7 +69,11 @@ type KindOpts struct {
 	// is a job's concurrency key (a string, number or boolean field); an
 	// args type with a ConcurrencyKey() string method gives its key that
 	// way instead. Required by KeyConcurrency and KeyRateLimit, refused
-	// without them. Defaults to none.
+	// without them. The key is taken at enqueue by a client that
+	// registers the kind: a job enqueued as raw JSON for a kind the
+	// enqueuing client does not register (EnqueueJSON of a kind only
+	// workers know) carries no key, and is limited only kind-wide.
+	// Defaults to none.
 	ConcurrencyKey string
 	// RateLimit bounds how many jobs of the kind start per period across
 	// every node (a sliding-window log in the store: see RateLimit).
