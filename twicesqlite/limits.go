@@ -173,11 +173,16 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			rates = append(rates, []any{k, l.Rate.Period.Microseconds(), micros(now.Add(-l.Rate.Period))})
 		}
 	}
-	err = e.inTx(ctx, func(q dbtx) error {
-		query, args := fetchLimitedSQL, []any{p.Queue, micros(now), p.Limit, micros(p.LeaseUntil), p.Node, jsonArg(lims)}
-		if l := p.Limits[limited[0]]; len(limited) == 1 && l == (twicestore.KindLimit{Global: l.Global}) {
-			query, args = fetchGlobalSQL, []any{p.Queue, micros(now), p.Limit, micros(p.LeaseUntil), p.Node, limited[0], l.Global}
-		}
+	query, args := fetchLimitedSQL, []any{p.Queue, micros(now), p.Limit, micros(p.LeaseUntil), p.Node, jsonArg(lims)}
+	// One kind with only a global limit needs one statement, atomic on its
+	// own under SQLite's single writer, and no transaction around it: the
+	// throttle check after it is a hint, which may read a later state.
+	run := e.inTx
+	if l := p.Limits[limited[0]]; len(limited) == 1 && l == (twicestore.KindLimit{Global: l.Global}) {
+		query, args = fetchGlobalSQL, []any{p.Queue, micros(now), p.Limit, micros(p.LeaseUntil), p.Node, limited[0], l.Global}
+		run = e.direct
+	}
+	err = run(ctx, func(q dbtx) error {
 		rows, err := q.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
