@@ -125,7 +125,7 @@ func TestLimitsEndToEnd(t *testing.T) {
 		fail     []string
 	)
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[TenantSync](func(ctx context.Context, job *twice.Job[TenantSync]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[TenantSync](func(_ context.Context, job *twice.Job[TenantSync]) error {
 		mu.Lock()
 		running++
 		peak = max(peak, running)
