@@ -32,7 +32,7 @@ func ExampleClient_LimitList() {
 	defer store.Close()
 
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[ProviderCall](func(_ context.Context, job *twice.Job[ProviderCall]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[ProviderCall](func(_ context.Context, _ *twice.Job[ProviderCall]) error {
 		return nil
 	}), &twice.KindOpts{
 		GlobalConcurrency: 10,
