@@ -307,8 +307,8 @@ func runFailover(t *testing.T, synchronous bool) *report {
 		}
 		r.twins += st.rows - 1
 	}
-	r.chargesUncertain = s.count(`SELECT count(*) FROM twice_jobs WHERE kind = $1 AND state = 'dead' AND errors::text LIKE '%effect may have happened%'`,
-		chargeArgs{}.Kind())
+	r.chargesUncertain = s.count(`SELECT count(*) FROM twice_jobs WHERE kind = $1 AND state = 'dead' AND strpos(errors::text, $2) > 0`,
+		chargeArgs{}.Kind(), twice.ErrEffectUncertain.Error())
 	r.completedTwice = s.count(`SELECT count(*) FROM (SELECT job_id FROM completions GROUP BY job_id HAVING count(*) > 1) d`)
 	r.ledgerRows = s.count(`SELECT count(*) FROM ledger`)
 	r.ledgerDistinct = s.count(`SELECT count(DISTINCT seq) FROM ledger`)
