@@ -205,14 +205,21 @@ func runFailover(t *testing.T, synchronous bool) *report {
 		killNow    = make(chan struct{})
 		streamDone = make(chan error, 1)
 	)
+	streamCtx, stopStream := context.WithCancel(ctx)
+	t.Cleanup(stopStream) // a failed test leaves no producer behind
 	go func() {
 		pace := time.NewTicker(streamPace)
 		defer pace.Stop()
 		deadline := time.Now().Add(waitLong)
 		for from := half; from < len(all); from += batchStream {
 			for {
-				<-pace.C
-				if _, err := s.producer.EnqueueMany(ctx, all[from:min(from+batchStream, len(all))]); err == nil {
+				select {
+				case <-streamCtx.Done():
+					streamDone <- streamCtx.Err()
+					return
+				case <-pace.C:
+				}
+				if _, err := s.producer.EnqueueMany(streamCtx, all[from:min(from+batchStream, len(all))]); err == nil {
 					break
 				} else if time.Now().After(deadline) {
 					streamDone <- fmt.Errorf("enqueue still failing after %s: %w", waitLong, err)
