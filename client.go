@@ -11,10 +11,8 @@ import (
 
 	"github.com/twicejobs/twice/internal/completer"
 	"github.com/twicejobs/twice/internal/logattr"
-	"github.com/twicejobs/twice/internal/peeker"
 	"github.com/twicejobs/twice/internal/producer"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // Client enqueues jobs and, once started, works the kinds in its registry.
@@ -26,7 +24,18 @@ type Client struct {
 
 	mu       sync.Mutex
 	started  bool
-	stopped  bool
+	stopping bool
+	// stopped is closed when the shutdown is over (Stopped); stopErr is
+	// set before.
+	stopped chan struct{}
+	stopErr error
+	// hurried is closed when a Stop's ctx ended: the grace period is over.
+	hurried   chan struct{}
+	hurryOnce sync.Once
+	// abortCtx, cancelled by abort, bounds the writes of the shutdown
+	// (the completer's included) once the grace period is over.
+	abortCtx context.Context
+	abort    context.CancelFunc
 	producer *producer.Producer
 	complete *completer.Completer
 	// fetchCancel stops fetching and the background loops; workCancel
@@ -39,27 +48,12 @@ type Client struct {
 	workCancel  context.CancelCauseFunc
 	loops       sync.WaitGroup
 
-	// running holds the leases of jobs being worked, for the heartbeat. It
-	// is keyed by lease, not job id: after a lost lease the same job can be
-	// running here twice, under two epochs.
-	runningMu sync.Mutex
-	running   map[twicestore.JobLease]*runningJob
+	// running holds the jobs being worked, for the lease heartbeat.
+	running *runningJobs
+	// exec runs the fetched jobs (execute.go).
+	exec *executor
 
 	switches *killSwitches
-
-	// peeks batches ClaimAfter's marker peeks when the store can; nil
-	// means one MarkerPeek per job. fetchPeeks holds the peeks the fetch
-	// made (see peek.go).
-	peeks      *peeker.Peeker
-	fetchPeeks fetchPeeks
-}
-
-type runningJob struct {
-	row    *twicetype.JobRow
-	cancel context.CancelCauseFunc
-	// lost is set when the lease was lost and the handler cancelled; a
-	// handler still running a heartbeat later ignores its context.
-	lost, stuckLogged bool
 }
 
 // NewClient validates cfg and returns a client on store. It does not touch
@@ -72,15 +66,15 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("twice: invalid config: %w", err)
 	}
+	warnUnservedQueues(cfg)
 	c := &Client{
 		store:    store,
 		cfg:      cfg,
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
-		running:  make(map[twicestore.JobLease]*runningJob),
-	}
-	if bp, ok := store.(twicestore.MarkerBatchPeeker); ok {
-		c.peeks = peeker.New(bp)
+		running:  newRunningJobs(),
+		stopped:  make(chan struct{}),
+		hurried:  make(chan struct{}),
 	}
 	return c, nil
 }
@@ -102,6 +96,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("twice: client already started")
 	}
+	if c.stopping {
+		return errors.New("twice: client stopped; make a new one with NewClient")
+	}
 	if err := c.store.Ping(ctx); err != nil {
 		return fmt.Errorf("twice: start: database unreachable: %w", err)
 	}
@@ -121,13 +118,21 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("twice: start: %w", err)
 	}
 	c.warnUnknownToggleKeys(ctx, "startup", c.switchKeys())
+	if err := c.publishCatalog(ctx); err != nil {
+		c.logger.WarnContext(ctx, "publishing the kind catalog failed; the node heartbeat retries", logattr.Component, "nodes", logattr.Err, err)
+	}
 	c.started = true
 
 	bg, cancel := context.WithCancel(context.Background())
 	c.fetchCancel = cancel
 	c.workCtx, c.workCancel = context.WithCancelCause(context.Background())
+	c.abortCtx, c.abort = context.WithCancel(context.Background())
 	c.complete = completer.New(c.store, c.logger, 0)
-	c.complete.Start()
+	c.complete.Start(c.abortCtx)
+	c.exec = &executor{
+		store: c.store, registry: c.registry, cfg: &c.cfg, logger: c.logger,
+		complete: c.complete, running: c.running, enabled: c.kindEnabled, workCtx: c.workCtx,
+	}
 
 	queues := make([]producer.Queue, len(c.cfg.Queues))
 	for i, q := range c.cfg.Queues {
@@ -145,7 +150,7 @@ func (c *Client) Start(ctx context.Context) error {
 		FetchLimit:   c.cfg.FetchLimit,
 		Logger:       c.logger,
 		Peek:         c.fetchPeekHandlers(),
-		Run:          c.runFetched,
+		Run:          c.exec.Execute,
 	})
 	c.goLoop(func() { c.producer.Run(bg) })
 	leaseCtx, leaseCancel := context.WithCancel(context.Background())
@@ -159,7 +164,10 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.cfg.TogglesFile != "" {
 		c.goLoop(func() { c.fileSwitchLoop(bg) })
 	}
-	if l, ok := c.store.(twicestore.InsertListener); ok && len(c.registry.Kinds()) > 0 {
+	if l, ok := twicestore.As[twicestore.CancelListener](c.store); ok && len(c.registry.Kinds()) > 0 {
+		c.goLoop(func() { c.listenCancels(leaseCtx, l) })
+	}
+	if l, ok := twicestore.As[twicestore.InsertListener](c.store); ok && len(c.registry.Kinds()) > 0 {
 		c.goLoop(func() { c.listenInserts(bg, l) })
 	}
 	c.logger.InfoContext(ctx, "twice worker started",
@@ -175,147 +183,137 @@ func (c *Client) goLoop(fn func()) {
 	}()
 }
 
-// Stop shuts the worker down: it stops fetching, lets running jobs finish
-// until ctx is done, then cancels their contexts with ErrShutdown and puts
-// each job that returns an error back in its queue without spending an
-// attempt. Outcomes are written before Stop returns. A handler that ignores
-// its cancelled context is logged as stuck and left to its lease.
+// stuckWait is how long the shutdown waits for handlers to return after
+// cancelling them, before it names them as stuck and leaves their jobs to
+// their leases.
+const stuckWait = 5 * time.Second
+
+// Stop shuts the worker down: it stops fetching and lets running jobs
+// finish until ctx is done. When ctx ends first, Stop cancels the handlers'
+// contexts with ErrShutdown and returns ctx.Err() at once; the shutdown
+// goes on without it: each job whose handler then returns an error is put
+// back in its queue without spending an attempt, and its outcome is
+// written within outcomeWriteTimeout (10 s) or given up, the job then
+// running again when its lease expires. Stopped is closed when all of that
+// is over; a program that wants the put-backs recorded before it exits
+// waits on Stopped for a few seconds after Stop. Stop returns nil when the
+// shutdown finished before ctx ended: every outcome was then written. A
+// handler that ignores its cancelled context is logged as stuck and left to
+// its lease. Stop may be called again, or concurrently: each call waits
+// for the same shutdown, bounded by its own ctx.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
-	if !c.started || c.stopped {
-		c.mu.Unlock()
-		return nil
+	if !c.stopping {
+		c.stopping = true
+		if c.started {
+			go c.shutdown()
+		} else {
+			close(c.stopped)
+		}
 	}
-	c.stopped = true
 	c.mu.Unlock()
+	select {
+	case <-c.stopped:
+		return c.stopErr
+	case <-ctx.Done():
+	}
+	select {
+	case <-c.stopped: // both ready: the shutdown did finish
+		return c.stopErr
+	default:
+	}
+	c.hurry()
+	return ctx.Err()
+}
 
+// Stopped returns a channel that is closed once the client has stopped:
+// nothing is fetched any more, the handlers returned (or were left to their
+// leases as stuck), and their outcomes were written or given up. Before
+// Stop it is open; for a client that was never started, Stop closes it at
+// once.
+func (c *Client) Stopped() <-chan struct{} { return c.stopped }
+
+// Shutdown stops the client as a process that was told to exit does: it
+// stops fetching, gives running jobs grace to finish, then cancels the
+// handlers still running (ErrShutdown) and waits until their jobs were put
+// back in their queues without spending an attempt — the end of a grace
+// period is how a shutdown is meant to go, not a failure. It returns nil
+// once every outcome was recorded, the shutdown's own error if it had one,
+// and ctx.Err() when ctx ends first; give ctx room beyond grace for the
+// put-backs (outcomes still unwritten 10 s after the grace are given up).
+// Keep grace shorter than the time your orchestrator waits between SIGTERM
+// and SIGKILL.
+func (c *Client) Shutdown(ctx context.Context, grace time.Duration) error {
+	gctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	err := c.Stop(gctx)
+	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	// The grace ran out: Stop cancelled the handlers; wait for their jobs
+	// to be put back.
+	select {
+	case <-c.Stopped():
+		return c.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// hurry ends the grace period of a shutdown: the handlers' contexts are
+// cancelled with ErrShutdown, and outcomes still unwritten after
+// outcomeWriteTimeout are given up, so a store that hangs cannot hold the
+// shutdown for ever.
+func (c *Client) hurry() {
+	c.hurryOnce.Do(func() {
+		c.workCancel(ErrShutdown)
+		close(c.hurried)
+		time.AfterFunc(outcomeWriteTimeout, c.abort)
+	})
+}
+
+// shutdown is Stop's work, on a goroutine of its own so that every Stop
+// call can return when its ctx ends.
+func (c *Client) shutdown() {
+	var stopErr error
+	defer func() {
+		c.stopErr = stopErr
+		close(c.stopped)
+	}()
 	c.fetchCancel()
 	drained := make(chan struct{})
 	go func() {
 		c.producer.Wait()
 		close(drained)
 	}()
-	var stopErr error
 	select {
 	case <-drained:
-	case <-ctx.Done():
-		c.workCancel(ErrShutdown)
+	case <-c.hurried:
+		t := time.NewTimer(stuckWait)
 		select {
 		case <-drained:
-		case <-time.After(5 * time.Second):
+		case <-t.C:
 			c.logStuck()
 			stopErr = fmt.Errorf("twice: stop: %d jobs did not return after cancellation; their leases will expire", c.producer.Running())
 		}
+		t.Stop()
 	}
 	c.leaseCancel()
 	c.loops.Wait()
 	c.complete.Stop()
 	c.workCancel(ErrShutdown)
-	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rmCtx, cancel := context.WithTimeout(c.abortCtx, 5*time.Second)
 	defer cancel()
 	if err := c.store.NodeRemove(rmCtx, &twicestore.NodeRemoveParams{ID: c.cfg.NodeID}); err != nil {
-		c.logger.WarnContext(ctx, "removing node record failed", logattr.Component, "client", logattr.Err, err)
+		c.logger.Warn("removing node record failed", logattr.Component, "client", logattr.Err, err)
 	}
-	c.logger.InfoContext(ctx, "twice worker stopped", logattr.Component, "client", logattr.Node, c.cfg.NodeID)
-	return stopErr
-}
-
-func (c *Client) logStuck() {
-	c.runningMu.Lock()
-	defer c.runningMu.Unlock()
-	for _, r := range c.running {
-		c.jobLogger(r.row).Error("job handler ignores its cancelled context; leaving it to its lease", logattr.Component, "client")
-	}
-}
-
-// jobLogger returns the client logger with the job's attributes, added
-// only when something is logged (see jobLogHandler).
-func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return slog.New(newJobLogHandler(c.logger.Handler(), row))
-}
-
-func (c *Client) track(row *twicetype.JobRow, cancel context.CancelCauseFunc) {
-	c.runningMu.Lock()
-	c.running[leaseOf(row)] = &runningJob{row: row, cancel: cancel}
-	c.runningMu.Unlock()
-}
-
-func (c *Client) untrack(row *twicetype.JobRow) {
-	c.runningMu.Lock()
-	delete(c.running, leaseOf(row))
-	c.runningMu.Unlock()
-}
-
-// heartbeatLeases extends the leases of running jobs in one call every
-// third of the lease, and cancels the handlers whose lease was lost. It runs
-// until Stop has drained the running jobs, not just until fetching stops.
-func (c *Client) heartbeatLeases(ctx context.Context) {
-	t := time.NewTicker(c.cfg.LeaseDuration / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.extendLeases()
-	}
-}
-
-func (c *Client) extendLeases() {
-	c.runningMu.Lock()
-	leases := make([]twicestore.JobLease, 0, len(c.running))
-	for l := range c.running {
-		leases = append(leases, l)
-	}
-	c.runningMu.Unlock()
-	if len(leases) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseDuration/3)
-	defer cancel()
-	res, err := c.store.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{
-		Leases: leases, LeaseUntil: time.Now().Add(c.cfg.LeaseDuration),
-	})
-	if err != nil {
-		c.logger.Warn("extending leases failed", logattr.Component, "heartbeat", logattr.Err, err)
-		return
-	}
-	extended := make(map[int64]bool, len(res.Extended))
-	for _, id := range res.Extended {
-		extended[id] = true
-	}
-	// A job refetched here after its lease was lost runs under two epochs;
-	// only the newest can be the one the store extended.
-	newest := make(map[int64]int64, len(leases))
-	for _, l := range leases {
-		newest[l.ID] = max(newest[l.ID], l.Epoch)
-	}
-	c.runningMu.Lock()
-	defer c.runningMu.Unlock()
-	for _, l := range leases {
-		r, ok := c.running[l]
-		switch {
-		case !ok || (extended[l.ID] && l.Epoch == newest[l.ID]):
-		case !r.lost:
-			r.lost = true
-			c.jobLogger(r.row).Warn("job lease lost; cancelling its handler", logattr.Component, "heartbeat")
-			r.cancel(ErrLeaseLost)
-		case !r.stuckLogged:
-			r.stuckLogged = true
-			c.jobLogger(r.row).Error("job handler is stuck: it ignores its cancelled context after losing its lease, "+
-				"and another worker may be running the job", logattr.Component, "heartbeat")
-		}
-	}
+	c.abort() // nothing is written any more; ends the abort timer's context
+	c.logger.Info("twice worker stopped", logattr.Component, "client", logattr.Node, c.cfg.NodeID)
 }
 
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
-}
-
-func leaseOf(row *twicetype.JobRow) twicestore.JobLease {
-	return twicestore.JobLease{ID: row.ID, Epoch: row.Epoch}
 }
 
 // listenInserts wakes the fetch loop when another process inserts jobs into

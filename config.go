@@ -39,7 +39,8 @@ const (
 
 // QueueConfig is one queue a worker serves.
 type QueueConfig struct {
-	// Name of the queue.
+	// Name of the queue: lower-case letters, digits, '_', '-' and '.', at
+	// most MaxQueueBytes (see ValidateQueue).
 	Name string
 	// Concurrency is the most jobs of this queue run at once. Defaults to
 	// 10.
@@ -240,6 +241,9 @@ func (c Config) validate() error {
 	for _, q := range c.Queues {
 		if q.Name == "" {
 			errs = append(errs, errors.New("a queue has no name"))
+		} else if err := ValidateQueue(q.Name); err != nil {
+			errs = append(errs, fmt.Errorf("Config.Queues: %w", err))
+			continue
 		}
 		if seen[q.Name] {
 			errs = append(errs, fmt.Errorf("queue %q is listed twice", q.Name))
@@ -248,6 +252,9 @@ func (c Config) validate() error {
 		if q.Concurrency < 0 {
 			errs = append(errs, fmt.Errorf("queue %q has concurrency %d; use a positive number", q.Name, q.Concurrency))
 		}
+	}
+	if err := ValidateQueue(c.DefaultQueue); err != nil {
+		errs = append(errs, fmt.Errorf("Config.DefaultQueue: %w", err))
 	}
 	if c.LeaseDuration < time.Second {
 		errs = append(errs, fmt.Errorf("LeaseDuration %s is under 1s: the heartbeat could not keep leases alive", c.LeaseDuration))

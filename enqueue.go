@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +38,12 @@ type EnqueueOpts struct {
 	MessageID string
 	// CorrelationID overrides the one from the context.
 	CorrelationID string
+	// AllowUnknownKind lets EnqueueJSON store a kind that no registry,
+	// catalog or live worker knows (its workers have never run); its raw
+	// keys still get the payload policy's name rule. Ignored by Enqueue.
+	// Defaults to false: such a kind is refused, so a typo never queues a
+	// job nobody will run.
+	AllowUnknownKind bool
 }
 
 // EnqueueParams is one job of a batch.
@@ -100,16 +108,20 @@ var ErrUnknownKind = errors.New("unknown job kind")
 // ErrInvalidArgs is wrapped by the enqueue errors that are the caller's
 // input at fault: a malformed kind, args that are not a JSON object or do
 // not fit the kind's type, args over the size limit or against the payload
-// policy. Tools use it to tell a usage error from a failure.
+// policy, a malformed queue name, a unique key or message id that is too
+// long or not UTF-8 text. Tools use it to tell a usage error from a
+// failure.
 var ErrInvalidArgs = errors.New("invalid job args")
 
 // EnqueueJSON stores one job from raw JSON args, for tools that do not have
 // the Go type (the CLI). A kind registered with this client must decode
-// into its args type with no unknown fields; a kind only a live worker
-// handles must be a JSON object; any other kind is refused with
-// ErrUnknownKind, so a typo never queues a job nobody will run. A registered
-// kind is decoded into its type and enqueued as Enqueue would, so its
-// IdempotencyKey applies.
+// into its args type with no unknown fields; a kind a live worker handles
+// or a worker published to the kind catalog (its jobs wait while that
+// worker is down) must pass CheckArgsJSON against the fields the catalog
+// holds for it (or, when it holds none, the name rule on its keys); any
+// other kind is refused with ErrUnknownKind, so a typo never queues a job
+// nobody will run, unless opts.AllowUnknownKind. A registered kind is decoded into its type and enqueued
+// as Enqueue would, so its IdempotencyKey applies.
 func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ValidateKind(kind); err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
@@ -127,17 +139,24 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 	}
 	if known, err := c.liveKinds(ctx); err != nil {
 		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
-	} else if !known[kind] {
-		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler or live worker knows it (known kinds: %s)",
+	} else if !known[kind] && (opts == nil || !opts.AllowUnknownKind) && !c.catalogued(ctx, kind) {
+		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler, catalogued kind or live worker knows it (known kinds: %s)",
 			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
 	}
-	if compact.Len() > c.cfg.MaxArgsBytes {
-		return nil, fmt.Errorf("twice: enqueue %q: %w: args are %d bytes, over the %d-byte limit: pass IDs, not data",
-			kind, ErrInvalidArgs, compact.Len(), c.cfg.MaxArgsBytes)
+	// A live worker's kind is checked against the fields its node put in
+	// the kind catalog (names, JSON types). Without them the raw keys get
+	// the name rule that registration gives Go fields, so a secret cannot
+	// ride in by JSON either way.
+	fields, err := c.catalogArgs(ctx, kind)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
+	}
+	if err := CheckArgsJSON(kind, compact.Bytes(), fields, c.cfg.MaxArgsBytes); err != nil {
+		return nil, fmt.Errorf("twice: enqueue: %w", err)
 	}
 	p, err := c.insertParams(ctx, kind, compact.Bytes(), "", opts)
 	if err != nil {
-		return nil, fmt.Errorf("twice: enqueue: %w", err)
+		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
 	}
 	res, err := c.insert(ctx, c.store, []*twicestore.JobInsertParams{p}, true)
 	if err != nil {
@@ -159,6 +178,29 @@ func (c *Client) liveKinds(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	return known, nil
+}
+
+// catalogArgs returns the args fields the kind catalog holds for kind:
+// nil when the kind is not catalogued or its shape is unknown.
+func (c *Client) catalogArgs(ctx context.Context, kind string) ([]ArgField, error) {
+	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("read the kind catalog: %w", err)
+	}
+	for _, k := range res.Kinds {
+		if k.Kind == kind {
+			return k.Args, nil
+		}
+	}
+	return nil, nil
+}
+
+// catalogued reports whether a worker published kind to the catalog, live
+// or not: its jobs wait for that worker to come back. A failed read counts
+// as not catalogued, and the caller refuses.
+func (c *Client) catalogued(ctx context.Context, kind string) bool {
+	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
+	return err == nil && slices.ContainsFunc(res.Kinds, func(k twicetype.KindInfo) bool { return k.Kind == kind })
 }
 
 func (c *Client) knownKinds(live map[string]bool) []string {
@@ -261,7 +303,40 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	if p.MaxAttempts < 1 {
 		return nil, fmt.Errorf("kind %q: MaxAttempts %d: use at least 1", kind, p.MaxAttempts)
 	}
+	if err := checkEnvelope(p); err != nil {
+		return nil, fmt.Errorf("kind %q: %w", kind, err)
+	}
 	return p, nil
+}
+
+// checkEnvelope refuses names and keys the stores cannot hold or an
+// operator cannot read, with an error that says which one, rather than the
+// database's own error (or a 100 KB key that beats the args limit).
+func checkEnvelope(p *twicestore.JobInsertParams) error {
+	if err := ValidateQueue(p.Queue); err != nil {
+		return err
+	}
+	for _, k := range []struct{ what, value string }{
+		{"unique key", p.UniqueKey},
+		{"message id", p.MessageID},
+		{"idempotency key", p.Key}, // the message id unless the args name one
+		{"correlation id", p.CorrelationID},
+	} {
+		if err := ValidateKey(k.what, k.value); err != nil {
+			return err
+		}
+	}
+	for k, v := range p.Metadata {
+		if err := checkText("metadata key", k, MaxKeyBytes); err != nil {
+			return err
+		}
+		// No length limit: metadata comes from the client's own hook
+		// (a W3C tracestate may be long), not from the caller.
+		if err := checkText(fmt.Sprintf("metadata %q", k), v, math.MaxInt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Client) insert(ctx context.Context, exec twicestore.Executor, params []*twicestore.JobInsertParams, notify bool) ([]*EnqueueResult, error) {

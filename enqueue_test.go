@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -305,5 +309,201 @@ func TestLogLinesCarryTheEnvelope(t *testing.T) {
 	}
 	if !seen["sending verification email"] || !seen["job failed; will retry"] {
 		t.Errorf("expected handler and runtime lines, saw %v", seen)
+	}
+}
+
+// enqueueStores are the stores the name and size tests run on: SQLite, and
+// PostgreSQL (where a long queue name used to come back as the database's
+// own index error) when TWICE_TEST_POSTGRES is set.
+func enqueueStores() map[string]func(t *testing.T) twicestore.Store {
+	stores := map[string]func(t *testing.T) twicestore.Store{
+		"sqlite": func(t *testing.T) twicestore.Store { return newStore(t) },
+	}
+	if os.Getenv(pgtest.EnvURL) != "" {
+		stores["postgres"] = func(t *testing.T) twicestore.Store {
+			u, _ := pgtest.Schema(t, "enqueue")
+			s, err := twicepg.Open(context.Background(), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}
+	}
+	return stores
+}
+
+// TestEnqueueRefusesBadNamesAndKeys: queue names, unique keys and the
+// envelope's ids are validated with an error that says what to do, on
+// both drivers, and nothing is stored (issue 12 item 6).
+func TestEnqueueRefusesBadNamesAndKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, open := range enqueueStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := open(t)
+			reg := twice.NewRegistry()
+			twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(context.Context, *twice.Job[pingArgs]) error { return nil }), nil)
+			c, err := twice.NewClient(store, testConfig(reg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cases := []struct {
+				name string
+				opts *twice.EnqueueOpts
+				want string
+			}{
+				{"10,000-character queue", &twice.EnqueueOpts{Queue: strings.Repeat("q", 10000)}, "over the 128-byte limit"},
+				{"markup in the queue", &twice.EnqueueOpts{Queue: "<script>alert(1)</script>"}, "queue name \"<script>alert(1)</script>\" is malformed"},
+				{"upper-case queue", &twice.EnqueueOpts{Queue: "Emails"}, `use "emails"`},
+				{"NUL in the queue", &twice.EnqueueOpts{Queue: "a\x00b"}, "contains a NUL byte"},
+				{"100 KB unique key", &twice.EnqueueOpts{UniqueKey: strings.Repeat("k", 100<<10)}, "unique key \"kkkk"},
+				{"invalid UTF-8 in the unique key", &twice.EnqueueOpts{UniqueKey: "a\xffb"}, "unique key \"a\\xffb\" is not valid UTF-8"},
+				{"NUL in the unique key", &twice.EnqueueOpts{UniqueKey: "a\x00b"}, "contains a NUL byte"},
+				{"NUL in the message id", &twice.EnqueueOpts{MessageID: "m\x00"}, "message id"},
+				{"long correlation id", &twice.EnqueueOpts{CorrelationID: strings.Repeat("c", 513)}, "correlation id"},
+			}
+			for _, tc := range cases {
+				_, err := c.Enqueue(ctx, pingArgs{N: 1}, tc.opts)
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, twice.ErrInvalidArgs) {
+					t.Errorf("%s: err = %v, want ErrInvalidArgs containing %q", tc.name, err, tc.want)
+				}
+				if err != nil && len(err.Error()) > 500 {
+					t.Errorf("%s: the error is %d bytes long: quote the value cut short", tc.name, len(err.Error()))
+				}
+				_, err = c.EnqueueJSON(ctx, "test.ping.v1", []byte(`{"N":1}`), tc.opts)
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, twice.ErrInvalidArgs) {
+					t.Errorf("%s as JSON: err = %v, want ErrInvalidArgs containing %q", tc.name, err, tc.want)
+				}
+			}
+			if n := countJobs(t, store); n != 0 {
+				t.Errorf("jobs stored = %d, want 0", n)
+			}
+			// The limits themselves are accepted.
+			if _, err := c.Enqueue(ctx, pingArgs{N: 1}, &twice.EnqueueOpts{
+				Queue: strings.Repeat("q", twice.MaxQueueBytes), UniqueKey: strings.Repeat("k", twice.MaxKeyBytes),
+				MessageID: strings.Repeat("m", twice.MaxKeyBytes), CorrelationID: "é" + strings.Repeat("c", twice.MaxKeyBytes-2),
+			}); err != nil {
+				t.Errorf("names at the limits refused: %v", err)
+			}
+		})
+	}
+}
+
+// TestQueueNamesAreValidatedWhereTheyAreSet: a bad queue is refused at
+// registration and in the Config, not only at enqueue (issue 12 item 6).
+func TestQueueNamesAreValidatedWhereTheyAreSet(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("q", 10000)
+	handler := twice.HandlerFunc[pingArgs](func(context.Context, *twice.Job[pingArgs]) error { return nil })
+	for _, q := range []string{long, "<script>", "a b", "-dash-first"} {
+		err := twice.Register(twice.NewRegistry(), handler, &twice.KindOpts{Queue: q})
+		if err == nil || !strings.Contains(err.Error(), "KindOpts.Queue: queue name") {
+			t.Errorf("Register with queue %.20q: err = %v, want the queue refused", q, err)
+		}
+		cfg := testConfig(nil)
+		cfg.Queues = []twice.QueueConfig{{Name: q}}
+		if _, err := twice.NewClient(newStore(t), cfg); err == nil || !strings.Contains(err.Error(), "Config.Queues: queue name") {
+			t.Errorf("Config.Queues with %.20q: err = %v, want the queue refused", q, err)
+		}
+		cfg = testConfig(nil)
+		cfg.DefaultQueue = q
+		if _, err := twice.NewClient(newStore(t), cfg); err == nil || !strings.Contains(err.Error(), "Config.DefaultQueue: queue name") {
+			t.Errorf("Config.DefaultQueue %.20q: err = %v, want the queue refused", q, err)
+		}
+	}
+	for _, q := range []string{twice.QueueDefault, twice.QueueCritical, twice.QueueBulk, "emails.bulk", "tenant-42", "q_1"} {
+		if err := twice.ValidateQueue(q); err != nil {
+			t.Errorf("ValidateQueue(%q) = %v", q, err)
+		}
+	}
+}
+
+// TestEnqueueJSONAppliesThePayloadPolicy: raw JSON for a kind only a live
+// worker knows gets the name rule that Go fields get, so
+// {"password":…,"email":…} is not stored; once the worker's node has put
+// the kind's fields in the catalog, unknown fields and wrong JSON types are
+// refused too (issue 12 item 5c).
+func TestEnqueueJSONAppliesThePayloadPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, open := range enqueueStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := open(t)
+			now := time.Now()
+			if err := store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: &twicetype.Node{
+				ID: "pdf-worker", Kinds: []string{"pdf.cv.v1"}, Queues: []string{"default"}, StartedAt: now, HeartbeatAt: now,
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			c, _ := twice.NewClient(store, testConfig(nil))
+			refuse := func(raw, want string) {
+				t.Helper()
+				_, err := c.EnqueueJSON(ctx, "pdf.cv.v1", []byte(raw), nil)
+				if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, twice.ErrInvalidArgs) {
+					t.Errorf("EnqueueJSON(%s): err = %v, want ErrInvalidArgs containing %q", raw, err, want)
+				}
+			}
+			// Not catalogued: the name rule.
+			refuse(`{"cv_id":3,"password":"hunter2","email":"a@example.com"}`, `key "password" looks like a secret`)
+			refuse(`{"cv_id":3,"Email":"a@example.com"}`, `key "Email" looks like personal data`)
+			if n := countJobs(t, store); n != 0 {
+				t.Fatalf("jobs stored = %d, want 0", n)
+			}
+			if _, err := c.EnqueueJSON(ctx, "pdf.cv.v1", []byte(`{"cv_id":3,"email_id":4}`), nil); err != nil {
+				t.Fatalf("IDs refused: %v", err)
+			}
+			// Catalogued: the kind's own fields.
+			if err := store.CatalogPublish(ctx, &twicestore.CatalogPublishParams{Node: "pdf-worker", Kinds: []twicetype.KindInfo{{
+				Kind: "pdf.cv.v1", Queue: "default", Strategy: "ClaimAfter", MaxAttempts: 20,
+				Args: []twicetype.ArgField{{Name: "cv_id", Type: twicetype.ArgTypeInteger}},
+			}}}); err != nil {
+				t.Fatal(err)
+			}
+			refuse(`{"cv_id":3,"email_id":4}`, `unknown field "email_id": the kind's fields are cv_id`)
+			refuse(`{"cv_id":"3"}`, `field "cv_id" is string, want integer`)
+			if _, err := c.EnqueueJSON(ctx, "pdf.cv.v1", []byte(`{"cv_id":3}`), nil); err != nil {
+				t.Fatalf("catalogued fields refused: %v", err)
+			}
+			if n := countJobs(t, store); n != 2 {
+				t.Fatalf("jobs stored = %d, want 2", n)
+			}
+		})
+	}
+}
+
+// TestUnknownFieldInStoredArgsIsPermanent: a handler decodes its args
+// strictly, so a field its type does not declare dead-letters the job at
+// once with an error naming the field, instead of being dropped while the
+// job completes (issue 12 item 5c).
+func TestUnknownFieldInStoredArgsIsPermanent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore(t)
+	var calls atomic.Int32
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(context.Context, *twice.Job[pingArgs]) error {
+		calls.Add(1)
+		return nil
+	}), &twice.KindOpts{Strategy: twice.None})
+	now := time.Now()
+	// Stored as another producer (or an older CLI) would: not through
+	// Enqueue, which would refuse it.
+	res, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{{
+		Kind: "test.ping.v1", Queue: twice.QueueDefault, Args: []byte(`{"N":1,"password":"hunter2"}`),
+		MessageID: "m-1", Key: "m-1", CorrelationID: "c-1", MaxAttempts: 5, RunAt: now, CreatedAt: now,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, store, testConfig(reg))
+	row := waitJob(t, store, res.Jobs[0].Job.ID, "dead", isState(twicetype.JobStateDead))
+	if row.Attempt != 1 || len(row.Errors) == 0 || !strings.Contains(row.Errors[len(row.Errors)-1].Error, `unknown field "password"`) {
+		t.Errorf("attempt %d, errors %+v: want one attempt failing on the unknown field", row.Attempt, row.Errors)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("handler ran %d times, want 0", n)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twicejobs/twice/internal/completer"
 	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/internal/producer"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -22,6 +24,93 @@ const outcomeWriteTimeout = 10 * time.Second
 // noteAlreadyProcessed is the note of a job its marker turned into a no-op:
 // shown on the job, and counted as a duplicate by the Observer.
 const noteAlreadyProcessed = "already processed"
+
+// executor runs leased jobs. It holds what every job's path needs; each
+// fetched job becomes an execution, whose methods below read in the order
+// a job goes through them: the kill switch, the handler's context, the
+// strategy around the handler, the outcome, and its write.
+type executor struct {
+	store    twicestore.Store
+	registry *Registry
+	cfg      *Config
+	logger   *slog.Logger
+	complete *completer.Completer
+	running  *runningJobs
+	// enabled reports whether a kind's kill switch lets it run now.
+	enabled func(kind string) bool
+	// workCtx is the parent of every handler's context; Stop cancels it
+	// with ErrShutdown when the grace period runs out.
+	workCtx context.Context
+}
+
+// execution is one attempt of one leased job.
+type execution struct {
+	x      *executor
+	row    *twicetype.JobRow
+	entry  *kindEntry
+	logger *slog.Logger
+	// peek is the fetch's answer to ClaimAfter's peek. The first delivery
+	// takes it; a second one (Config.Redeliver) peeks again, so it sees the
+	// first one's claim.
+	peek producer.Peek
+	// ctx is the handler's context; the running jobs' registry holds its
+	// cancel, for a lost lease or an operator's cancel.
+	ctx   context.Context
+	start time.Time
+	// leaseLost is set when the attempt ended after its lease was lost.
+	leaseLost bool
+}
+
+// Execute works one fetched job; the producer calls it on a worker
+// goroutine.
+func (x *executor) Execute(f producer.Fetched) {
+	e := &execution{x: x, row: f.Row, peek: f.Peek, logger: jobLogger(x.logger, f.Row)}
+	e.run()
+}
+
+func (e *execution) run() {
+	e.entry = e.x.registry.lookup(e.row.Kind)
+	if e.entry == nil { // fetch only asks for registered kinds
+		e.logger.Error("fetched a job of an unregistered kind; putting it back", logattr.Component, "executor")
+		e.finish(e.putBack(""), nil)
+		return
+	}
+	// The kill switch, checked before every attempt. Fetching already leaves
+	// out kinds switched off; this catches a flip between fetch and run.
+	if !e.x.enabled(e.row.Kind) {
+		e.logger.Warn("job held: its kind was switched off; it goes back to the queue with its attempt unspent",
+			logattr.Component, "executor")
+		e.finish(e.putBack("held: kill switch off"), nil)
+		e.x.observe(EventSkipped, e.row)
+		return
+	}
+
+	ctx, cancel := context.WithCancelCause(e.x.workCtx)
+	defer cancel(nil)
+	if t := e.entry.opts.Timeout; t > 0 {
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithTimeoutCause(ctx, t, fmt.Errorf("job exceeded its %s timeout", t))
+		defer cancelTimeout()
+	}
+	e.ctx = withLogger(WithCorrelationID(ctx, e.row.CorrelationID), e.logger)
+	e.start = time.Now()
+	e.x.observeStart(e.row, e.start)
+	e.x.running.add(e.row, cancel)
+
+	if e.x.cfg.Redeliver {
+		e.redeliver()
+		return
+	}
+	e.record(e.deliver(), nil)
+}
+
+// putBack is the outcome of a job that never started: back in its queue at
+// once, its attempt unspent.
+func (e *execution) putBack(note string) *twicestore.JobOutcome {
+	return &twicestore.JobOutcome{
+		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateAvailable, RunAt: time.Now(), RefundAttempt: true, Note: note,
+	}
+}
 
 // delivery is what one run of a job through its strategy produced.
 type delivery struct {
@@ -35,66 +124,175 @@ type delivery struct {
 	marker *twicestore.MarkerParams
 }
 
-// work runs one leased job: it applies the kind's strategy around the
-// handler and hands the outcome to the completer.
-func (c *Client) work(row *twicetype.JobRow) {
-	entry := c.registry.lookup(row.Kind)
-	logger := c.jobLogger(row)
-	if entry == nil { // fetch only asks for registered kinds
-		logger.Error("fetched a job of an unregistered kind; putting it back", logattr.Component, "executor")
-		c.finish(row, logger, &twicestore.JobOutcome{
-			ID: row.ID, Epoch: row.Epoch, State: twicetype.JobStateAvailable, RunAt: time.Now(), RefundAttempt: true,
-		}, nil)
-		return
+// deliver applies the kind's strategy around one call of the handler, and
+// counts a delivery the marker absorbed.
+func (e *execution) deliver() delivery {
+	var d delivery
+	switch e.entry.opts.Strategy {
+	case ClaimAfter:
+		d = e.claimAfter()
+	case ClaimBefore:
+		d = e.claimBefore()
+	case Transactional:
+		d = e.transactional()
+	default: // None
+		d = delivery{err: e.callHandler(nil)}
 	}
-
-	// The kill switch, checked before every attempt. Fetching already leaves
-	// out kinds switched off; this catches a flip between fetch and run.
-	if !c.kindEnabled(row.Kind) {
-		logger.Warn("job held: its kind was switched off; it goes back to the queue with its attempt unspent",
-			logattr.Component, "executor")
-		c.finish(row, logger, &twicestore.JobOutcome{
-			ID: row.ID, Epoch: row.Epoch, State: twicetype.JobStateAvailable, RunAt: time.Now(), RefundAttempt: true,
-			Note: "held: kill switch off",
-		}, nil)
-		c.observe(EventSkipped, row)
-		return
+	if d.noop == noteAlreadyProcessed {
+		e.x.observe(EventDuplicate, e.row)
 	}
-
-	ctx, cancel := context.WithCancelCause(c.workCtx)
-	defer cancel(nil)
-	if entry.opts.Timeout > 0 {
-		var cancelTimeout context.CancelFunc
-		ctx, cancelTimeout = context.WithTimeoutCause(ctx, entry.opts.Timeout,
-			fmt.Errorf("job exceeded its %s timeout", entry.opts.Timeout))
-		defer cancelTimeout()
-	}
-	ctx = withLogger(WithCorrelationID(ctx, row.CorrelationID), logger)
-	ctx = c.observeStart(ctx, row)
-	c.track(row, cancel)
-
-	if c.cfg.Redeliver {
-		c.redeliver(ctx, entry, row, logger)
-		return
-	}
-	c.record(ctx, entry, row, logger, c.deliver(ctx, entry, row, logger), nil)
+	return d
 }
 
-// record writes a delivery's outcome (unless its transaction already did)
-// and calls written, if set, once that is settled, telling whether the
-// outcome was recorded.
-func (c *Client) record(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger, d delivery, written func(recorded bool)) {
-	c.observeDelivery(ctx, row, d)
-	if d.committed {
-		c.untrack(row)
-		logger.DebugContext(ctx, "job completed", logattr.Component, "executor")
-		if written != nil {
-			written(true)
-		}
-		return
+func (e *execution) marker() *twicestore.MarkerParams {
+	return &twicestore.MarkerParams{Handler: e.entry.opts.HandlerName, Key: e.row.Key, JobID: e.row.ID, Epoch: e.row.Epoch}
+}
+
+// claimAfter peeks the marker, runs the handler unless it is processed,
+// and claims it with the job's completion after a success.
+func (e *execution) claimAfter() delivery {
+	marker := e.marker()
+	processed, err := e.peekMarker(marker)
+	if err != nil {
+		return delivery{err: fmt.Errorf("peek marker: %w", err)}
 	}
-	o := c.classify(ctx, entry, row, logger, d)
-	c.finish(row, logger, o, c.observeWritten(ctx, row, o, written))
+	if processed {
+		return delivery{noop: noteAlreadyProcessed}
+	}
+	if err := e.callHandler(nil); err != nil {
+		return delivery{err: err} // never claim after an error: the retry must really re-run
+	}
+	// The effect happened. The claim is written with the job's completion,
+	// in one transaction on a context the handler's cancellation cannot
+	// reach, so a shutdown cannot skip it.
+	return delivery{marker: marker}
+}
+
+// peekMarker is ClaimAfter's peek: the fetch's answer when it brought one,
+// else one MarkerPeek. An answer that was lost on the way reads as "not
+// peeked" (see producer.Peek), so it peeks again rather than runs.
+func (e *execution) peekMarker(m *twicestore.MarkerParams) (processed bool, err error) {
+	peek := e.peek
+	e.peek = producer.NotPeeked // taken once: a redelivery peeks again
+	if peek != producer.NotPeeked {
+		return peek == producer.Processed, nil
+	}
+	res, err := e.x.store.MarkerPeek(e.ctx, m)
+	if err != nil {
+		return false, err
+	}
+	return res.Processed, nil
+}
+
+// claimBefore claims the marker, then runs the handler; a failure keeps the
+// claim and dead-letters the job, unless the handler says the effect
+// certainly did not happen.
+func (e *execution) claimBefore() delivery {
+	marker := e.marker()
+	marker.Now = time.Now()
+	claim, err := e.x.store.MarkerClaim(e.ctx, marker)
+	if err != nil {
+		return delivery{err: fmt.Errorf("claim marker: %w", err)}
+	}
+	if claim.AlreadyProcessed {
+		if m := claim.Existing; interrupted(m, e.row) {
+			return delivery{err: Permanent(fmt.Errorf("%w: handler %q claimed key %q at %s in lease epoch %d of this job "+
+				"(this is epoch %d); check whether the effect happened: if not, run `twice markers release %s %s` "+
+				"and retry the job, if so, discard it", ErrEffectUncertain, m.Handler, m.Key,
+				m.ProcessedAt.Format(time.RFC3339), m.Epoch, e.row.Epoch, m.Handler, m.Key))}
+		}
+		return delivery{noop: noteAlreadyProcessed}
+	}
+	err = e.callHandler(nil)
+	var (
+		notApplied *NotAppliedError
+		snooze     *SnoozeError
+		noop       *NoOpError
+		cancelled  *CancelError
+	)
+	switch {
+	case err == nil, errors.As(err, &noop):
+		return delivery{err: err}
+	case errors.As(err, &notApplied), errors.As(err, &snooze), errors.As(err, &cancelled):
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), outcomeWriteTimeout)
+		defer cancel()
+		if rerr := e.x.store.MarkerRelease(wctx, marker); rerr != nil {
+			// Keeping the claim turns the retry into a no-op: that is
+			// loss, so dead-letter instead of pretending to retry.
+			return delivery{err: Permanent(fmt.Errorf("release claim after %w: %w", err, rerr))}
+		}
+		return delivery{err: err}
+	default:
+		return delivery{err: Permanent(fmt.Errorf("%w (strategy claim-before: the effect may have happened, "+
+			"so the claim is kept and the job needs a human; return twice.NotApplied(err) when it certainly did not)", err))}
+	}
+}
+
+// interrupted reports whether a claim found by a ClaimBefore delivery was
+// made by an earlier delivery of the same job that did not finish its
+// effect for sure: it crashed or lost its lease before recording an
+// outcome, was cut short by a shutdown, or failed and was dead-lettered
+// and then retried by hand without its claim released. A success would have
+// completed the job, and NotApplied and Snooze release the claim. A claim of the same epoch is this
+// very delivery's twin (redelivery mode), and a claim by another job is
+// another copy of the message: both are plain duplicates.
+func interrupted(m *twicetype.Marker, row *twicetype.JobRow) bool {
+	return m != nil && m.JobID == row.ID && m.Epoch != 0 && m.Epoch < row.Epoch
+}
+
+// transactional claims the marker, runs the handler and completes the job
+// in one transaction, checking the lease epoch inside it. On any failure
+// the transaction is rolled back before this returns.
+func (e *execution) transactional() delivery {
+	ctx := e.ctx
+	tx, err := e.x.store.Begin(ctx)
+	if err != nil {
+		return delivery{err: fmt.Errorf("begin transaction: %w", err)}
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	marker := e.marker()
+	marker.Now = time.Now()
+	claim, err := tx.MarkerClaim(ctx, marker)
+	if err != nil {
+		return delivery{err: fmt.Errorf("claim marker: %w", err)}
+	}
+	if claim.AlreadyProcessed {
+		return delivery{noop: noteAlreadyProcessed}
+	}
+	if err := e.callHandler(tx); err != nil {
+		return delivery{err: err}
+	}
+	res, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
+		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: time.Now(),
+	}}})
+	if err != nil {
+		return delivery{err: fmt.Errorf("complete job in transaction: %w", err)}
+	}
+	if !res.Applied[0] {
+		return delivery{err: fmt.Errorf("%w: the effect was rolled back", ErrLeaseLost)}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return delivery{err: fmt.Errorf("commit: %w", err)}
+	}
+	return delivery{committed: true}
+}
+
+// callHandler calls the handler through the configured middleware, turning
+// a panic into a *PanicError.
+func (e *execution) callHandler(tx twicestore.Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: string(debug.Stack())}
+		}
+	}()
+	row := e.row
+	next := func(ctx context.Context) error { return e.entry.run(ctx, row, tx) }
+	mws := e.x.cfg.Middleware
+	for i := len(mws) - 1; i >= 0; i-- {
+		mw, inner := mws[i], next
+		next = func(ctx context.Context) error { return mw(ctx, row, inner) }
+	}
+	return next(e.ctx)
 }
 
 // redeliver delivers the job twice on purpose, so a handler that does not
@@ -104,29 +302,32 @@ func (c *Client) record(ctx context.Context, entry *kindEntry, row *twicetype.Jo
 // and it must converge to a no-op. ClaimAfter kinds are only redelivered in
 // a row: two copies at once may both pass the peek, a duplicate the
 // strategy accepts by design, so it would show nothing about the handler.
-func (c *Client) redeliver(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger) {
-	again := logger.With("redelivery", true)
-	if entry.opts.Strategy != ClaimAfter && rand.IntN(2) == 0 {
+func (e *execution) redeliver() {
+	if e.entry.opts.Strategy != ClaimAfter && rand.IntN(2) == 0 {
 		var d1, d2 delivery
 		var wg sync.WaitGroup
-		wg.Go(func() { d2 = c.deliver(ctx, entry, row, again) })
-		d1 = c.deliver(ctx, entry, row, logger)
+		again := *e
+		again.logger = e.logger.With("redelivery", true)
+		wg.Go(func() { d2 = again.deliver() })
+		d1 = e.deliver()
 		wg.Wait()
-		c.record(ctx, entry, row, logger, mergeDeliveries(d1, d2), nil)
+		e.record(mergeDeliveries(d1, d2), nil)
 		return
 	}
-	d := c.deliver(ctx, entry, row, logger)
+	d := e.deliver()
 	if d.err != nil {
-		c.record(ctx, entry, row, logger, d, nil) // a failure is retried, not redelivered
+		e.record(d, nil) // a failure is retried, not redelivered
 		return
 	}
 	recorded := make(chan bool, 1)
-	c.record(ctx, entry, row, logger, d, func(ok bool) { recorded <- ok })
+	e.record(d, func(ok bool) { recorded <- ok })
 	if !<-recorded {
 		return // the first outcome was lost: the job will be delivered again anyway
 	}
-	if d2 := c.deliver(ctx, entry, row, again); d2.err != nil {
-		again.ErrorContext(ctx, "the second delivery of a completed job failed: the handler does not converge",
+	again := *e
+	again.logger = e.logger.With("redelivery", true)
+	if d2 := again.deliver(); d2.err != nil {
+		again.logger.ErrorContext(e.ctx, "the second delivery of a completed job failed: the handler does not converge",
 			logattr.Component, "executor", logattr.Err, d2.err)
 	}
 }
@@ -150,147 +351,48 @@ func mergeDeliveries(d1, d2 delivery) delivery {
 	return d1
 }
 
-// deliver applies the kind's strategy around one call of the handler.
-func (c *Client) deliver(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger) delivery {
-	marker := &twicestore.MarkerParams{Handler: entry.opts.HandlerName, Key: row.Key, JobID: row.ID, Epoch: row.Epoch}
-	switch entry.opts.Strategy {
-	case ClaimAfter:
-		peek, err := c.peekMarker(ctx, row, marker)
-		if err != nil {
-			return delivery{err: fmt.Errorf("peek marker: %w", err)}
+// record writes a delivery's outcome (unless its transaction already did)
+// and calls written, if set, once that is settled, telling whether the
+// outcome was recorded.
+func (e *execution) record(d delivery, written func(recorded bool)) {
+	if d.committed {
+		e.x.running.remove(e.row)
+		e.x.observeOutcome(e.row, twicetype.JobStateCompleted, false, e.start)
+		e.logger.DebugContext(e.ctx, "job completed", logattr.Component, "executor")
+		if written != nil {
+			written(true)
 		}
-		if peek.Processed {
-			return delivery{noop: noteAlreadyProcessed}
-		}
-		err = c.runHandler(ctx, entry, row, nil)
-		if err != nil {
-			return delivery{err: err} // never claim after an error: the retry must really re-run
-		}
-		// The effect happened. The claim is written with the job's
-		// completion, in one transaction on a context the handler's
-		// cancellation cannot reach, so a shutdown cannot skip it.
-		return delivery{marker: marker}
-
-	case ClaimBefore:
-		marker.Now = time.Now()
-		claim, err := c.store.MarkerClaim(ctx, marker)
-		if err != nil {
-			return delivery{err: fmt.Errorf("claim marker: %w", err)}
-		}
-		if claim.AlreadyProcessed {
-			if interrupted(claim.Existing, row) {
-				m := claim.Existing
-				return delivery{err: Permanent(fmt.Errorf("%w: handler %q claimed key %q at %s in lease epoch %d of this job "+
-					"(this is epoch %d); check whether the effect happened: if not, run `twice markers release %s %s` "+
-					"and retry the job, if so, discard it", ErrEffectUncertain, m.Handler, m.Key,
-					m.ProcessedAt.Format(time.RFC3339), m.Epoch, row.Epoch, m.Handler, m.Key))}
-			}
-			return delivery{noop: noteAlreadyProcessed}
-		}
-		err = c.runHandler(ctx, entry, row, nil)
-		var notApplied *NotAppliedError
-		var snooze *SnoozeError
-		var noop *NoOpError
-		switch {
-		case err == nil, errors.As(err, &noop):
-			return delivery{err: err}
-		case errors.As(err, &notApplied), errors.As(err, &snooze):
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeWriteTimeout)
-			defer cancel()
-			if rerr := c.store.MarkerRelease(wctx, marker); rerr != nil {
-				// Keeping the claim turns the retry into a no-op: that is
-				// loss, so dead-letter instead of pretending to retry.
-				return delivery{err: Permanent(fmt.Errorf("release claim after %v: %w", err, rerr))}
-			}
-			return delivery{err: err}
-		default:
-			return delivery{err: Permanent(fmt.Errorf("%w (strategy claim-before: the effect may have happened, "+
-				"so the claim is kept and the job needs a human; return twice.NotApplied(err) when it certainly did not)", err))}
-		}
-
-	case Transactional:
-		return c.deliverTx(ctx, entry, row, marker)
-
-	default: // None
-		return delivery{err: c.runHandler(ctx, entry, row, nil)}
+		return
 	}
+	e.finish(e.outcome(d), written)
 }
 
-// interrupted reports whether a claim found by a ClaimBefore delivery was
-// made by an earlier delivery of the same job that did not finish its
-// effect for sure: it crashed or lost its lease before recording an
-// outcome, was cut short by a shutdown, or failed and was dead-lettered
-// and then retried by hand without its claim released. A success would have
-// completed the job, and NotApplied and Snooze release the claim. A claim of the same epoch is this
-// very delivery's twin (redelivery mode), and a claim by another job is
-// another copy of the message: both are plain duplicates.
-func interrupted(m *twicetype.Marker, row *twicetype.JobRow) bool {
-	return m != nil && m.JobID == row.ID && m.Epoch != 0 && m.Epoch < row.Epoch
-}
-
-// deliverTx claims the marker, runs the handler and completes the job in one
-// transaction, checking the lease epoch inside it.
-func (c *Client) deliverTx(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, marker *twicestore.MarkerParams) delivery {
-	tx, err := c.store.Begin(ctx)
-	if err != nil {
-		return delivery{err: fmt.Errorf("begin transaction: %w", err)}
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
-	marker.Now = time.Now()
-	claim, err := tx.MarkerClaim(ctx, marker)
-	if err != nil {
-		return delivery{err: fmt.Errorf("claim marker: %w", err)}
-	}
-	if claim.AlreadyProcessed {
-		return delivery{noop: noteAlreadyProcessed}
-	}
-	if err := c.runHandler(ctx, entry, row, tx); err != nil {
-		return delivery{err: err}
-	}
+// outcome turns a delivery into the job's outcome.
+func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 	now := time.Now()
-	res, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
-		ID: row.ID, Epoch: row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: now,
-	}}})
-	if err != nil {
-		return delivery{err: fmt.Errorf("complete job in transaction: %w", err)}
-	}
-	if !res.Applied[0] {
-		return delivery{err: fmt.Errorf("%w: the effect was rolled back", ErrLeaseLost)}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return delivery{err: fmt.Errorf("commit: %w", err)}
-	}
-	return delivery{committed: true}
-}
-
-// runHandler calls the handler through the configured middleware, turning
-// a panic into a *PanicError.
-func (c *Client) runHandler(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, tx twicestore.Tx) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: string(debug.Stack())}
-		}
-	}()
-	next := func(ctx context.Context) error { return entry.run(ctx, row, tx) }
-	for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
-		mw, inner := c.cfg.Middleware[i], next
-		next = func(ctx context.Context) error { return mw(ctx, row, inner) }
-	}
-	return next(ctx)
-}
-
-// classify turns a delivery into the job's outcome.
-func (c *Client) classify(ctx context.Context, entry *kindEntry, row *twicetype.JobRow, logger *slog.Logger, d delivery) *twicestore.JobOutcome {
-	now := time.Now()
-	o := &twicestore.JobOutcome{ID: row.ID, Epoch: row.Epoch}
+	o := &twicestore.JobOutcome{ID: e.row.ID, Epoch: e.row.Epoch}
 	err := d.err
 	var (
+		cancelled *CancelError
 		noop      *NoOpError
 		snooze    *SnoozeError
 		permanent *PermanentError
 		panicErr  *PanicError
 	)
 	switch {
+	case errors.Is(context.Cause(e.ctx), ErrJobCancelled), errors.As(err, &cancelled):
+		// Cancelled by an operator (whatever the handler returned) or by
+		// the handler itself: finished, never retried. A success's claim
+		// is still written: its effect happened.
+		o.State, o.FinishedAt, o.Marker = twicetype.JobStateCancelled, now, d.marker
+		if o.Marker != nil {
+			o.Marker.Now = now
+		}
+		if cancelled != nil {
+			o.Note = capText("cancelled by its handler: " + errString(cancelled.Err))
+		} // else the store notes the operator's request
+		e.logger.InfoContext(e.ctx, "job cancelled", logattr.Component, "executor", logattr.Err, err)
+		return o
 	case err == nil || errors.As(err, &noop):
 		o.State, o.FinishedAt = twicetype.JobStateCompleted, now
 		o.Note, o.Marker = d.noop, d.marker
@@ -298,69 +400,142 @@ func (c *Client) classify(ctx context.Context, entry *kindEntry, row *twicetype.
 			o.Marker.Now = now
 		}
 		if noop != nil {
-			o.Note = noop.Reason
+			o.Note = capText(noop.Reason)
 		}
 		if o.Note != "" {
-			logger.InfoContext(ctx, "job completed as a no-op", logattr.Component, "executor", "reason", o.Note)
+			e.logger.InfoContext(e.ctx, "job completed as a no-op", logattr.Component, "executor", "reason", o.Note)
 		}
 		return o
+	case errors.As(err, &snooze) && e.row.Snoozes >= e.maxSnoozes():
+		// Past the kind's limit: a snooze gives its attempt back, so only
+		// this stops a handler that always snoozes.
+		err = Permanent(fmt.Errorf("%w: %d snoozes, the limit of kind %q (KindOpts.MaxSnoozes); "+
+			"last: %w", ErrTooManySnoozes, e.row.Snoozes+1, e.row.Kind, err))
 	case errors.As(err, &snooze):
-		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now.Add(snooze.Duration), true
+		o.State, o.RunAt, o.RefundAttempt, o.Snooze = twicetype.JobStateAvailable, now.Add(snooze.Duration), true, true
 		o.Note = err.Error()
-		logger.InfoContext(ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration)
+		e.logger.InfoContext(e.ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration,
+			"snoozes", e.row.Snoozes+1)
 		return o
-	case errors.Is(context.Cause(ctx), ErrShutdown):
+	case errors.Is(context.Cause(e.ctx), ErrShutdown):
 		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now, true
 		o.Note = "requeued on shutdown"
-		logger.InfoContext(ctx, "job requeued on shutdown", logattr.Component, "executor", logattr.Err, err)
+		e.logger.InfoContext(e.ctx, "job requeued on shutdown", logattr.Component, "executor", logattr.Err, err)
 		return o
 	}
-	ae := &twicetype.AttemptError{Attempt: row.Attempt, At: now, Error: err.Error()}
+	ae := &twicetype.AttemptError{Attempt: e.row.Attempt, At: now, Error: capText(err.Error())}
 	if errors.As(err, &panicErr) {
-		ae.Stack = panicErr.Stack
+		ae.Stack = capText(panicErr.Stack)
 	}
 	o.Error = ae
-	if errors.As(err, &permanent) || row.Attempt >= row.MaxAttempts {
-		o.State, o.FinishedAt = twicetype.JobStateDead, now
-		logger.ErrorContext(ctx, "job dead-lettered", logattr.Component, "executor", logattr.Err, err,
-			"max_attempts", row.MaxAttempts)
+	if errors.Is(context.Cause(e.ctx), ErrLeaseLost) || errors.Is(err, ErrLeaseLost) {
+		// A stale holder: the store refuses this outcome (its epoch is
+		// old), and the job's new holder decides what becomes of it.
+		e.leaseLost = true
+		o.State, o.RunAt = twicetype.JobStateAvailable, now
+		e.logger.WarnContext(e.ctx, "job attempt ended after its lease was lost; its outcome is not recorded, "+
+			"another worker may hold the job", logattr.Component, "executor", logattr.Err, err)
 		return o
 	}
-	o.State, o.RunAt = twicetype.JobStateAvailable, now.Add(c.cfg.Backoff(row.Attempt))
-	logger.WarnContext(ctx, "job failed; will retry", logattr.Component, "executor", logattr.Err, err, "run_at", o.RunAt)
+	if errors.As(err, &permanent) || e.row.Attempt >= e.row.MaxAttempts {
+		o.State, o.FinishedAt = twicetype.JobStateDead, now
+		e.logger.ErrorContext(e.ctx, "job dead-lettered", logattr.Component, "executor", logattr.Err, err,
+			"max_attempts", e.row.MaxAttempts)
+		e.markFailed(err)
+		return o
+	}
+	o.State, o.RunAt = twicetype.JobStateAvailable, now.Add(e.x.cfg.Backoff(e.row.Attempt))
+	e.logger.WarnContext(e.ctx, "job failed; will retry", logattr.Component, "executor", logattr.Err, err, "run_at", o.RunAt)
 	return o
+}
+
+// maxSnoozes is the kind's snooze limit.
+func (e *execution) maxSnoozes() int {
+	if n := e.entry.opts.MaxSnoozes; n > 0 {
+		return n
+	}
+	return MaxSnoozesDefault
+}
+
+// markFailed runs a Staged handler's MarkFailed for a failure that
+// dead-letters the job, once the attempt is over: for Transactional, after
+// its transaction was rolled back, in a transaction of its own.
+func (e *execution) markFailed(err error) {
+	var mf *markFailedError
+	if !errors.As(err, &mf) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), markFailedTimeout)
+	defer cancel()
+	var merr error
+	if e.entry.opts.Strategy == Transactional {
+		merr = e.inTx(ctx, func(tx twicestore.Tx) error { return mf.mark(ctx, tx) })
+	} else {
+		merr = mf.mark(ctx, nil)
+	}
+	if merr != nil {
+		e.logger.ErrorContext(ctx, "marking the row failed did not work; the job is dead-lettered anyway",
+			logattr.Component, "executor", logattr.Err, merr)
+	}
+}
+
+// inTx runs fn in a transaction of its own, committed when fn returns nil.
+func (e *execution) inTx(ctx context.Context, fn func(tx twicestore.Tx) error) error {
+	tx, err := e.x.store.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // finish hands an outcome to the completer; the job stays tracked (and its
 // lease extended) until the outcome is written. written, if set, is called
 // after that, telling whether the outcome was recorded.
-func (c *Client) finish(row *twicetype.JobRow, logger *slog.Logger, o *twicestore.JobOutcome, written func(recorded bool)) {
-	added := c.complete.Add(o, func(applied bool, err error) {
-		c.untrack(row)
-		if written != nil {
-			defer written(applied && err == nil)
-		}
+func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)) {
+	done := func(applied bool, err error) {
+		e.x.running.remove(e.row)
+		recorded := applied && err == nil
 		switch {
 		case err != nil:
-			logger.Error("recording job outcome failed; the job will run again when its lease expires",
+			e.logger.Error("recording job outcome failed; the job will run again when its lease expires",
 				logattr.Component, "completer", logattr.Err, err)
+		case !applied && e.leaseLost: // said when the attempt ended
 		case !applied:
-			logger.Warn("job outcome discarded: the lease was lost and another worker may hold the job",
-				logattr.Component, "completer", "epoch", row.Epoch)
-		case o.State == twicetype.JobStateDead && c.cfg.OnDead != nil:
-			dead := *row
-			dead.State, dead.FinishedAt = twicetype.JobStateDead, o.FinishedAt
-			dead.Errors = append(append([]twicetype.AttemptError(nil), row.Errors...), *o.Error)
-			var jobErr error = errors.New(o.Error.Error)
-			c.cfg.OnDead(context.Background(), DeadJob{Job: &dead, Err: jobErr})
+			e.logger.Warn("job outcome discarded: the lease was lost and another worker may hold the job",
+				logattr.Component, "completer", "epoch", e.row.Epoch)
+		default:
+			if !e.start.IsZero() { // a job put back before it started is no result
+				e.x.observeOutcome(e.row, o.State, o.Error != nil, e.start)
+			}
+			if o.State == twicetype.JobStateDead {
+				e.x.onDead(e.row, o)
+			}
 		}
-	})
-	if !added {
-		c.untrack(row)
-		logger.Warn("job finished after the worker stopped; its outcome is not recorded and the job will run again when its lease expires",
+		if written != nil {
+			written(recorded)
+		}
+	}
+	if !e.x.complete.Add(o, done) {
+		e.x.running.remove(e.row)
+		e.logger.Warn("job finished after the worker stopped; its outcome is not recorded and the job will run again when its lease expires",
 			logattr.Component, "executor")
 		if written != nil {
 			written(false)
 		}
 	}
+}
+
+// onDead calls Config.OnDead for a job whose dead-lettering was recorded.
+func (x *executor) onDead(row *twicetype.JobRow, o *twicestore.JobOutcome) {
+	if x.cfg.OnDead == nil {
+		return
+	}
+	dead := *row
+	dead.State, dead.FinishedAt = twicetype.JobStateDead, o.FinishedAt
+	dead.Errors = append(append([]twicetype.AttemptError(nil), row.Errors...), *o.Error)
+	x.cfg.OnDead(context.Background(), DeadJob{Job: &dead, Err: errors.New(o.Error.Error)})
 }

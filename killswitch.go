@@ -133,7 +133,7 @@ func (c *Client) kindEnabled(kind string) bool {
 // and at once when the store says one changed (where it can say so).
 func (c *Client) storeSwitchLoop(ctx context.Context) {
 	changed := make(chan struct{}, 1)
-	if l, ok := c.store.(twicestore.ToggleListener); ok {
+	if l, ok := twicestore.As[twicestore.ToggleListener](c.store); ok {
 		c.goLoop(func() {
 			err := l.ListenToggles(ctx, func() {
 				select {

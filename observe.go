@@ -1,7 +1,6 @@
 package twice
 
 import (
-	"context"
 	"time"
 
 	"github.com/twicejobs/twice/twicestore"
@@ -31,6 +30,9 @@ const (
 	// EventDuplicate: the marker absorbed a delivery, already processed,
 	// which completed as a no-op without its effect.
 	EventDuplicate
+	// EventCancelled: a running job ended cancelled, by an operator's
+	// cancel or by its handler returning Cancel.
+	EventCancelled
 )
 
 // String names the event type.
@@ -50,6 +52,8 @@ func (t EventType) String() string {
 		return "skipped"
 	case EventDuplicate:
 		return "duplicate"
+	case EventCancelled:
+		return "cancelled"
 	}
 	return "unknown"
 }
@@ -64,8 +68,8 @@ type Event struct {
 	// Wait is set on the EventStarted of a job's first attempt: how long it
 	// waited from when it was due (enqueued, or its delay over) to start.
 	Wait time.Duration
-	// Run is set on EventCompleted, EventRetried and EventDead: how long
-	// the attempt ran.
+	// Run is set on EventCompleted, EventRetried, EventDead and
+	// EventCancelled: how long the attempt ran.
 	Run time.Duration
 	// FirstStart reports, on EventStarted, that this is the job's first
 	// attempt, so Wait is meaningful.
@@ -86,8 +90,12 @@ type ObserverFunc func(Event)
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
 func (c *Client) observe(t EventType, row *twicetype.JobRow) {
-	if c.cfg.Observer != nil {
-		c.cfg.Observer.Observe(Event{Type: t, Kind: row.Kind, Queue: row.Queue})
+	observe(c.cfg.Observer, t, row)
+}
+
+func observe(o Observer, t EventType, row *twicetype.JobRow) {
+	if o != nil {
+		o.Observe(Event{Type: t, Kind: row.Kind, Queue: row.Queue})
 	}
 }
 
@@ -116,68 +124,41 @@ func (c *Client) observeInserted(res *twicestore.JobInsertManyResult) {
 	}
 }
 
-type startedKey struct{}
+func (x *executor) observe(t EventType, row *twicetype.JobRow) {
+	observe(x.cfg.Observer, t, row)
+}
 
-// observeStart reports an attempt's start and returns ctx carrying the
-// start time, which observeWritten measures the run time from.
-func (c *Client) observeStart(ctx context.Context, row *twicetype.JobRow) context.Context {
-	if c.cfg.Observer == nil {
-		return ctx
+// observeStart reports an attempt's start at now.
+func (x *executor) observeStart(row *twicetype.JobRow, now time.Time) {
+	if x.cfg.Observer == nil {
+		return
 	}
-	now := time.Now()
 	e := Event{Type: EventStarted, Kind: row.Kind, Queue: row.Queue, FirstStart: row.Attempt == 1}
 	if e.FirstStart {
 		e.Wait = max(now.Sub(row.RunAt), 0)
 	}
-	c.cfg.Observer.Observe(e)
-	return context.WithValue(ctx, startedKey{}, now)
+	x.cfg.Observer.Observe(e)
 }
 
-// observeDelivery reports what a delivery says before its outcome is
-// written: a duplicate the marker absorbed, or a completion already
-// committed in the strategy's transaction.
-func (c *Client) observeDelivery(ctx context.Context, row *twicetype.JobRow, d delivery) {
-	if c.cfg.Observer == nil {
+// observeOutcome reports a recorded outcome of an attempt that started at
+// start: failed tells a retry (an error recorded) from a snooze or a
+// shutdown requeue, which are neither a result nor a failure.
+func (x *executor) observeOutcome(row *twicetype.JobRow, state twicetype.JobState, failed bool, start time.Time) {
+	if x.cfg.Observer == nil {
 		return
 	}
-	if d.noop == noteAlreadyProcessed {
-		c.observe(EventDuplicate, row)
-	}
-	if d.committed {
-		c.observeOutcome(ctx, row, &twicestore.JobOutcome{State: twicetype.JobStateCompleted})
-	}
-}
-
-// observeWritten wraps a finish callback so the outcome is reported once
-// it is recorded.
-func (c *Client) observeWritten(ctx context.Context, row *twicetype.JobRow, o *twicestore.JobOutcome, written func(bool)) func(bool) {
-	if c.cfg.Observer == nil {
-		return written
-	}
-	return func(ok bool) {
-		if ok {
-			c.observeOutcome(ctx, row, o)
-		}
-		if written != nil {
-			written(ok)
-		}
-	}
-}
-
-func (c *Client) observeOutcome(ctx context.Context, row *twicetype.JobRow, o *twicestore.JobOutcome) {
-	e := Event{Kind: row.Kind, Queue: row.Queue}
+	e := Event{Kind: row.Kind, Queue: row.Queue, Run: time.Since(start)}
 	switch {
-	case o.State == twicetype.JobStateCompleted:
+	case state == twicetype.JobStateCompleted:
 		e.Type = EventCompleted
-	case o.State == twicetype.JobStateDead:
+	case state == twicetype.JobStateDead:
 		e.Type = EventDead
-	case o.Error != nil:
+	case state == twicetype.JobStateCancelled:
+		e.Type = EventCancelled
+	case failed:
 		e.Type = EventRetried
 	default:
-		return // a snooze or a shutdown requeue: neither a result nor a failure
+		return
 	}
-	if start, ok := ctx.Value(startedKey{}).(time.Time); ok {
-		e.Run = time.Since(start)
-	}
-	c.cfg.Observer.Observe(e)
+	x.cfg.Observer.Observe(e)
 }

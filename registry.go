@@ -46,6 +46,10 @@ type KindOpts struct {
 	// Timeout bounds one attempt. Defaults to no limit beyond the lease,
 	// which the heartbeat extends.
 	Timeout time.Duration
+	// MaxSnoozes is how many times a job of the kind may snooze (return
+	// Snooze) before it is dead-lettered with ErrTooManySnoozes. Defaults
+	// to MaxSnoozesDefault (100).
+	MaxSnoozes int
 	// FailClosed registers the kind off unless a kill switch source
 	// explicitly turns it on: for jobs that move money or cannot be undone,
 	// a missing or misspelled toggle key then leaves them off. Defaults to
@@ -107,8 +111,19 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 	if o.HandlerName == "" {
 		o.HandlerName = kind
 	}
+	if o.MaxSnoozes < 0 {
+		return fmt.Errorf("register %q: MaxSnoozes is %d; use 0 for the default or a positive number", kind, o.MaxSnoozes)
+	}
 	if o.MaxAttempts < 0 {
 		return fmt.Errorf("register %q: MaxAttempts is %d; use 0 for the default or a positive number", kind, o.MaxAttempts)
+	}
+	if o.Queue != "" {
+		if err := ValidateQueue(o.Queue); err != nil {
+			return fmt.Errorf("register %q: KindOpts.Queue: %w", kind, err)
+		}
+	}
+	if err := checkZeroEncoding(zero); err != nil {
+		return fmt.Errorf("register %q: args type %s: its JSON encoding %w", kind, t, err)
 	}
 	entry := &kindEntry{
 		kind:     kind,
@@ -121,8 +136,9 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 				Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Epoch: row.Epoch,
 				CreatedAt: row.CreatedAt, tx: tx,
 			}
-			if err := json.Unmarshal(row.Args, &job.Args); err != nil {
-				return Permanent(fmt.Errorf("decode args of kind %q: %w", row.Kind, err))
+			if err := strictUnmarshal(row.Args, &job.Args); err != nil {
+				return Permanent(fmt.Errorf("decode args of kind %q into %s (strictly: a field the type does not declare "+
+					"is refused rather than dropped): %w", row.Kind, t, err))
 			}
 			return h.Run(ctx, job)
 		},
@@ -192,6 +208,33 @@ func (r *Registry) ValidateArgs(kind string, raw []byte) error {
 	return nil
 }
 
+// checkZeroEncoding applies the payload policy to the encoding of an args
+// type's zero value when the type encodes itself, so a MarshalJSON that
+// adds a field is refused at registration rather than at the first
+// enqueue. A zero value that cannot be encoded proves nothing, and its
+// MarshalJSON may even panic on it: both are left to the enqueue's check.
+func checkZeroEncoding(zero Args) (err error) {
+	shape := shapeOf(reflect.TypeOf(zero))
+	if !shape.customJSON {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			err = nil
+		}
+	}()
+	b, mErr := json.Marshal(zero)
+	if mErr != nil {
+		return nil
+	}
+	return shape.checkEncoded(b)
+}
+
+// strictUnmarshal decodes one JSON value into v, refusing a key v does not
+// declare (the error names it) and anything after the value. A handler
+// decodes its args this way: an extra key is either a producer's mistake or
+// a field smuggled past the payload policy, and dropping it silently would
+// hide both.
 func strictUnmarshal(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -202,6 +245,17 @@ func strictUnmarshal(raw []byte, v any) error {
 		return fmt.Errorf("unexpected data after the JSON object")
 	}
 	return nil
+}
+
+// ArgFields describes the args of a registered kind as they are stored
+// (JSON name, JSON type, sensitive flag), and reports whether kind is
+// registered.
+func (r *Registry) ArgFields(kind string) (fields []ArgField, registered bool) {
+	e := r.lookup(kind)
+	if e == nil {
+		return nil, false
+	}
+	return ArgFields(e.argsType), true
 }
 
 // SensitiveFields lists the JSON names of kind's args fields tagged

@@ -3,6 +3,7 @@ package twice_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -65,27 +67,22 @@ func startClient(t testing.TB, store twicestore.Store, cfg twice.Config) *twice.
 	return c
 }
 
-// waitJob polls the store until the job satisfies cond, failing the test
-// after a timeout.
+// waitJob waits until the job satisfies cond, failing the test after
+// waitfor.Timeout.
 func waitJob(t testing.TB, store twicestore.Store, id int64, what string, cond func(*twicetype.JobRow) bool) *twicetype.JobRow {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		row, err := store.JobGet(context.Background(), &twicestore.JobGetParams{ID: id})
+	var row *twicetype.JobRow
+	waitfor.Cond(t, fmt.Sprintf("job %d to become %s", id, what), func() bool {
+		var err error
+		row, err = store.JobGet(context.Background(), &twicestore.JobGetParams{ID: id})
 		if err != nil {
 			t.Fatalf("get job %d: %v", id, err)
 		}
-		if cond(row) {
-			return row
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d never became %s; last: state=%s attempt=%d note=%q errors=%v",
-				id, what, row.State, row.Attempt, row.Note, row.Errors)
-		}
-		<-tick.C
-	}
+		return cond(row)
+	}, func() string {
+		return fmt.Sprintf("state=%s attempt=%d note=%q errors=%v", row.State, row.Attempt, row.Note, row.Errors)
+	})
+	return row
 }
 
 func isState(s twicetype.JobState) func(*twicetype.JobRow) bool {

@@ -2,9 +2,11 @@ package twice
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
+
+	"github.com/twicejobs/twice/twicestore"
 )
 
 // markFailedTimeout bounds MarkFailed, which runs on a context the job's
@@ -12,25 +14,40 @@ import (
 const markFailedTimeout = 30 * time.Second
 
 // Staged is the handler shape of jobs that work on one row: load it, work
-// on it, and mark it failed when the last attempt fails, so the row never
+// on it, and mark it failed when the job is dead-lettered, so the row never
 // stays "processing" forever while its job sits in the dead-letter queue.
 // R is what Load returns (the row).
+//
+// MarkFailed runs when, and only when, the runtime dead-letters the job
+// for a failure of Work: its final attempt failed (a panic included), Work
+// returned a Permanent error, or the kind's strategy turns the failure into
+// a dead letter (ClaimBefore does for any error but NotApplied). It runs
+// once per dead-lettering, after the attempt is over and before the job is
+// recorded dead, on a context the job's cancellation cannot reach. It never
+// runs for a retry, a snooze, a shutdown (which puts the job back), or a
+// lost lease (another worker holds the job).
+//
+// With the Transactional strategy the attempt's transaction is rolled back
+// first (the work it holds failed), and MarkFailed gets a transaction of
+// its own through job.Tx, committed when MarkFailed returns nil: writing the
+// mark through the attempt's transaction would be rolled back with it, and
+// writing it through another connection while that transaction is open
+// would wait on its locks (SQLite's single writer, or the row on
+// PostgreSQL).
 type Staged[T Args, R any] struct {
 	// Load fetches what the job works on. found false means it is gone
 	// (swept, deleted): the job completes as a no-op, not a failure.
 	Load func(ctx context.Context, job *Job[T]) (row R, found bool, err error)
 	// Work does the job.
 	Work func(ctx context.Context, job *Job[T], row R) error
-	// MarkFailed, if set, records the failure on the row. It runs when a
-	// failure dead-letters the job (its final attempt, or a Permanent
-	// error), before the job is dead-lettered, on a context that the job's
-	// cancellation cannot reach. It never runs for a shutdown, which puts
-	// the job back, or for a retry.
+	// MarkFailed, if set, records the failure on the row when the job is
+	// dead-lettered (see Staged).
 	MarkFailed func(ctx context.Context, job *Job[T], row R, cause error) error
 }
 
-// Run implements Handler.
-func (s Staged[T, R]) Run(ctx context.Context, job *Job[T]) error {
+// Run implements Handler. A panic in Work becomes a *PanicError here, so
+// that a panicking final attempt still marks the row.
+func (s Staged[T, R]) Run(ctx context.Context, job *Job[T]) (err error) {
 	row, found, err := s.Load(ctx, job)
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
@@ -38,38 +55,31 @@ func (s Staged[T, R]) Run(ctx context.Context, job *Job[T]) error {
 	if !found {
 		return NoOp("nothing to work on: not found (already swept?)")
 	}
-	err = s.Work(ctx, job, row)
-	if err == nil || !s.deadLetters(ctx, job, err) {
-		return err
-	}
-	if s.MarkFailed == nil {
-		return err
-	}
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markFailedTimeout)
-	defer cancel()
-	if merr := s.MarkFailed(mctx, job, row, err); merr != nil {
-		Logger(ctx).ErrorContext(ctx, "marking the row failed did not work; the job is dead-lettered anyway", "err", merr)
-	}
-	return err
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: string(debug.Stack())}
+		}
+		if err != nil && s.MarkFailed != nil {
+			cause := err
+			err = &markFailedError{err: cause, mark: func(ctx context.Context, tx twicestore.Tx) error {
+				j := *job
+				j.tx = tx
+				return s.MarkFailed(ctx, &j, row, cause)
+			}}
+		}
+	}()
+	return s.Work(ctx, job, row)
 }
 
-// deadLetters reports whether err, returned by Work, sends the job to the
-// dead-letter queue rather than back to the queue.
-func (s Staged[T, R]) deadLetters(ctx context.Context, job *Job[T], err error) bool {
-	var (
-		noop      *NoOpError
-		snooze    *SnoozeError
-		permanent *PermanentError
-	)
-	switch {
-	case errors.As(err, &noop), errors.As(err, &snooze):
-		return false
-	case errors.Is(context.Cause(ctx), ErrShutdown):
-		return false // put back, not failed
-	case errors.Is(context.Cause(ctx), ErrLeaseLost):
-		return false // another worker may hold the job now
-	case errors.As(err, &permanent):
-		return true
-	}
-	return job.FinalAttempt()
+// markFailedError carries a Staged handler's MarkFailed with the error of
+// Work, to the executor, which alone knows whether the failure
+// dead-letters the job and when the attempt's transaction is over. It is
+// invisible otherwise: its text is the error's, and errors.As sees
+// through it.
+type markFailedError struct {
+	err  error
+	mark func(ctx context.Context, tx twicestore.Tx) error
 }
+
+func (e *markFailedError) Error() string { return e.err.Error() }
+func (e *markFailedError) Unwrap() error { return e.err }

@@ -84,8 +84,12 @@ type spyStore struct {
 	p *probe
 }
 
-// JobFetch counts the deliveries of the probed kind and holds them at the
-// barrier, if one is set.
+// Unwrap names the real store, so the runtime finds its optional
+// capabilities (LISTEN/NOTIFY, peeks made by the fetch) through the spy.
+func (s *spyStore) Unwrap() twicestore.Store { return s.Store }
+
+// JobFetch counts the deliveries of the probed kind, and the peeks the
+// fetch made for them, and holds them at the barrier, if one is set.
 func (s *spyStore) JobFetch(ctx context.Context, params *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
 	res, err := s.Store.JobFetch(ctx, params)
 	if err != nil {
@@ -100,6 +104,10 @@ func (s *spyStore) JobFetch(ctx context.Context, params *twicestore.JobFetchPara
 		}
 		ours = true
 		p.fetches++
+		if h, ok := params.Peek[row.Kind]; ok { // ClaimAfter's peek, made by the fetch
+			p.peeks++
+			p.noteMarker(&twicestore.MarkerParams{Handler: h, Key: row.Key})
+		}
 		p.fetched[row.ID] = true
 		if p.crash != noCrash && p.target == 0 {
 			p.target = row.ID
@@ -272,7 +280,7 @@ func (t *spyTx) Commit(ctx context.Context) error {
 	}
 	t.p.mu.Unlock()
 	if crash {
-		_ = t.Tx.Rollback(ctx)
+		_ = t.Rollback(ctx)
 		return errInjectedCrash
 	}
 	return t.Tx.Commit(ctx)

@@ -1,12 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice"
 )
 
 func (c *cli) markersCommand() *cobra.Command {
@@ -34,19 +35,18 @@ func (c *cli) markersGetCommand() *cobra.Command {
 		Short: "Show whether HANDLER has processed KEY, when, and which job claimed it",
 		Args:  exactArgs(2, "HANDLER KEY"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			store, err := c.openStore(cmd.Context(), false)
+			client, done, err := c.openClient(cmd)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			res, err := store.MarkerPeek(cmd.Context(), &twicestore.MarkerParams{Handler: args[0], Key: args[1]})
+			defer done()
+			m, err := client.MarkerGet(cmd.Context(), &twice.MarkerParams{Handler: args[0], Key: args[1]})
+			if errors.Is(err, twice.ErrMarkerNotFound) { // the database's state, not bad input
+				return &failure{err: fmt.Errorf("handler %q has not processed key %q: there is no marker (a handler's name is its kind unless registered with KindOpts.HandlerName)", args[0], args[1])}
+			}
 			if err != nil {
 				return err
 			}
-			if !res.Processed {
-				return fmt.Errorf("handler %q has not processed key %q: there is no marker (a handler's name is its kind unless registered with KindOpts.HandlerName)", args[0], args[1])
-			}
-			m := res.Marker
 			if asJSON {
 				return writeJSON(c.stdout, markerJSON{Handler: m.Handler, Key: m.Key, ProcessedAt: m.ProcessedAt, JobID: m.JobID, Epoch: m.Epoch})
 			}
@@ -63,6 +63,7 @@ func (c *cli) markersGetCommand() *cobra.Command {
 }
 
 func (c *cli) markersReleaseCommand() *cobra.Command {
+	var by, reason string
 	cmd := &cobra.Command{
 		Use:   "release HANDLER KEY",
 		Short: "Delete HANDLER's marker for KEY, so the next delivery runs the effect again",
@@ -71,25 +72,28 @@ func (c *cli) markersReleaseCommand() *cobra.Command {
 			"because an earlier delivery claimed its marker and never finished; then retry the job with 'twice dlq retry'.",
 		Args: exactArgs(2, "HANDLER KEY"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			store, err := c.openStore(cmd.Context(), false)
+			by, err := byFlag(cmd, by)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			p := &twicestore.MarkerParams{Handler: args[0], Key: args[1]}
-			res, err := store.MarkerPeek(cmd.Context(), p)
+			client, done, err := c.openClient(cmd)
 			if err != nil {
 				return err
 			}
-			if !res.Processed {
-				return fmt.Errorf("handler %q has no marker for key %q: nothing to release (check the handler name and key with 'twice markers get')", args[0], args[1])
+			defer done()
+			p := &twice.MarkerReleaseParams{MarkerParams: twice.MarkerParams{Handler: args[0], Key: args[1]}, By: by, Reason: reason}
+			_, err = client.MarkerRelease(cmd.Context(), p)
+			if errors.Is(err, twice.ErrMarkerNotFound) { // the database's state, not bad input
+				return &failure{err: fmt.Errorf("handler %q has no marker for key %q: nothing to release (check the handler name and key with 'twice markers get')", args[0], args[1])}
 			}
-			if err := store.MarkerRelease(cmd.Context(), p); err != nil {
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(c.stdout, "released handler %s's marker for key %s: the next delivery runs the effect again\n", args[0], args[1])
 			return nil
 		}),
 	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, logged with who acted (e.g. the ticket that checked the effect did not happen)")
+	cmd.Flags().StringVar(&by, "by", "", "who acts (default $USER@hostname)")
 	return cmd
 }

@@ -109,9 +109,9 @@ func runWorker() int {
 		return 1
 	}
 	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
+	if err := client.Shutdown(stopCtx, 10*time.Second); err != nil {
 		logger.Error("worker: stop", "err", err)
 		return 1
 	}

@@ -38,6 +38,8 @@ type Completer struct {
 	maxBatch int
 	in       chan item
 	wg       sync.WaitGroup
+	// ctx, given to Start, aborts the completer when cancelled: see Start.
+	ctx context.Context
 	// mu guards closed: Add holds it shared while sending, so Stop never
 	// closes the channel under a sender.
 	mu     sync.RWMutex
@@ -57,24 +59,32 @@ func New(exec twicestore.Executor, logger *slog.Logger, maxBatch int) *Completer
 	}
 }
 
-// Start runs the write loop until Stop.
-func (c *Completer) Start() {
+// Start runs the write loop until Stop. Cancelling ctx aborts it: the
+// write in flight and the wait before a retry end at once, the outcomes not
+// written yet are reported to their Done with ctx's error, and Add queues
+// nothing more. Stop still has to be called.
+func (c *Completer) Start(ctx context.Context) {
+	c.ctx = ctx
 	c.wg.Add(1)
 	go c.loop()
 }
 
 // Add queues an outcome; done is called from the write loop once it is
-// written. It blocks while the buffer is full. After Stop it queues nothing
-// and returns false: a handler that outlived the shutdown leaves its job to
-// the lease.
+// written. It blocks while the buffer is full. After Stop, or once the
+// completer is aborted, it queues nothing and returns false: a handler
+// that outlived the shutdown leaves its job to the lease.
 func (c *Completer) Add(o *twicestore.JobOutcome, done Done) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if c.closed {
+	if c.closed || c.ctx.Err() != nil {
 		return false
 	}
-	c.in <- item{outcome: o, done: done}
-	return true
+	select {
+	case c.in <- item{outcome: o, done: done}:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
 }
 
 // Stop writes what is queued and ends the loop.
@@ -122,16 +132,22 @@ func (c *Completer) write(batch []item) {
 		err error
 	)
 	for try := range 4 {
-		if try > 0 {
-			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		if try > 0 && !c.pause(time.Duration(try)*200*time.Millisecond) {
+			break // aborted: err is the last failure
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		if c.ctx.Err() != nil {
+			err = c.ctx.Err()
+			break
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
 		res, err = c.exec.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: outcomes})
 		cancel()
 		if err == nil {
 			break
 		}
-		c.logger.Warn("writing job outcomes failed; retrying", logattr.Err, err, "jobs", len(batch))
+		if try < 3 && c.ctx.Err() == nil {
+			c.logger.Warn("writing job outcomes failed; retrying", logattr.Err, err, "jobs", len(batch))
+		}
 	}
 	for i, it := range batch {
 		if err != nil {
@@ -139,5 +155,18 @@ func (c *Completer) write(batch []item) {
 			continue
 		}
 		it.done(res.Applied[i], nil)
+	}
+}
+
+// pause waits d before a retry, and reports false instead when the
+// completer is aborted meanwhile.
+func (c *Completer) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
 	}
 }

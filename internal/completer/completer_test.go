@@ -87,7 +87,7 @@ func TestBatchesWhatArrivesDuringAWrite(t *testing.T) {
 	store.gate, store.entered = make(chan struct{}), make(chan struct{})
 	gate := store.gate
 	c := New(store, discard(), 100)
-	c.Start()
+	c.Start(context.Background())
 	var wg sync.WaitGroup
 	applied := make([]bool, len(rows))
 	add := func(i int) {
@@ -120,9 +120,9 @@ func TestRetriesAFailedWrite(t *testing.T) {
 	store, rows := setup(t, 1)
 	store.failN = 2
 	c := New(store, discard(), 10)
-	c.Start()
+	c.Start(context.Background())
 	done := make(chan error, 1)
-	c.Add(completed(rows[0]), func(ok bool, err error) { done <- err })
+	c.Add(completed(rows[0]), func(_ bool, err error) { done <- err })
 	if err := <-done; err != nil {
 		t.Fatalf("outcome not written after retries: %v", err)
 	}
@@ -137,9 +137,55 @@ func TestAddAfterStopIsRefused(t *testing.T) {
 	t.Parallel()
 	store, rows := setup(t, 1)
 	c := New(store, discard(), 10)
-	c.Start()
+	c.Start(context.Background())
 	c.Stop()
 	if c.Add(completed(rows[0]), func(bool, error) { t.Error("done called for a refused outcome") }) {
 		t.Fatal("Add after Stop accepted an outcome")
 	}
+}
+
+// TestAbortEndsTheRetries: a store whose writes hang does not hold the
+// completer past its abort: the write in flight ends, no retry waits, the
+// outcome is reported failed with the abort's error, and Stop returns.
+func TestAbortEndsTheRetries(t *testing.T) {
+	t.Parallel()
+	store, rows := setup(t, 1)
+	store.gate, store.entered = make(chan struct{}), make(chan struct{})
+	defer close(store.gate)
+	hang := &hangingFinish{gatedStore: store}
+	ctx, abort := context.WithCancel(context.Background())
+	c := New(hang, discard(), 10)
+	c.Start(ctx)
+	done := make(chan error, 1)
+	c.Add(completed(rows[0]), func(_ bool, err error) { done <- err })
+	<-store.entered
+	abort()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("done err = %v, want the abort's context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the outcome was not reported failed after the abort")
+	}
+	c.Stop()
+	if c.Add(completed(rows[0]), func(bool, error) {}) {
+		t.Error("Add after the abort accepted an outcome")
+	}
+	if n := len(store.batches); n != 1 {
+		t.Errorf("%d writes, want 1: no retry after the abort", n)
+	}
+}
+
+// hangingFinish holds JobFinish until its context ends, as a store that
+// stopped answering would until the caller gives up.
+type hangingFinish struct{ *gatedStore }
+
+func (h *hangingFinish) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	h.mu.Lock()
+	h.batches = append(h.batches, len(p.Outcomes))
+	h.mu.Unlock()
+	close(h.entered)
+	<-ctx.Done()
+	return nil, ctx.Err()
 }

@@ -93,7 +93,7 @@ func open(ctx context.Context, opts Options) (*App, *twice.Client, error) {
 	a.faults.logger = opts.Logger
 	reg, err := NewRegistry(a)
 	if err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, nil, err
 	}
 	client, err := twice.NewClient(a.Store(), twice.Config{
@@ -112,7 +112,7 @@ func open(ctx context.Context, opts Options) (*App, *twice.Client, error) {
 		},
 	})
 	if err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, nil, err
 	}
 	return a, client, nil
@@ -127,9 +127,9 @@ func observer(opts Options, store twicestore.Store) twice.Observer {
 
 // stop stops the client, giving running jobs a short grace period.
 func stop(ctx context.Context, client *twice.Client) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), demoStopGrace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), demoStopGrace+20*time.Second)
 	defer cancel()
-	return client.Stop(sctx)
+	return client.Shutdown(sctx, demoStopGrace)
 }
 
 // waitSettled polls the store until none of the jobs is available or

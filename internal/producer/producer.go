@@ -53,10 +53,31 @@ type Config struct {
 	// the jobs of that kind (twicestore.JobFetchParams.Peek). Nil peeks
 	// nothing.
 	Peek map[string]string
-	// Run works one leased job, given the fetch's peek of its marker
-	// (false when its kind was not peeked); it runs on a worker goroutine
-	// and the slot is freed when it returns.
-	Run func(row *twicetype.JobRow, processed bool)
+	// Run works one leased job, given with the fetch's peek of its
+	// marker; it runs on a worker goroutine and the slot is freed when it
+	// returns.
+	Run func(Fetched)
+}
+
+// Peek is what a fetch learned about a leased job's marker. The zero value
+// is NotPeeked, so an answer that never arrived can only read as "ask
+// again", never as "not processed".
+type Peek int8
+
+const (
+	// NotPeeked: the fetch did not peek this job's marker (its kind was
+	// not named, or the store, or a wrapper of it, returned no answers).
+	NotPeeked Peek = iota
+	// NotProcessed: the marker did not exist when the job was leased.
+	NotProcessed
+	// Processed: the marker existed when the job was leased.
+	Processed
+)
+
+// Fetched is a leased job and the fetch's peek of its marker.
+type Fetched struct {
+	Row  *twicetype.JobRow
+	Peek Peek
 }
 
 // Producer fetches and dispatches jobs.
@@ -72,7 +93,7 @@ type Producer struct {
 	rotate int
 	// handoff passes a dispatched job to an idle worker; unbuffered, so a
 	// job is only handed to a worker that is waiting for one.
-	handoff chan fetched
+	handoff chan Fetched
 	workers sync.WaitGroup // worker goroutines, busy or idle
 }
 
@@ -84,7 +105,7 @@ func New(cfg Config) *Producer {
 		freed:   make(chan struct{}, 1),
 		active:  make(map[string]int),
 		done:    make(chan struct{}),
-		handoff: make(chan fetched),
+		handoff: make(chan Fetched),
 	}
 }
 
@@ -187,9 +208,18 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 		if len(res.Jobs) == limit {
 			full = true
 		}
+		// A store wrapper may hand back no answers, or not one per job:
+		// then the jobs go without one and peek for themselves.
+		answered := len(res.Processed) == len(res.Jobs)
 		for i, row := range res.Jobs {
-			// A store wrapper may hand back no peeks: then none were made.
-			p.dispatch(fetched{row: row, processed: i < len(res.Processed) && res.Processed[i]})
+			f := Fetched{Row: row}
+			if _, peeked := p.cfg.Peek[row.Kind]; peeked && answered {
+				f.Peek = NotProcessed
+				if res.Processed[i] {
+					f.Peek = Processed
+				}
+			}
+			p.dispatch(f)
 		}
 	}
 	return full, nil
@@ -207,15 +237,9 @@ func (p *Producer) globalFree() int {
 	return p.cfg.MaxWorkers - p.total
 }
 
-// fetched is a leased job and the fetch's peek of its marker.
-type fetched struct {
-	row       *twicetype.JobRow
-	processed bool
-}
-
-func (p *Producer) dispatch(f fetched) {
+func (p *Producer) dispatch(f Fetched) {
 	p.mu.Lock()
-	p.active[f.row.Queue]++
+	p.active[f.Row.Queue]++
 	p.total++
 	p.mu.Unlock()
 	p.wg.Add(1)
@@ -229,7 +253,7 @@ func (p *Producer) dispatch(f fetched) {
 
 // worker runs f, then the jobs handed to it, until none comes for
 // workerIdle or Run has returned (no job will come any more).
-func (p *Producer) worker(f fetched) {
+func (p *Producer) worker(f Fetched) {
 	defer p.workers.Done()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
@@ -246,10 +270,10 @@ func (p *Producer) worker(f fetched) {
 	}
 }
 
-func (p *Producer) runOne(f fetched) {
+func (p *Producer) runOne(f Fetched) {
 	defer p.wg.Done()
-	defer p.release(f.row.Queue)
-	p.cfg.Run(f.row, f.processed)
+	defer p.release(f.Row.Queue)
+	p.cfg.Run(f)
 }
 
 func (p *Producer) release(queue string) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -30,7 +32,7 @@ func TestRunsEachJobOnceWithinConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	params := make([]*twicestore.JobInsertParams, jobs)
 	for i := range params {
 		params[i] = &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
@@ -49,7 +51,8 @@ func TestRunsEachJobOnceWithinConcurrency(t *testing.T) {
 		Exec: store, Queues: []Queue{{Name: "q", Concurrency: slots}}, MaxWorkers: slots,
 		Kinds: func() []string { return []string{"k.v1"} }, Node: "n", Lease: time.Minute,
 		PollInterval: 10 * time.Millisecond, FetchLimit: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Run: func(row *twicetype.JobRow, _ bool) {
+		Run: func(f Fetched) {
+			row := f.Row
 			n := running.Add(1)
 			defer running.Add(-1)
 			for {
@@ -95,14 +98,14 @@ func TestRunsEachJobOnceWithinConcurrency(t *testing.T) {
 // before), whose stack grows again from its smallest size for every job.
 func BenchmarkDispatch(b *testing.B) {
 	payload := []byte(`{"run":123456789,"n":42,"at":1700000000000000000}`)
-	run := func(*twicetype.JobRow, bool) {
+	run := func(Fetched) {
 		var v struct{ Run, N, At int64 }
 		if err := json.Unmarshal(payload, &v); err != nil {
 			panic(err)
 		}
 	}
 	const slots = 100
-	row := fetched{row: &twicetype.JobRow{Queue: "q"}}
+	row := Fetched{Row: &twicetype.JobRow{Queue: "q"}}
 	b.Run("reused-workers", func(b *testing.B) {
 		p := New(Config{Queues: []Queue{{Name: "q", Concurrency: slots}}, MaxWorkers: slots, Run: run})
 		for b.Loop() {
@@ -121,26 +124,66 @@ func BenchmarkDispatch(b *testing.B) {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				run(row.row, false)
+				run(row)
 			})
 		}
 		wg.Wait()
 	})
 }
 
+// dropPeeks is a store wrapper that hands back the fetched jobs without
+// the fetch's answers, as a wrapper written before fetch peeks would.
+type dropPeeks struct{ twicestore.Executor }
+
+func (d dropPeeks) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
+	res, err := d.Executor.JobFetch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &twicestore.JobFetchResult{Jobs: res.Jobs}, nil
+}
+
 // TestPassesTheFetchPeeks: the producer asks its fetches to peek the kinds
-// Config.Peek names and hands each job its answer.
+// Config.Peek names and hands each job its answer; a job whose answer did
+// not come back (a wrapper dropped it) or whose kind was not peeked goes
+// as NotPeeked, never as NotProcessed.
 func TestPassesTheFetchPeeks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(twicestore.Executor) twicestore.Executor
+		want map[string]Peek
+	}{
+		{"answered", func(e twicestore.Executor) twicestore.Executor { return e },
+			map[string]Peek{"done": Processed, "new": NotProcessed, "other": NotPeeked}},
+		{"answers dropped", func(e twicestore.Executor) twicestore.Executor { return dropPeeks{e} },
+			map[string]Peek{"done": NotPeeked, "new": NotPeeked, "other": NotPeeked}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := fetchPeeks(t, tc.wrap)
+			for key, want := range tc.want {
+				if got[key] != want {
+					t.Errorf("job %q: peek %d, want %d (all: %v)", key, got[key], want, got)
+				}
+			}
+		})
+	}
+}
+
+// fetchPeeks runs a producer over three jobs, two of the peeked kind (one
+// whose marker is claimed) and one of another kind, and returns the peek
+// each was handed, by key.
+func fetchPeeks(t *testing.T, wrap func(twicestore.Executor) twicestore.Executor) map[string]Peek {
 	ctx := context.Background()
 	store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	var params []*twicestore.JobInsertParams
 	for _, key := range []string{"done", "new"} {
 		params = append(params, &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), Key: key, MaxAttempts: 1})
 	}
+	params = append(params, &twicestore.JobInsertParams{Kind: "other.v1", Queue: "q", Args: []byte(`{}`), Key: "other", MaxAttempts: 1})
 	if _, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
 		t.Fatal(err)
 	}
@@ -149,29 +192,94 @@ func TestPassesTheFetchPeeks(t *testing.T) {
 	}
 	var (
 		mu  sync.Mutex
-		got = map[string]bool{}
+		got = map[string]Peek{}
 		all = make(chan struct{})
 	)
 	p := New(Config{
-		Exec: store, Queues: []Queue{{Name: "q", Concurrency: 2}}, MaxWorkers: 2,
-		Kinds: func() []string { return []string{"k.v1"} }, Node: "n", Lease: time.Minute,
+		Exec: wrap(store), Queues: []Queue{{Name: "q", Concurrency: 3}}, MaxWorkers: 3,
+		Kinds: func() []string { return []string{"k.v1", "other.v1"} }, Node: "n", Lease: time.Minute,
 		PollInterval: 10 * time.Millisecond, FetchLimit: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Peek: map[string]string{"k.v1": "h"},
-		Run: func(row *twicetype.JobRow, processed bool) {
+		Run: func(f Fetched) {
 			mu.Lock()
 			defer mu.Unlock()
-			got[row.Key] = processed
-			if len(got) == 2 {
+			got[f.Row.Key] = f.Peek
+			if len(got) == 3 {
 				close(all)
 			}
 		},
 	})
 	runCtx, cancel := context.WithCancel(ctx)
 	go p.Run(runCtx)
-	<-all
+	select {
+	case <-all:
+	case <-time.After(time.Minute):
+		t.Error("the jobs were not all dispatched")
+	}
 	cancel()
 	p.Wait()
-	if !got["done"] || got["new"] {
-		t.Errorf("peeks %v: want done processed, new not", got)
+	mu.Lock()
+	defer mu.Unlock()
+	return maps.Clone(got)
+}
+
+// TestQueueOrder: with one slot and two queues full of jobs, strict order
+// works the first queue empty before the second, and round robin
+// alternates, starting each round with the next queue. The test runs the
+// rounds itself, one job each, holding the job until its round is over and
+// freeing the slot between rounds, so nothing but the order decides what
+// is fetched.
+func TestQueueOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		roundRobin bool
+		want       string
+	}{
+		{"strict", false, "aaabbb"},
+		{"round robin", true, "ababab"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = store.Close() }()
+			var params []*twicestore.JobInsertParams
+			for _, q := range []string{"a", "b"} {
+				for range 3 {
+					params = append(params, &twicestore.JobInsertParams{Kind: "k.v1", Queue: q, Args: []byte(`{}`), MaxAttempts: 1})
+				}
+			}
+			if _, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
+				t.Fatal(err)
+			}
+			started := make(chan string, 1)
+			release := make(chan struct{})
+			p := New(Config{
+				Exec: store, Queues: []Queue{{Name: "a", Concurrency: 1}, {Name: "b", Concurrency: 1}}, MaxWorkers: 1,
+				RoundRobin: tc.roundRobin,
+				Kinds:      func() []string { return []string{"k.v1"} }, Node: "n", Lease: time.Minute,
+				FetchLimit: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Run: func(f Fetched) {
+					started <- f.Row.Queue
+					<-release // held until the round is over, so the slot stays taken
+				},
+			})
+			var order string
+			for range len(params) {
+				if _, err := p.fetchRound(ctx); err != nil {
+					t.Fatal(err)
+				}
+				order += waitfor.Recv(t, started, "the round's job to start")
+				release <- struct{}{}
+				waitfor.Recv(t, p.freed, "the round's job to free its slot")
+			}
+			close(p.done) // no Run loop: no more dispatches
+			p.Wait()
+			if order != tc.want {
+				t.Errorf("queues in run order %q, want %q", order, tc.want)
+			}
+		})
 	}
 }

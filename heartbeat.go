@@ -1,0 +1,182 @@
+package twice
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// runningJobs holds the leases of the jobs being worked, for the heartbeat
+// that extends them and for cancelling their handlers. It is keyed by
+// lease, not job id: after a lost lease the same job can be running here
+// twice, under two epochs.
+type runningJobs struct {
+	mu   sync.Mutex
+	jobs map[twicestore.JobLease]*runningJob
+}
+
+type runningJob struct {
+	row    *twicetype.JobRow
+	cancel context.CancelCauseFunc
+	// lost is set when the lease was lost and the handler cancelled; a
+	// handler still running a heartbeat later ignores its context.
+	lost, stuckLogged bool
+	// cancelled is set when an operator's cancel reached the handler.
+	cancelled bool
+}
+
+func newRunningJobs() *runningJobs {
+	return &runningJobs{jobs: make(map[twicestore.JobLease]*runningJob)}
+}
+
+func leaseOf(row *twicetype.JobRow) twicestore.JobLease {
+	return twicestore.JobLease{ID: row.ID, Epoch: row.Epoch}
+}
+
+func (r *runningJobs) add(row *twicetype.JobRow, cancel context.CancelCauseFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.jobs[leaseOf(row)] = &runningJob{row: row, cancel: cancel}
+}
+
+// remove forgets a job once its outcome is settled; a job put back before
+// it started was never added, which is fine.
+func (r *runningJobs) remove(row *twicetype.JobRow) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.jobs, leaseOf(row))
+}
+
+func (r *runningJobs) leases() []twicestore.JobLease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	leases := make([]twicestore.JobLease, 0, len(r.jobs))
+	for l := range r.jobs {
+		leases = append(leases, l)
+	}
+	return leases
+}
+
+func (r *runningJobs) rows() []*twicetype.JobRow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rows := make([]*twicetype.JobRow, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		rows = append(rows, j.row)
+	}
+	return rows
+}
+
+// cancel cancels the handlers of job id running here with
+// ErrJobCancelled, and reports whether one was. A job running under two
+// epochs (refetched after a lost lease) is cancelled under both: the older
+// is stale anyway.
+func (r *runningJobs) cancel(id int64, logger func(*twicetype.JobRow) *slog.Logger) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	found := false
+	for l, j := range r.jobs {
+		if l.ID != id || j.cancelled {
+			continue
+		}
+		found, j.cancelled = true, true
+		logger(j.row).Info("job cancel requested; cancelling its handler", logattr.Component, "executor")
+		j.cancel(ErrJobCancelled)
+	}
+	return found
+}
+
+// listenCancels cancels a running job's handler as soon as the store says
+// an operator cancelled it; the heartbeat catches a lost notification.
+func (c *Client) listenCancels(ctx context.Context, l twicestore.CancelListener) {
+	err := l.ListenCancels(ctx, func(id int64) { c.running.cancel(id, c.jobLogger) })
+	if err != nil && ctx.Err() == nil {
+		c.logger.Warn("listening for job cancels stopped; cancels arrive with the lease heartbeat only",
+			logattr.Component, "listener", logattr.Err, err)
+	}
+}
+
+// heartbeatLeases extends the leases of running jobs in one call every
+// third of the lease, and cancels the handlers whose lease was lost or
+// whose job an operator cancelled. It runs
+// until Stop has drained the running jobs, not just until fetching stops.
+func (c *Client) heartbeatLeases(ctx context.Context) {
+	t := time.NewTicker(c.cfg.LeaseDuration / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.extendLeases()
+	}
+}
+
+func (c *Client) extendLeases() {
+	leases := c.running.leases()
+	if len(leases) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseDuration/3)
+	defer cancel()
+	res, err := c.store.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{
+		Leases: leases, LeaseUntil: time.Now().Add(c.cfg.LeaseDuration),
+	})
+	if err != nil {
+		c.logger.Warn("extending leases failed", logattr.Component, "heartbeat", logattr.Err, err)
+		return
+	}
+	extended := make(map[int64]bool, len(res.Extended))
+	for _, id := range res.Extended {
+		extended[id] = true
+	}
+	// A job refetched here after its lease was lost runs under two epochs;
+	// only the newest can be the one the store extended.
+	newest := make(map[int64]int64, len(leases))
+	for _, l := range leases {
+		newest[l.ID] = max(newest[l.ID], l.Epoch)
+	}
+	for _, id := range res.CancelRequested {
+		c.running.cancel(id, c.jobLogger)
+	}
+	r := c.running
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		j, ok := r.jobs[l]
+		switch {
+		case !ok || (extended[l.ID] && l.Epoch == newest[l.ID]):
+		case !j.lost:
+			j.lost = true
+			c.jobLogger(j.row).Warn("job lease lost; cancelling its handler", logattr.Component, "heartbeat")
+			j.cancel(ErrLeaseLost)
+		case !j.stuckLogged:
+			j.stuckLogged = true
+			c.jobLogger(j.row).Error("job handler is stuck: it ignores its cancelled context after losing its lease, "+
+				"and another worker may be running the job", logattr.Component, "heartbeat")
+		}
+	}
+}
+
+// logStuck names the jobs whose handlers did not return after Stop
+// cancelled them.
+func (c *Client) logStuck() {
+	for _, row := range c.running.rows() {
+		c.jobLogger(row).Error("job handler ignores its cancelled context; leaving it to its lease", logattr.Component, "client")
+	}
+}
+
+// jobLogger returns the client logger with the job's attributes.
+func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger { return jobLogger(c.logger, row) }
+
+// jobLogger returns logger with the job's attributes, added only when
+// something is logged (see jobLogHandler).
+func jobLogger(logger *slog.Logger, row *twicetype.JobRow) *slog.Logger {
+	return slog.New(newJobLogHandler(logger.Handler(), row))
+}
