@@ -46,7 +46,7 @@ func ceilingPG(ctx context.Context, u string, cfg bench.Config) (*bench.Result, 
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	if err := prepareTwice(ctx, u, 0); err != nil {
 		return nil, err
 	}

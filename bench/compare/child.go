@@ -91,7 +91,7 @@ func (o *options) runChild(ctx context.Context) error {
 		if derr != nil {
 			return derr
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		path := filepath.Join(dir, "bench.db")
 		if o.system == "river" {
 			res, err = riverSQLite(ctx, path, w.cfg, o.cooldown)
@@ -140,7 +140,7 @@ func twicePG(ctx context.Context, u string, cfg bench.Config, finishedRows int) 
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	if err := prepareTwice(ctx, u, finishedRows); err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func twiceSQLite(ctx context.Context, path string, cfg bench.Config) (*bench.Res
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	cfg.Store = store
 	return bench.Run(ctx, cfg)
 }

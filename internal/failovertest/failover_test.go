@@ -359,7 +359,6 @@ type scenario struct {
 
 	mu        sync.Mutex
 	processes []*process
-	probeSeq  int64
 }
 
 // process is one worker process.
