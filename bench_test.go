@@ -70,7 +70,7 @@ func benchWork(b *testing.B, strategy twice.Strategy, workers int) {
 	all := make(chan struct{})
 	n := int64(b.N)
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(_ context.Context, _ *twice.Job[pingArgs]) error {
 		if done.Add(1) == n {
 			close(all)
 		}

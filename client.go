@@ -132,6 +132,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.exec = &executor{
 		store: c.store, registry: c.registry, cfg: &c.cfg, logger: c.logger,
 		complete: c.complete, running: c.running, enabled: c.kindEnabled, workCtx: c.workCtx,
+		slotFreed: c.limitSlotFreed,
 	}
 
 	queues := make([]producer.Queue, len(c.cfg.Queues))
@@ -150,6 +151,7 @@ func (c *Client) Start(ctx context.Context) error {
 		FetchLimit:   c.cfg.FetchLimit,
 		Logger:       c.logger,
 		Peek:         c.fetchPeekHandlers(),
+		Limits:       c.registry.limits(),
 		Run:          c.exec.Execute,
 	})
 	c.goLoop(func() { c.producer.Run(bg) })

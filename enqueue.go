@@ -306,6 +306,10 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	if err := checkEnvelope(p); err != nil {
 		return nil, fmt.Errorf("kind %q: %w", kind, err)
 	}
+	var err error
+	if p.ConcurrencyKey, err = c.concurrencyKeyOf(kind, args); err != nil {
+		return nil, fmt.Errorf("kind %q: %w", kind, err)
+	}
 	return p, nil
 }
 

@@ -247,7 +247,7 @@ func TestUnknownKindIsKeptAndReportedAsOrphan(t *testing.T) {
 
 func setupPingOn(t *testing.T, store twicestore.Store) (*twice.Registry, *twice.Client) {
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(_ context.Context, _ *twice.Job[pingArgs]) error {
 		return nil
 	}), &twice.KindOpts{Strategy: twice.None})
 	return reg, startClient(t, store, testConfig(reg))

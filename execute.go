@@ -41,6 +41,10 @@ type executor struct {
 	// workCtx is the parent of every handler's context; Stop cancels it
 	// with ErrShutdown when the grace period runs out.
 	workCtx context.Context
+	// slotFreed, when set, is told the kind of each job whose outcome was
+	// recorded: a limited kind's slot is free once the row left running,
+	// not when the handler returned, so that is when to fetch again.
+	slotFreed func(kind string)
 }
 
 // execution is one attempt of one leased job.
@@ -513,6 +517,9 @@ func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)
 			}
 			if o.State == twicetype.JobStateDead {
 				e.x.onDead(e.row, o)
+			}
+			if e.x.slotFreed != nil {
+				e.x.slotFreed(e.row.Kind)
 			}
 		}
 		if written != nil {

@@ -39,11 +39,11 @@ func setupSwitches(t *testing.T, fileText string) *switchEnv {
 		}
 	}
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[creditArgs](func(ctx context.Context, job *twice.Job[creditArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[creditArgs](func(_ context.Context, _ *twice.Job[creditArgs]) error {
 		e.credits.Add(1)
 		return nil
 	}), &twice.KindOpts{Strategy: twice.None, FailClosed: true})
-	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(_ context.Context, _ *twice.Job[pingArgs]) error {
 		return nil
 	}), &twice.KindOpts{Strategy: twice.None})
 	cfg := testConfig(reg)

@@ -43,7 +43,7 @@ func TestMiddleware(t *testing.T) {
 	}
 	store := newStore(t)
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(_ context.Context, job *twice.Job[emailArgs]) error {
 		note("handler " + job.Args.Key)
 		return nil
 	}), &twice.KindOpts{Strategy: twice.ClaimAfter, MaxAttempts: 1})

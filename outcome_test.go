@@ -77,7 +77,7 @@ func TestOutcomes(t *testing.T) {
 		dead := make(chan twice.DeadJob, 1)
 		store, c := setupPing(t, func(c *twice.Config) {
 			c.OnDead = func(_ context.Context, d twice.DeadJob) { dead <- d }
-		}, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		}, func(context.Context, *twice.Job[pingArgs]) error {
 			return errors.New("upstream 503")
 		})
 		job := enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 3})
@@ -97,7 +97,7 @@ func TestOutcomes(t *testing.T) {
 
 	t.Run("Permanent dead-letters at once", func(t *testing.T) {
 		t.Parallel()
-		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		store, c := setupPing(t, nil, func(context.Context, *twice.Job[pingArgs]) error {
 			return twice.Permanent(errors.New("invalid image"))
 		})
 		row := waitJob(t, store, enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 10}).ID, "dead", isState(twicetype.JobStateDead))
@@ -108,7 +108,7 @@ func TestOutcomes(t *testing.T) {
 
 	t.Run("a panic is an error with its stack kept", func(t *testing.T) {
 		t.Parallel()
-		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		store, c := setupPing(t, nil, func(_ context.Context, _ *twice.Job[pingArgs]) error {
 			panic("image decoder blew up")
 		})
 		row := waitJob(t, store, enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 1}).ID, "dead", isState(twicetype.JobStateDead))
@@ -153,7 +153,7 @@ func TestOutcomes(t *testing.T) {
 		reg := twice.NewRegistry()
 		started := make(chan struct{}, 1)
 		release := make(chan struct{})
-		twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(_ context.Context, _ *twice.Job[pingArgs]) error {
 			started <- struct{}{}
 			<-release
 			return nil
@@ -208,7 +208,7 @@ func TestStuckHandlerIsLogged(t *testing.T) {
 	store, c := setupPing(t, func(c *twice.Config) {
 		c.LeaseDuration = time.Second
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	}, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+	}, func(_ context.Context, job *twice.Job[pingArgs]) error {
 		if job.Attempt == 1 {
 			<-release // ignores its context
 		}

@@ -37,7 +37,7 @@ func TestQueuesInStrictPriority(t *testing.T) {
 	var got []string
 	all := make(chan struct{})
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(_ context.Context, job *twice.Job[pingArgs]) error {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, job.Queue)

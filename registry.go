@@ -55,6 +55,37 @@ type KindOpts struct {
 	// a missing or misspelled toggle key then leaves them off. Defaults to
 	// false: a kind runs unless a source turns it off.
 	FailClosed bool
+
+	// GlobalConcurrency is the most jobs of the kind running at once
+	// across every node sharing the database, enforced by the store in
+	// each fetch (see LimitList for the usage). Every node must register
+	// the same limit. Defaults to 0: no limit.
+	GlobalConcurrency int
+	// KeyConcurrency is the most jobs of one concurrency key (a tenant, a
+	// customer: see ConcurrencyKey) running at once across every node.
+	// Jobs of a key start in enqueue order: with 1 the kind is sequential
+	// by key, a later job never starting before an earlier one finished,
+	// retries included (an earlier job waiting for its retry holds the
+	// later ones back). Jobs with no key are not limited by key. Defaults
+	// to 0: no limit.
+	KeyConcurrency int
+	// ConcurrencyKey names the args field, by its JSON name, whose value
+	// is a job's concurrency key (a string, number or boolean field); an
+	// args type with a ConcurrencyKey() string method gives its key that
+	// way instead. Required by KeyConcurrency and KeyRateLimit, refused
+	// without them. The key is taken at enqueue by a client that
+	// registers the kind: a job enqueued as raw JSON for a kind the
+	// enqueuing client does not register (EnqueueJSON of a kind only
+	// workers know) carries no key, and is limited only kind-wide.
+	// Defaults to none.
+	ConcurrencyKey string
+	// RateLimit bounds how many jobs of the kind start per period across
+	// every node (a sliding-window log in the store: see RateLimit).
+	// Defaults to none.
+	RateLimit RateLimit
+	// KeyRateLimit bounds how many jobs of one concurrency key start per
+	// period across every node. Defaults to none.
+	KeyRateLimit RateLimit
 }
 
 // kindEntry is a registered kind: its options and a type-erased runner that
@@ -121,6 +152,9 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 		if err := ValidateQueue(o.Queue); err != nil {
 			return fmt.Errorf("register %q: KindOpts.Queue: %w", kind, err)
 		}
+	}
+	if err := checkLimits(t, &o); err != nil {
+		return fmt.Errorf("register %q: %w", kind, err)
 	}
 	if err := checkZeroEncoding(zero); err != nil {
 		return fmt.Errorf("register %q: args type %s: its JSON encoding %w", kind, t, err)

@@ -41,7 +41,7 @@ func setupStaged(t *testing.T, work func(ctx context.Context, job *twice.Job[pin
 	e := &stagedEnv{store: newStore(t), rows: map[int]*imageRow{1: {ID: 1, Status: "processing"}}}
 	reg := twice.NewRegistry()
 	twice.MustRegister(reg, twice.Staged[pingArgs, *imageRow]{
-		Load: func(ctx context.Context, job *twice.Job[pingArgs]) (*imageRow, bool, error) {
+		Load: func(_ context.Context, job *twice.Job[pingArgs]) (*imageRow, bool, error) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			row, ok := e.rows[job.Args.N]
@@ -99,7 +99,7 @@ func TestStaged(t *testing.T) {
 
 	t.Run("a failure that will be retried marks nothing", func(t *testing.T) {
 		t.Parallel()
-		e := setupStaged(t, func(ctx context.Context, job *twice.Job[pingArgs], row *imageRow) error {
+		e := setupStaged(t, func(_ context.Context, job *twice.Job[pingArgs], _ *imageRow) error {
 			if job.Attempt == 1 {
 				return errors.New("cdn timeout")
 			}
@@ -148,7 +148,7 @@ func TestStaged(t *testing.T) {
 		var marked int
 		reg := twice.NewRegistry()
 		twice.MustRegister(reg, twice.Staged[pingArgs, *imageRow]{
-			Load: func(ctx context.Context, job *twice.Job[pingArgs]) (*imageRow, bool, error) {
+			Load: func(_ context.Context, job *twice.Job[pingArgs]) (*imageRow, bool, error) {
 				return rows[job.Args.N], true, nil
 			},
 			Work: func(ctx context.Context, _ *twice.Job[pingArgs], _ *imageRow) error {
@@ -279,7 +279,7 @@ func TestStagedMarksEveryDeadLetter(t *testing.T) {
 				var marks atomic.Int32
 				reg := twice.NewRegistry()
 				twice.MustRegister(reg, twice.Staged[pingArgs, int]{
-					Load: func(ctx context.Context, job *twice.Job[pingArgs]) (int, bool, error) { return job.Args.N, true, nil },
+					Load: func(_ context.Context, job *twice.Job[pingArgs]) (int, bool, error) { return job.Args.N, true, nil },
 					Work: func(ctx context.Context, job *twice.Job[pingArgs], _ int) error { return tc.work(ctx, job) },
 					MarkFailed: func(ctx context.Context, job *twice.Job[pingArgs], id int, _ error) error {
 						marks.Add(1)

@@ -62,7 +62,7 @@ func TestClaimAfter(t *testing.T) {
 	t.Run("already processed: handler not called, nothing else touched", func(t *testing.T) {
 		t.Parallel()
 		var called atomic.Int32
-		env := setupStrategy(t, twice.ClaimAfter, 0, func(ctx context.Context, job *twice.Job[emailArgs]) error {
+		env := setupStrategy(t, twice.ClaimAfter, 0, func(_ context.Context, _ *twice.Job[emailArgs]) error {
 			called.Add(1)
 			return nil
 		})
@@ -85,7 +85,7 @@ func TestClaimAfter(t *testing.T) {
 	t.Run("success: effect, then claim, in that order", func(t *testing.T) {
 		t.Parallel()
 		var env *strategyEnv
-		env = setupStrategy(t, twice.ClaimAfter, 0, func(ctx context.Context, job *twice.Job[emailArgs]) error {
+		env = setupStrategy(t, twice.ClaimAfter, 0, func(_ context.Context, _ *twice.Job[emailArgs]) error {
 			env.log.add("effect")
 			return nil
 		})
@@ -103,7 +103,7 @@ func TestClaimAfter(t *testing.T) {
 		t.Parallel()
 		var env *strategyEnv
 		var attempts atomic.Int32
-		env = setupStrategy(t, twice.ClaimAfter, 2, func(ctx context.Context, job *twice.Job[emailArgs]) error {
+		env = setupStrategy(t, twice.ClaimAfter, 2, func(_ context.Context, _ *twice.Job[emailArgs]) error {
 			if attempts.Add(1) == 1 {
 				env.log.add("effect-failed")
 				return errors.New("smtp: 421 try again later")
@@ -124,7 +124,7 @@ func TestClaimAfter(t *testing.T) {
 
 	t.Run("final failure: dead-lettered without a claim", func(t *testing.T) {
 		t.Parallel()
-		env := setupStrategy(t, twice.ClaimAfter, 1, func(ctx context.Context, job *twice.Job[emailArgs]) error {
+		env := setupStrategy(t, twice.ClaimAfter, 1, func(_ context.Context, _ *twice.Job[emailArgs]) error {
 			return errors.New("smtp down")
 		})
 		job := env.enqueue(t, "k4")
@@ -141,7 +141,7 @@ func TestClaimBefore(t *testing.T) {
 	t.Run("duplicate claim is a no-op", func(t *testing.T) {
 		t.Parallel()
 		var called atomic.Int32
-		env := setupStrategy(t, twice.ClaimBefore, 0, func(ctx context.Context, job *twice.Job[emailArgs]) error {
+		env := setupStrategy(t, twice.ClaimBefore, 0, func(_ context.Context, _ *twice.Job[emailArgs]) error {
 			called.Add(1)
 			return nil
 		})
@@ -159,7 +159,7 @@ func TestClaimBefore(t *testing.T) {
 
 	t.Run("failure keeps the claim and dead-letters for a human", func(t *testing.T) {
 		t.Parallel()
-		env := setupStrategy(t, twice.ClaimBefore, 5, func(ctx context.Context, job *twice.Job[emailArgs]) error {
+		env := setupStrategy(t, twice.ClaimBefore, 5, func(_ context.Context, _ *twice.Job[emailArgs]) error {
 			return errors.New("provider timeout")
 		})
 		job := env.enqueue(t, "charge-2")
@@ -178,7 +178,7 @@ func TestClaimBefore(t *testing.T) {
 	t.Run("not applied releases the claim and retries", func(t *testing.T) {
 		t.Parallel()
 		var attempts atomic.Int32
-		env := setupStrategy(t, twice.ClaimBefore, 3, func(ctx context.Context, job *twice.Job[emailArgs]) error {
+		env := setupStrategy(t, twice.ClaimBefore, 3, func(_ context.Context, _ *twice.Job[emailArgs]) error {
 			if attempts.Add(1) == 1 {
 				return twice.NotApplied(errors.New("card declined before charge"))
 			}
@@ -268,7 +268,7 @@ func TestClaimBeforeRedeliveredTwinIsNoOp(t *testing.T) {
 	store := newStore(t)
 	var calls atomic.Int32
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(_ context.Context, _ *twice.Job[emailArgs]) error {
 		calls.Add(1)
 		return nil
 	}), &twice.KindOpts{Strategy: twice.ClaimBefore})
@@ -291,7 +291,7 @@ func TestClaimBeforeRedeliveredTwinIsNoOp(t *testing.T) {
 func TestNoneRunsEveryDelivery(t *testing.T) {
 	t.Parallel()
 	var called atomic.Int32
-	env := setupStrategy(t, twice.None, 0, func(ctx context.Context, job *twice.Job[emailArgs]) error {
+	env := setupStrategy(t, twice.None, 0, func(_ context.Context, _ *twice.Job[emailArgs]) error {
 		called.Add(1)
 		return nil
 	})

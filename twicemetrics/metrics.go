@@ -3,16 +3,19 @@
 // skipped by a kill switch and absorbed by a marker as duplicates, with
 // run-time and enqueue-to-start histograms; and, read from the store at
 // each scrape, the depth and oldest-job age of each queue and the orphaned
-// jobs.
+// jobs; and, once ReportLimits is given the client, the flow-control usage
+// of each limited kind (slots in use, throttled jobs).
 //
 //	m := twicemetrics.New(store)
 //	client, err := twice.NewClient(store, twice.Config{Registry: reg, Observer: m})
+//	m.ReportLimits(client)
 //	http.Handle("/metrics", m.Handler())
 package twicemetrics
 
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +40,24 @@ type Metrics struct {
 	registry *prometheus.Registry
 
 	depthDesc, scheduledDesc, ageDesc, orphanDesc *prometheus.Desc
+
+	limits                                            atomic.Pointer[LimitLister]
+	throttledDesc, slotsUsedDesc, slotsDesc, rateDesc *prometheus.Desc
 }
+
+// LimitLister reports the flow-control usage of the limited kinds: a
+// *twice.Client, whose registry states the limits.
+type LimitLister interface {
+	LimitList(ctx context.Context) ([]twice.LimitUsage, error)
+}
+
+// ReportLimits makes each scrape report the limited kinds of l (usually
+// the client the Metrics observes): twice_jobs_throttled, the due jobs a
+// limit holds back, waiting for a slot; twice_limit_slots_used, the
+// running jobs of a kind with a concurrency limit, and twice_limit_slots,
+// its global limit; twice_limit_rate_used, the starts in a rate-limited
+// kind's current window. Without it no limit gauge is reported.
+func (m *Metrics) ReportLimits(l LimitLister) { m.limits.Store(&l) }
 
 // New returns the metrics of the jobs in store, registered in a registry
 // of their own (with the Go and process collectors) that Handler serves.
@@ -72,6 +92,10 @@ func New(store twicestore.Executor) *Metrics {
 		scheduledDesc: prometheus.NewDesc("twice_queue_scheduled", "Available jobs due later (delays, backoffs, snoozes), by queue.", []string{"queue"}, nil),
 		ageDesc:       prometheus.NewDesc("twice_queue_oldest_age_seconds", "How long the oldest due job of the queue has waited; 0 when none is due.", []string{"queue"}, nil),
 		orphanDesc:    prometheus.NewDesc("twice_orphaned_jobs", "Available jobs whose kind no live worker handles.", []string{"kind", "queue"}, nil),
+		throttledDesc: prometheus.NewDesc("twice_jobs_throttled", "Due jobs of a limited kind that a limit (global, per key, rate) holds back: they wait for a slot, they are not stuck.", []string{"kind"}, nil),
+		slotsUsedDesc: prometheus.NewDesc("twice_limit_slots_used", "Running jobs of a kind with a concurrency limit, across all nodes.", []string{"kind"}, nil),
+		slotsDesc:     prometheus.NewDesc("twice_limit_slots", "The global concurrency limit of a kind.", []string{"kind"}, nil),
+		rateDesc:      prometheus.NewDesc("twice_limit_rate_used", "Starts of a rate-limited kind in its current window.", []string{"kind"}, nil),
 	}
 	m.registry.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -110,6 +134,10 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.scheduledDesc
 	ch <- m.ageDesc
 	ch <- m.orphanDesc
+	ch <- m.throttledDesc
+	ch <- m.slotsUsedDesc
+	ch <- m.slotsDesc
+	ch <- m.rateDesc
 }
 
 // Collect implements prometheus.Collector: the counters and histograms,
@@ -139,6 +167,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.ageDesc, prometheus.GaugeValue, age, q.Queue)
 		}
 	}
+	m.collectLimits(ctx, ch)
 	orphans, err := m.store.JobOrphans(ctx, &twicestore.JobOrphansParams{AliveSince: now.Add(-ops.NodeAliveWindow)})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(m.orphanDesc, err)
@@ -146,5 +175,30 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, o := range orphans.Kinds {
 		ch <- prometheus.MustNewConstMetric(m.orphanDesc, prometheus.GaugeValue, float64(o.Count), o.Kind, o.Queue)
+	}
+}
+
+// collectLimits reports the limit gauges of ReportLimits' lister, if any.
+func (m *Metrics) collectLimits(ctx context.Context, ch chan<- prometheus.Metric) {
+	l := m.limits.Load()
+	if l == nil {
+		return
+	}
+	usage, err := (*l).LimitList(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(m.throttledDesc, err)
+		return
+	}
+	for _, u := range usage {
+		ch <- prometheus.MustNewConstMetric(m.throttledDesc, prometheus.GaugeValue, float64(u.Throttled), u.Kind)
+		if u.Limit.Global > 0 || u.Limit.PerKey > 0 {
+			ch <- prometheus.MustNewConstMetric(m.slotsUsedDesc, prometheus.GaugeValue, float64(u.Running), u.Kind)
+		}
+		if u.Limit.Global > 0 {
+			ch <- prometheus.MustNewConstMetric(m.slotsDesc, prometheus.GaugeValue, float64(u.Limit.Global), u.Kind)
+		}
+		if u.Limit.Rate.Limit > 0 {
+			ch <- prometheus.MustNewConstMetric(m.rateDesc, prometheus.GaugeValue, float64(u.RateUsed), u.Kind)
+		}
 	}
 }

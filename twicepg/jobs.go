@@ -122,16 +122,16 @@ var insertSQL = `WITH notified AS (
 input AS MATERIALIZED (
 	SELECT nextval('twice_jobs_id_seq') AS id, t.*
 	FROM unnest($3::text[], $4::text[], $5::integer[], $6::bytea[], $7::text[], $8::text[], $9::text[],
-		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[], $14::text[])
+		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::text[])
 		WITH ORDINALITY AS t(kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-			unique_key, max_attempts, run_at, created_at, metadata, ord)
+			unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, ord)
 	CROSS JOIN notified
 ),
 inserted AS (
 	INSERT INTO twice_jobs AS j (id, kind, queue, priority, args, message_id, idempotency_key,
-		correlation_id, unique_key, max_attempts, run_at, created_at, metadata)
+		correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key)
 	SELECT id, kind, queue, priority, args, message_id, idempotency_key,
-		correlation_id, unique_key, max_attempts, run_at, created_at, metadata::jsonb
+		correlation_id, unique_key, max_attempts, run_at, created_at, metadata::jsonb, concurrency_key
 	FROM input ORDER BY kind, unique_key, ord
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns + `
@@ -210,7 +210,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 	var (
 		kinds, queues, messageIDs, keys, correlationIDs, uniqueKeys = make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		metadata                = make([]string, n)
+		metadata, ckeys         = make([]string, n), make([]string, n)
 		priorities, maxAttempts = make([]int32, n), make([]int32, n)
 		payloads                = make([][]byte, n)
 		runAts, createdAts      = make([]time.Time, n), make([]time.Time, n)
@@ -234,6 +234,11 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 		priorities[i], maxAttempts[i] = int32(j.Priority), int32(j.MaxAttempts)
 		payloads[i], runAts[i], createdAts[i] = payload, runAt, createdAt
 		metadata[i] = metadataJSON(j.Metadata)
+		if len(j.ConcurrencyKey) > twicestore.MaxConcurrencyKeyBytes {
+			return nil, fmt.Errorf("job %d of kind %q: %w (%d bytes, at most %d)", i, j.Kind,
+				twicestore.ErrConcurrencyKeyTooLong, len(j.ConcurrencyKey), twicestore.MaxConcurrencyKeyBytes)
+		}
+		ckeys[i] = j.ConcurrencyKey
 	}
 	out := make([]*twicestore.JobInsertResult, n)
 	if n == 0 {
@@ -242,7 +247,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 
 	rs, err := e.q.query(ctx, insertSQL, e.notify.channel, e.notify.due(queues, now),
 		kinds, queues, priorities, payloads, messageIDs, keys, correlationIDs,
-		uniqueKeys, maxAttempts, runAts, createdAts, metadata)
+		uniqueKeys, maxAttempts, runAts, createdAts, metadata, ckeys)
 	if err != nil {
 		return nil, err
 	}
@@ -336,6 +341,9 @@ WHERE j.id = picked.id
 func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
 	if p.Limit <= 0 || len(p.Kinds) == 0 {
 		return &twicestore.JobFetchResult{}, nil
+	}
+	if limited, plain := p.LimitedKinds(); len(limited) > 0 {
+		return e.fetchLimited(ctx, p, limited, plain)
 	}
 	query, args := fetchSQL, []any{p.Queue, p.Kinds, nowOr(p.Now), p.Limit, p.LeaseUntil, p.Node}
 	if len(p.Peek) > 0 {

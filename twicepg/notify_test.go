@@ -166,7 +166,9 @@ func TestListenToggles(t *testing.T) {
 	go func() { done <- s.ListenToggles(listenCtx, func() { heard <- struct{}{} }) }()
 	defer func() {
 		stop()
-		_ = <-done // ctx's error, once stop ended the listener
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("ListenToggles returned %v after its ctx was cancelled, want context.Canceled", err)
+		}
 	}()
 	select {
 	case <-listening:

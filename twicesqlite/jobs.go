@@ -99,9 +99,9 @@ func metadataJSON(m map[string]string) string {
 }
 
 // insertColumnCount is the number of values bound per inserted row.
-const insertColumnCount = 12
+const insertColumnCount = 13
 
-// insertChunk is how many rows one INSERT carries: 500 rows × 12 values stays
+// insertChunk is how many rows one INSERT carries: 500 rows × 13 values stays
 // far below SQLite's bound-variable limit (32766 since 3.32).
 const insertChunk = 500
 
@@ -146,14 +146,18 @@ type uniqueRef struct{ kind, key string }
 func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, out []*twicestore.JobInsertResult) error {
 	var sb strings.Builder
 	sb.WriteString(`INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key,
-	correlation_id, unique_key, max_attempts, run_at, created_at, metadata) VALUES `)
+	correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key) VALUES `)
 	args := make([]any, 0, len(jobs)*insertColumnCount)
 	now := time.Now()
 	for i, j := range jobs {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		if len(j.ConcurrencyKey) > twicestore.MaxConcurrencyKeyBytes {
+			return fmt.Errorf("job of kind %q: %w (%d bytes, at most %d)", j.Kind,
+				twicestore.ErrConcurrencyKeyTooLong, len(j.ConcurrencyKey), twicestore.MaxConcurrencyKeyBytes)
+		}
 		createdAt := j.CreatedAt
 		if createdAt.IsZero() {
 			createdAt = now
@@ -167,7 +171,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 			payload = []byte{}
 		}
 		args = append(args, j.Kind, j.Queue, j.Priority, payload, j.MessageID, j.Key,
-			j.CorrelationID, j.UniqueKey, j.MaxAttempts, micros(runAt), micros(createdAt), metadataJSON(j.Metadata))
+			j.CorrelationID, j.UniqueKey, j.MaxAttempts, micros(runAt), micros(createdAt), metadataJSON(j.Metadata), j.ConcurrencyKey)
 	}
 	sb.WriteString(" ON CONFLICT DO NOTHING RETURNING ")
 	sb.WriteString(jobColumns)
@@ -275,12 +279,7 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 	if p.Limit <= 0 || len(p.Kinds) == 0 {
 		return &twicestore.JobFetchResult{}, nil
 	}
-	var jobs []*twicetype.JobRow
-	err := e.write(ctx, func() (err error) {
-		jobs, err = queryJobs(ctx, e.db, fetchSQL,
-			micros(p.LeaseUntil), p.Node, p.Queue, micros(p.Now), jsonArg(p.Kinds), p.Limit)
-		return err
-	})
+	jobs, throttled, retryAt, err := e.fetchRows(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 	}
@@ -293,7 +292,7 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	res := &twicestore.JobFetchResult{Jobs: jobs, Processed: make([]bool, len(jobs))}
+	res := &twicestore.JobFetchResult{Jobs: jobs, Processed: make([]bool, len(jobs)), Throttled: throttled, RetryAt: retryAt}
 	// The peeks are a second statement, in process: the round trip the
 	// fetch saves a ClaimAfter job on PostgreSQL costs nothing here.
 	var (

@@ -211,6 +211,11 @@ type Executor interface {
 	// Before.
 	IdempotencyPrune(ctx context.Context, p *IdempotencyPruneParams) (*IdempotencyPruneResult, error)
 
+	// LimitList reports, for each kind of Limits, its usage: running jobs
+	// (the slots in use), due jobs, and the due jobs the limits hold back
+	// (throttled, waiting for a slot).
+	LimitList(ctx context.Context, p *LimitListParams) (*LimitListResult, error)
+
 	// NodeHeartbeat records that a worker node is alive and what it handles.
 	NodeHeartbeat(ctx context.Context, p *NodeHeartbeatParams) error
 	// NodeList lists nodes whose heartbeat is at or after AliveSince.
@@ -312,6 +317,10 @@ type JobInsertParams struct {
 	// Metadata is carried from the enqueuer to the handler (a trace
 	// context, say); nil stores none.
 	Metadata map[string]string
+	// ConcurrencyKey partitions the kind's jobs for KindLimit.PerKey and
+	// KindLimit.KeyRate (a tenant, a customer); empty is no key. At most
+	// MaxConcurrencyKeyBytes.
+	ConcurrencyKey string
 }
 
 // JobInsertManyParams are the jobs to insert, in order.
@@ -343,6 +352,15 @@ type JobFetchParams struct {
 	// ClaimAfter job starts without a peek of its own. Kinds it does not
 	// name are not peeked.
 	Peek map[string]string
+	// Limits are the flow-control limits of the fetched kinds, as the
+	// caller's registry states them; a kind it does not name, or names
+	// with a zero KindLimit, is not limited. The fetch leases no job a
+	// limit holds back, and decides so in the transaction that leases,
+	// so concurrent fetchers on any number of nodes never exceed a limit
+	// (every node must state the same limits: a node that states none
+	// fetches the kind unlimited). A fetch with no limits costs what it
+	// did before limits existed.
+	Limits map[string]KindLimit
 }
 
 // JobFetchResult holds the leased jobs.
@@ -352,6 +370,18 @@ type JobFetchResult struct {
 	// its kind existed when the job was leased: what MarkerPeek would have
 	// said then. False for a kind Peek does not name.
 	Processed []bool
+	// Throttled reports that a limit held back due jobs this fetch could
+	// otherwise have leased: a slot freed anywhere (a job of the kind
+	// finishing) may let them start, so the caller should fetch again
+	// then rather than wait for its poll.
+	Throttled bool
+	// RetryAt, when set, is when a kind-wide rate limit that held due
+	// jobs back frees its next start (the oldest start in its window plus
+	// its period): the caller should fetch again then, rather than at its
+	// next poll, or the measured rate falls short of the limit by the
+	// poll's share of each period. Per-key rate limits do not set it:
+	// with many keys, waking for each would be a storm of fetches.
+	RetryAt time.Time
 }
 
 // JobLease names one lease: a job and the epoch its holder fetched it with.

@@ -112,7 +112,7 @@ func fireAndForget(t *testing.T) twicetest.Case[welcomeArgs] {
 	t.Cleanup(func() { close(release) })
 	return twicetest.Case[welcomeArgs]{
 		Register: func(reg *twice.Registry) error {
-			return twice.Register(reg, twice.HandlerFunc[welcomeArgs](func(ctx context.Context, job *twice.Job[welcomeArgs]) error {
+			return twice.Register(reg, twice.HandlerFunc[welcomeArgs](func(_ context.Context, _ *twice.Job[welcomeArgs]) error {
 				go func() {
 					<-release
 					sent.Add(1)

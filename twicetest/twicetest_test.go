@@ -39,7 +39,7 @@ func emailCase(s twice.Strategy, perDelivery int64) (twicetest.Case[welcomeArgs]
 	var sent atomic.Int64
 	return twicetest.Case[welcomeArgs]{
 		Register: func(reg *twice.Registry) error {
-			return twice.Register(reg, twice.HandlerFunc[welcomeArgs](func(ctx context.Context, job *twice.Job[welcomeArgs]) error {
+			return twice.Register(reg, twice.HandlerFunc[welcomeArgs](func(_ context.Context, _ *twice.Job[welcomeArgs]) error {
 				sent.Add(perDelivery)
 				return nil
 			}), &twice.KindOpts{Strategy: s})
@@ -163,7 +163,7 @@ func upsertCase(appendEachRun bool) twicetest.Case[welcomeArgs] {
 	rows := map[string]int{}
 	return twicetest.Case[welcomeArgs]{
 		Register: func(reg *twice.Registry) error {
-			return twice.Register(reg, twice.HandlerFunc[welcomeArgs](func(ctx context.Context, job *twice.Job[welcomeArgs]) error {
+			return twice.Register(reg, twice.HandlerFunc[welcomeArgs](func(_ context.Context, job *twice.Job[welcomeArgs]) error {
 				mu.Lock()
 				defer mu.Unlock()
 				if appendEachRun {

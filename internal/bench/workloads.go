@@ -56,7 +56,7 @@ func (r *runner) expect(n int64) chan struct{} {
 // client returns a client working the bench kind with cfg.Workers slots.
 func (r *runner) client() (*twice.Client, error) {
 	reg := twice.NewRegistry()
-	err := twice.Register(reg, twice.HandlerFunc[Args](func(ctx context.Context, job *twice.Job[Args]) error {
+	err := twice.Register(reg, twice.HandlerFunc[Args](func(_ context.Context, job *twice.Job[Args]) error {
 		if job.Args.Run != r.runID {
 			return nil
 		}

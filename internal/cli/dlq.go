@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/spf13/cobra"
 
 	"github.com/twicejobs/twice"
@@ -56,14 +53,6 @@ job in another state is refused with its state; the others are discarded
 all the same, each with its own result line.`,
 	apply:     (*twice.Client).JobDiscard,
 	allStates: []twicetype.JobState{twicetype.JobStateDead},
-}
-
-func joinIDs(ids []int64) string {
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = fmt.Sprint(id)
-	}
-	return strings.Join(s, ", ")
 }
 
 func plural(n int, one, many string) string {

@@ -89,7 +89,7 @@ func BenchmarkPostgresLatency(b *testing.B) {
 	)
 	all, warm := make(chan struct{}), make(chan struct{})
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[noopArgs](func(ctx context.Context, job *twice.Job[noopArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[noopArgs](func(_ context.Context, job *twice.Job[noopArgs]) error {
 		lat := time.Since(job.CreatedAt)
 		if job.Args.N < 0 {
 			close(warm)

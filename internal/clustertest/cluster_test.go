@@ -125,7 +125,8 @@ func (c *cluster) kill(p *process) {
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		c.t.Fatalf("kill %s: %v", p.node, err)
 	}
-	<-p.exited
+	err := <-p.exited
+	c.t.Logf("%s killed: %v", p.node, err)
 }
 
 func (c *cluster) stopAll() {

@@ -64,6 +64,7 @@ func registry(pool *pgxpool.Pool) *twice.Registry {
 	twice.MustRegister(reg, twice.HandlerFunc[noopArgs](func(context.Context, *twice.Job[noopArgs]) error {
 		return nil
 	}), &twice.KindOpts{Strategy: twice.None})
+	registerLimited(reg, pool, os.Getenv(envLimits))
 	return reg
 }
 

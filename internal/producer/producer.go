@@ -14,6 +14,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twicejobs/twice/internal/logattr"
@@ -53,6 +54,10 @@ type Config struct {
 	// the jobs of that kind (twicestore.JobFetchParams.Peek). Nil peeks
 	// nothing.
 	Peek map[string]string
+	// Limits are the flow-control limits of the kinds, which every fetch
+	// hands to the store (twicestore.JobFetchParams.Limits). Nil limits
+	// nothing.
+	Limits map[string]twicestore.KindLimit
 	// Run works one leased job, given with the fetch's peek of its
 	// marker; it runs on a worker goroutine and the slot is freed when it
 	// returns.
@@ -94,7 +99,10 @@ type Producer struct {
 	// handoff passes a dispatched job to an idle worker; unbuffered, so a
 	// job is only handed to a worker that is waiting for one.
 	handoff chan Fetched
-	workers sync.WaitGroup // worker goroutines, busy or idle
+	// throttled is set when the last fetch round's fetches left due jobs
+	// that a limit held back.
+	throttled atomic.Bool
+	workers   sync.WaitGroup // worker goroutines, busy or idle
 }
 
 // New returns a producer; Run starts it.
@@ -117,6 +125,17 @@ func (p *Producer) Notify() {
 	}
 }
 
+// NotifyThrottled asks for a fetch soon if the last fetch round left due
+// jobs that a limit held back (twicestore.JobFetchResult.Throttled): a
+// limited kind's slot was freed, and they may start now. When nothing was
+// held back it does nothing, so a burn-down under a limit that never
+// binds fetches no more often than one without.
+func (p *Producer) NotifyThrottled() {
+	if p.throttled.Load() {
+		p.Notify()
+	}
+}
+
 // Run fetches until ctx is done. It returns without waiting for running
 // jobs; Wait does that.
 func (p *Producer) Run(ctx context.Context) {
@@ -124,11 +143,15 @@ func (p *Producer) Run(ctx context.Context) {
 	logger := p.cfg.Logger.With(logattr.Component, "producer")
 	backoff := p.cfg.PollInterval
 	for {
-		full, err := p.fetchRound(ctx)
+		full, retryAt, err := p.fetchRound(ctx)
 		if err != nil && ctx.Err() == nil {
 			logger.ErrorContext(ctx, "fetching jobs failed; retrying", logattr.Err, err)
 		}
 		wait := periodic.Jitter(backoff)
+		if !retryAt.IsZero() {
+			// A rate window frees a start then: be there.
+			wait = max(min(wait, time.Until(retryAt)), time.Millisecond)
+		}
 		timer := time.NewTimer(wait)
 		freed := p.freed
 		if !full {
@@ -164,10 +187,14 @@ func (p *Producer) Running() int {
 // fetchRound fetches for each queue with free slots. full reports whether
 // some fetch came back with as many jobs as it asked for, so more are
 // probably waiting.
-func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
+// retryAt is the earliest time a rate limit frees a start for jobs it held
+// back (twicestore.JobFetchResult.RetryAt), zero when none did.
+func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time, err error) {
+	throttled := false
+	defer func() { p.throttled.Store(throttled) }()
 	kinds := p.cfg.Kinds()
 	if len(kinds) == 0 {
-		return false, nil
+		return false, time.Time{}, nil
 	}
 	n := len(p.cfg.Queues)
 	start := 0
@@ -177,13 +204,13 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 	}
 	for i := range n {
 		if ctx.Err() != nil {
-			return false, nil
+			return false, time.Time{}, nil
 		}
 		q := p.cfg.Queues[(start+i)%n]
 		limit := p.free(q)
 		if limit <= 0 {
 			if p.globalFree() <= 0 {
-				return true, nil
+				return true, retryAt, nil
 			}
 			continue
 		}
@@ -200,13 +227,19 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 			Now:        now,
 			LeaseUntil: now.Add(p.cfg.Lease),
 			Peek:       p.cfg.Peek,
+			Limits:     p.cfg.Limits,
 		})
 		cancel()
 		if ferr != nil {
-			return false, ferr
+			return false, retryAt, ferr
 		}
-		if len(res.Jobs) == limit {
+		// A throttled fetch left due jobs that a freed slot lets start.
+		if len(res.Jobs) == limit || res.Throttled {
 			full = true
+		}
+		throttled = throttled || res.Throttled
+		if !res.RetryAt.IsZero() && (retryAt.IsZero() || res.RetryAt.Before(retryAt)) {
+			retryAt = res.RetryAt
 		}
 		// A store wrapper may hand back no answers, or not one per job:
 		// then the jobs go without one and peek for themselves.
@@ -222,7 +255,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, err error) {
 			p.dispatch(f)
 		}
 	}
-	return full, nil
+	return full, retryAt, nil
 }
 
 func (p *Producer) free(q Queue) int {

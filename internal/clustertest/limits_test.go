@@ -1,0 +1,336 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/twicejobs/twice"
+)
+
+// envLimits, set in a worker's environment, registers the flow-control
+// kinds: "keyed" (a global limit of 5 and one per key) or "rate" (100
+// starts a second). Unset registers none, so the other tests' workers keep
+// the plain fetch.
+const envLimits = "TWICE_CLUSTER_LIMITS"
+
+// keyedArgs is a job of a kind limited to 5 running cluster-wide and one
+// running per key, in enqueue order.
+type keyedArgs struct {
+	Key string `json:"key"`
+}
+
+func (keyedArgs) Kind() string { return "cluster.keyed.v1" }
+
+// ratedArgs is a job of a kind limited to 100 starts a second.
+type ratedArgs struct{ N int64 }
+
+func (ratedArgs) Kind() string { return "cluster.rated.v1" }
+
+const (
+	keyedGlobal = 5
+	ratedLimit  = 100
+)
+
+// registerLimited adds the flow-control kinds mode names (envLimits). Their
+// handlers write every start and end to limit_log with the database's
+// clock (one clock for every process), the record the test judges.
+func registerLimited(reg *twice.Registry, pool *pgxpool.Pool, mode string) {
+	record := func(ctx context.Context, jobID int64, key, event string) error {
+		_, err := pool.Exec(ctx, `INSERT INTO limit_log (job_id, key, event, node, at)
+			VALUES ($1, $2, $3, $4, clock_timestamp())`, jobID, key, event, os.Getenv(envNode))
+		return err
+	}
+	switch mode {
+	case "keyed":
+		twice.MustRegister(reg, twice.HandlerFunc[keyedArgs](func(ctx context.Context, job *twice.Job[keyedArgs]) error {
+			if err := record(ctx, job.ID, job.Args.Key, "start"); err != nil {
+				return err
+			}
+			// The work: long enough for the limit to bind and for a kill
+			// to find jobs in flight.
+			time.Sleep(time.Duration(20+job.ID%30) * time.Millisecond)
+			return record(ctx, job.ID, job.Args.Key, "end")
+		}), &twice.KindOpts{Strategy: twice.None, MaxAttempts: 50,
+			GlobalConcurrency: keyedGlobal, KeyConcurrency: 1, ConcurrencyKey: "key"})
+	case "rate":
+		twice.MustRegister(reg, twice.HandlerFunc[ratedArgs](func(ctx context.Context, job *twice.Job[ratedArgs]) error {
+			return record(ctx, job.ID, "", "start")
+		}), &twice.KindOpts{Strategy: twice.None, MaxAttempts: 50,
+			RateLimit: twice.RateLimit{Limit: ratedLimit, Period: time.Second}})
+	}
+}
+
+// logEntry is one row of limit_log.
+type logEntry struct {
+	jobID int64
+	key   string
+	event string
+	node  string
+	at    time.Time
+}
+
+func (c *cluster) limitLog() []logEntry {
+	c.t.Helper()
+	rows, err := c.admin.Query(context.Background(), `SELECT job_id, key, event, node, at FROM limit_log ORDER BY at, event`)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []logEntry
+	for rows.Next() {
+		var e logEntry
+		if err := rows.Scan(&e.jobID, &e.key, &e.event, &e.node, &e.at); err != nil {
+			c.t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// TestClusterLimitsHoldThroughKill: 3 worker processes (20 slots each)
+// work 1,000 jobs over 200 keys of a kind limited to 5 running
+// cluster-wide and one per key; one process is SIGKILLed mid-run with jobs
+// in flight. From the handlers' own record of every start and end, on the
+// database's clock: never more than 5 ran at once, no key ever had two
+// running, each key's jobs started in enqueue order (a killed job's retry
+// before the key's later jobs), and every job completed: the killed
+// process's slots came back through the rescue, none leaked.
+func TestClusterLimitsHoldThroughKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	const keys, perKey = 200, 5
+	c := newCluster(t)
+	ctx := context.Background()
+	c.exec(`CREATE TABLE limit_log (job_id bigint NOT NULL, key text NOT NULL, event text NOT NULL,
+		node text NOT NULL, at timestamptz NOT NULL)`)
+	reg := twice.NewRegistry()
+	// The enqueuer registers the kind too: the key is taken from the args
+	// at enqueue. It runs nothing.
+	registerLimited(reg, nil, "keyed")
+	producer, err := twice.NewClient(c.store, twice.Config{Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []twice.EnqueueParams
+	for i := range keys * perKey {
+		batch = append(batch, twice.EnqueueParams{Args: keyedArgs{Key: fmt.Sprint("k", i%keys)}})
+	}
+	if _, err := producer.EnqueueMany(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	total := keys * perKey
+
+	workers := map[string]*process{}
+	for _, node := range []string{"w0", "w1", "w2"} {
+		workers[node] = c.start(node, envLimits+"=keyed")
+	}
+	c.waitCompleted(total*3/10, 5*time.Minute)
+	// The victim is a node holding jobs now, so the kill strands some.
+	// (Slots can be empty for a moment between a finish and the next
+	// fetch: look again until one is busy.)
+	var victim string
+	tick := time.NewTicker(5 * time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); victim == ""; <-tick.C {
+		err := c.admin.QueryRow(ctx, `SELECT attempted_by FROM twice_jobs WHERE state = 'running'
+			GROUP BY attempted_by ORDER BY count(*) DESC LIMIT 1`).Scan(&victim)
+		if err != nil && time.Now().After(deadline) {
+			t.Fatalf("no node held a running job for a minute: %v", err)
+		}
+	}
+	tick.Stop()
+	c.kill(workers[victim])
+	killedAt := time.Now()
+	var inFlight int
+	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM twice_jobs WHERE state = 'running' AND attempted_by = $1`, victim).Scan(&inFlight); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed %s at %d completed jobs with %d of its jobs running", victim, c.completed(), inFlight)
+	c.waitCompleted(total, 5*time.Minute)
+	c.stopAll()
+
+	if n := c.count(`SELECT count(*) FROM twice_jobs WHERE state <> 'completed'`); n != 0 {
+		t.Errorf("%d jobs not completed: a slot leaked or a job was lost", n)
+	}
+	log := c.limitLog()
+	// Attempts: a start and its end, on the same node; an attempt of the
+	// killed node with no end ended at the kill.
+	type attempt struct {
+		jobID      int64
+		key, node  string
+		start, end time.Time
+	}
+	open := map[string]*attempt{} // job/node -> attempt begun
+	var attempts []*attempt
+	for _, e := range log {
+		id := fmt.Sprint(e.jobID, "/", e.node)
+		switch e.event {
+		case "start":
+			a := &attempt{jobID: e.jobID, key: e.key, node: e.node, start: e.at}
+			open[id] = a
+			attempts = append(attempts, a)
+		case "end":
+			if a := open[id]; a != nil {
+				a.end = e.at
+				delete(open, id)
+			}
+		}
+	}
+	unended := 0
+	for _, a := range open {
+		if a.node != victim {
+			t.Errorf("job %d on %s started and never ended, yet its node was not killed", a.jobID, a.node)
+		}
+		a.end = killedAt
+		unended++
+	}
+	// The sweep: +1 at each start, -1 at each end, ends first at equal times.
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, a := range attempts {
+		edges = append(edges, edge{a.start, 1}, edge{a.end, -1})
+	}
+	slices.SortFunc(edges, func(x, y edge) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
+		}
+		return x.delta - y.delta
+	})
+	running, peak := 0, 0
+	for _, e := range edges {
+		running += e.delta
+		peak = max(peak, running)
+	}
+	if peak > keyedGlobal {
+		t.Errorf("%d jobs ran at once, over the global limit of %d", peak, keyedGlobal)
+	}
+	byKey := map[string][]*attempt{}
+	for _, a := range attempts {
+		byKey[a.key] = append(byKey[a.key], a)
+	}
+	for key, as := range byKey {
+		slices.SortFunc(as, func(x, y *attempt) int { return x.start.Compare(y.start) })
+		for i := 1; i < len(as); i++ {
+			if as[i].start.Before(as[i-1].end) {
+				t.Errorf("key %s: job %d started at %s while job %d ran (until %s)", key, as[i].jobID,
+					as[i].start.Format(time.StampMicro), as[i-1].jobID, as[i-1].end.Format(time.StampMicro))
+			}
+			if as[i].jobID < as[i-1].jobID {
+				t.Errorf("key %s: job %d started after the later-enqueued job %d", key, as[i].jobID, as[i-1].jobID)
+			}
+		}
+	}
+	if len(byKey) != keys {
+		t.Errorf("%d keys ran, want %d", len(byKey), keys)
+	}
+	t.Logf("%d attempts for %d jobs (%d cut by the kill); peak %d running of %d; %d keys in order",
+		len(attempts), total, unended, peak, keyedGlobal, len(byKey))
+}
+
+// TestClusterRateLimit: 3 worker processes work a kind limited to 100
+// starts a second for 10 seconds, with more jobs waiting than they may
+// start. The store's own log of the starts (twice_rate_starts, copied by a
+// trigger before the fetches prune it, stamped with each fetch's Now)
+// never holds more than 100 in any one-second window. The rate measured
+// (steady, from the store's log; and from the handlers' starts, whose
+// clock lags the fetch by a variable delay) is logged against the limit,
+// not asserted: it depends on the machine.
+func TestClusterRateLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	const run = 10 * time.Second
+	c := newCluster(t)
+	ctx := context.Background()
+	c.exec(`CREATE TABLE limit_log (job_id bigint NOT NULL, key text NOT NULL, event text NOT NULL,
+		node text NOT NULL, at timestamptz NOT NULL)`,
+		`CREATE TABLE rate_audit (kind text NOT NULL, key text NOT NULL, at timestamptz NOT NULL)`,
+		`CREATE FUNCTION audit_rate() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN INSERT INTO rate_audit VALUES (NEW.kind, NEW.key, NEW.at); RETURN NEW; END $$`,
+		`CREATE TRIGGER audit_rate AFTER INSERT ON twice_rate_starts FOR EACH ROW EXECUTE FUNCTION audit_rate()`)
+	producer, err := twice.NewClient(c.store, twice.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(ratedLimit*run/time.Second) * 3 / 2
+	batch := make([]twice.EnqueueParams, n)
+	for i := range batch {
+		batch[i] = twice.EnqueueParams{Args: ratedArgs{N: int64(i)}}
+	}
+	if _, err := producer.EnqueueMany(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c.start(fmt.Sprint("r", i), envLimits+"=rate")
+	}
+	// Wait for the first start, then for the run to pass on the
+	// database's clock.
+	deadline := time.Now().Add(time.Minute)
+	var first time.Time
+	for {
+		var at *time.Time
+		if err := c.admin.QueryRow(ctx, `SELECT min(at) FROM limit_log`).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		if at != nil {
+			first = *at
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no job started within a minute")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the handlers' record; nothing to subscribe to across processes
+	}
+	time.Sleep(run + 500*time.Millisecond) // the run itself: the measurement is of time passing
+	c.stopAll()
+
+	var started int
+	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM limit_log WHERE at >= $1 AND at < $2`,
+		first, first.Add(run)).Scan(&started); err != nil {
+		t.Fatal(err)
+	}
+	rate := float64(started) / run.Seconds()
+	// The densest one-second window of the store's starts (by fetch Now).
+	var densest int
+	if err := c.admin.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM (
+		SELECT count(*) OVER (ORDER BY at RANGE BETWEEN CURRENT ROW AND interval '999999 microseconds' FOLLOWING) AS n
+		FROM rate_audit WHERE key = '') w`).Scan(&densest); err != nil {
+		t.Fatal(err)
+	}
+	var handlerDensest int
+	if err := c.admin.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM (
+		SELECT count(*) OVER (ORDER BY at RANGE BETWEEN CURRENT ROW AND interval '999999 microseconds' FOLLOWING) AS n
+		FROM limit_log) w`).Scan(&handlerDensest); err != nil {
+		t.Fatal(err)
+	}
+	// The steady rate by the store's own clock: every start but the first
+	// window's burst, over the time from the first start to the last.
+	var (
+		total       int
+		first0, end time.Time
+	)
+	if err := c.admin.QueryRow(ctx, `SELECT count(*), min(at), max(at) FROM rate_audit WHERE key = ''`).
+		Scan(&total, &first0, &end); err != nil {
+		t.Fatal(err)
+	}
+	steady := float64(total-ratedLimit) / end.Sub(first0).Seconds()
+	if densest > ratedLimit {
+		t.Errorf("the store started %d jobs in one second, over the limit of %d", densest, ratedLimit)
+	}
+	t.Logf("limit %d/s, 3 processes, %s: steady rate by the fetches' clock %.1f/s (%.1f%% of the limit, %d starts over %s); "+
+		"by the handlers' clock %d started in the %s from the first, %.1f/s; densest 1 s window: %d by the fetches' clock, %d by the handlers' start times",
+		ratedLimit, run, steady, 100*steady/ratedLimit, total, end.Sub(first0).Round(time.Millisecond),
+		started, run, rate, densest, handlerDensest)
+}

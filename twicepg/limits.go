@@ -1,0 +1,376 @@
+package twicepg
+
+// Flow control: the fetch of limited kinds, and the usage report.
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// lockLimitsSQL takes the transaction-scoped advisory lock of each limited
+// kind, in the order given (sorted, so two fetches never wait on each other
+// in a cycle). Every fetch that may lease a limited kind's job holds the
+// kind's lock until it commits, so fetches of one kind run one after the
+// other on every node, and each counts the running jobs and the rate
+// starts that the one before it committed: the statement after the lock
+// takes a fresh snapshot (READ COMMITTED), and a transaction's commit is
+// visible before its locks are released. Only leases add to the usage, and
+// only under the lock; finishes, rescues and cancels lower it, and a fetch
+// that sees a lower usage late only leases less. The schema is in the key
+// because advisory locks are per database, not per schema.
+const lockLimitsSQL = `SELECT count(pg_advisory_xact_lock(hashtextextended('twice.limit ' || current_schema() || ' ' || k, 0)))
+FROM unnest($1::text[]) AS k`
+
+// fetchLimitedSQL leases the due jobs of the limited kinds that no limit
+// holds back, in fetch order, under the kinds' locks:
+//
+//   - cap is what each kind may still start: the global limit minus its
+//     running jobs, the rate limit minus the starts in its window, and the
+//     fetch's Limit, whichever is least;
+//   - cand walks the fetch index in order and keeps the jobs whose kind has
+//     room, whose key has fewer than PerKey jobs running or enqueued
+//     before them and unfinished (which is both the per-key limit and its
+//     enqueue order), and whose key has rate left; held-back jobs are
+//     filtered here, so a throttled key at the head of the queue never
+//     fills the LIMIT and starves the others;
+//   - picked trims cand to each kind's cap and each key's rate left;
+//   - leased moves them to running, re-checking state as the plain fetch
+//     does (a job an operator cancelled meanwhile is dropped), and peeks
+//     their markers;
+//   - starts records their starts in the rate windows, and pruned deletes
+//     the starts no window can see any more.
+//
+// A job of a key cand keeps has fewer than PerKey unfinished jobs of its
+// key before it, so the jobs of one key it keeps are at most PerKey minus
+// those running: the per-key limit holds within one fetch too.
+var fetchLimitedSQL = `WITH lim AS MATERIALIZED (
+	SELECT * FROM unnest($6::text[], $7::int[], $8::int[], $9::int[], $10::timestamptz[], $11::int[],
+		$12::timestamptz[], $15::timestamptz[])
+		AS l(kind, global, per_key, rate, rate_since, key_rate, key_rate_since, prune_before)
+	WHERE NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
+		WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $2))
+),
+cap AS MATERIALIZED (
+	SELECT l.*, LEAST($3::int,
+		CASE WHEN l.global > 0 THEN l.global - (SELECT count(*) FROM twice_jobs AS r
+			WHERE r.state = 'running' AND r.kind = l.kind) END,
+		CASE WHEN l.rate > 0 THEN l.rate - (SELECT count(*) FROM twice_rate_starts AS s
+			WHERE s.kind = l.kind AND s.key = '' AND s.at > l.rate_since) END) AS cap
+	FROM lim AS l
+),
+cand AS (
+	SELECT j.id, j.kind, j.concurrency_key AS ckey, j.priority, j.run_at, c.cap, kr.key_cap
+	FROM twice_jobs AS j
+	JOIN cap AS c ON c.kind = j.kind
+	CROSS JOIN LATERAL (SELECT CASE WHEN c.key_rate > 0 AND j.concurrency_key <> '' THEN c.key_rate - (
+		SELECT count(*) FROM twice_rate_starts AS s
+		WHERE s.kind = j.kind AND s.key = j.concurrency_key AND s.at > c.key_rate_since) ELSE $3::int END AS key_cap) AS kr
+	WHERE j.state = 'available' AND j.queue = $1 AND j.kind = ANY($6::text[]) AND j.run_at <= $2
+		AND c.cap > 0 AND kr.key_cap > 0
+		AND (c.per_key = 0 OR j.concurrency_key = '' OR (SELECT count(*) FROM (
+			SELECT 1 FROM twice_jobs AS e
+			WHERE e.kind = j.kind AND e.concurrency_key = j.concurrency_key
+				AND e.concurrency_key <> '' AND e.state IN ('available', 'running')
+				AND (e.id < j.id OR e.state = 'running')
+			LIMIT c.per_key) AS x) < c.per_key)
+	ORDER BY j.priority, j.run_at, j.id
+	LIMIT $3::int
+	FOR UPDATE OF j SKIP LOCKED
+),
+picked AS (
+	SELECT id FROM (
+		SELECT id, cap, key_cap,
+			row_number() OVER (PARTITION BY kind ORDER BY priority, run_at, id) AS kn,
+			row_number() OVER (PARTITION BY kind, ckey ORDER BY priority, run_at, id) AS keyn
+		FROM cand) AS w
+	WHERE kn <= cap AND keyn <= key_cap
+),
+leased AS (
+	UPDATE twice_jobs AS j
+	SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $4, attempted_by = $5
+	FROM picked
+	WHERE j.id = picked.id AND j.state = 'available'
+	RETURNING j.*, EXISTS (
+		SELECT 1 FROM unnest($13::text[], $14::text[]) AS h(kind, handler)
+		JOIN twice_markers AS m ON m.handler = h.handler
+		WHERE h.kind = j.kind AND m.key = j.idempotency_key
+	) AS processed
+),
+starts AS (
+	INSERT INTO twice_rate_starts (kind, key, at)
+	SELECT l.kind, '', $2 FROM leased JOIN lim AS l ON l.kind = leased.kind WHERE l.rate > 0
+	UNION ALL
+	SELECT l.kind, leased.concurrency_key, $2 FROM leased JOIN lim AS l ON l.kind = leased.kind
+	WHERE l.key_rate > 0 AND leased.concurrency_key <> ''
+),
+pruned AS (
+	DELETE FROM twice_rate_starts AS s USING lim AS l
+	WHERE s.kind = l.kind AND (l.rate > 0 OR l.key_rate > 0) AND s.at <= l.prune_before
+)
+SELECT leased.processed, ` + jobCols("leased") + ` FROM leased`
+
+// fetchGlobalSQL is fetchLimitedSQL for the common case of one kind with
+// only a global limit: the plain fetch, its LIMIT cut to the slots left.
+// It spares the per-row key and rate checks and the window functions.
+var fetchGlobalSQL = `WITH picked AS (
+	SELECT id FROM twice_jobs
+	WHERE state = 'available' AND queue = $1 AND kind = $6 AND run_at <= $2
+		AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
+			WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $2))
+	ORDER BY priority, run_at, id
+	LIMIT GREATEST(0, LEAST($3::int, $7::int - (SELECT count(*) FROM twice_jobs AS r
+		WHERE r.state = 'running' AND r.kind = $6)))
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE twice_jobs AS j
+SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $4, attempted_by = $5
+FROM picked
+WHERE j.id = picked.id
+RETURNING EXISTS (
+	SELECT 1 FROM unnest($8::text[], $9::text[]) AS h(kind, handler)
+	JOIN twice_markers AS m ON m.handler = h.handler
+	WHERE h.kind = j.kind AND m.key = j.idempotency_key
+), ` + jobColumns
+
+// dueLeftSQL tells whether due jobs of the limited kinds are left after
+// the lease: the limits held them back.
+const dueLeftSQL = `SELECT EXISTS (SELECT 1 FROM twice_jobs
+	WHERE state = 'available' AND queue = $1 AND kind = ANY($2::text[]) AND run_at <= $3
+		AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
+			WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $3)))`
+
+// retryAtSQL finds when the kind-wide rate windows next free a start: the
+// oldest start in each window plus its period. NULL when no window holds a
+// start.
+const retryAtSQL = `SELECT min(s.at + w.period_us * interval '1 microsecond')
+FROM unnest($1::text[], $2::bigint[], $3::timestamptz[]) AS w(kind, period_us, since)
+JOIN twice_rate_starts AS s ON s.kind = w.kind AND s.key = '' AND s.at > w.since`
+
+// batcher is what pgxpool.Pool and pgx.Tx offer to pipeline statements.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// batcher returns the executor's pgx pool or transaction, which can
+// pipeline statements; nil through database/sql.
+func (e *executor) batcher() batcher {
+	if pq, ok := e.q.(pgxQuerier); ok {
+		if b, ok := pq.c.(batcher); ok {
+			return b
+		}
+	}
+	return nil
+}
+
+// fetchLimited leases jobs of the limited kinds, then the plain kinds with
+// what is left of the Limit, through the plain fetch (limited kinds first:
+// their limits bound how much of the Limit they take, so they cannot
+// starve the others).
+//
+// The lock, the lease and the throttle check are three statements in one
+// transaction. On a pgx pool or transaction they go as one pipeline: one
+// round trip, and (on the pool) one implicit transaction, which holds the
+// locks to its end like an explicit one; each statement still takes its
+// own snapshot, so the lease sees what the lock's previous holder
+// committed. Through database/sql they go one by one in a transaction.
+func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParams, limited, plain []string) (*twicestore.JobFetchResult, error) {
+	now := nowOr(p.Now)
+	n := len(limited)
+	var (
+		global, perKey, rate, keyRate        = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+		rateSince, keyRateSince, pruneBefore = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+	)
+	for i, k := range limited {
+		l := p.Limits[k]
+		global[i], perKey[i], rate[i], keyRate[i] = int32(l.Global), int32(l.PerKey), int32(l.Rate.Limit), int32(l.KeyRate.Limit)
+		rateSince[i], keyRateSince[i] = now.Add(-l.Rate.Period), now.Add(-l.KeyRate.Period)
+		pruneBefore[i] = now.Add(-max(l.Rate.Period, l.KeyRate.Period))
+	}
+	peekKinds, peekHandlers := []string{}, []string{}
+	for k, h := range p.Peek {
+		peekKinds, peekHandlers = append(peekKinds, k), append(peekHandlers, h)
+	}
+	query, fetchArgs := fetchLimitedSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
+		limited, global, perKey, rate, rateSince, keyRate, keyRateSince, peekKinds, peekHandlers, pruneBefore}
+	if l := p.Limits[limited[0]]; n == 1 && l == (twicestore.KindLimit{Global: l.Global}) {
+		query, fetchArgs = fetchGlobalSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
+			limited[0], l.Global, peekKinds, peekHandlers}
+	}
+	dueArgs := []any{p.Queue, limited, now}
+	var rateKinds []string
+	var ratePeriods []int64
+	var rateSinces []time.Time
+	for i, k := range limited {
+		if r := p.Limits[k].Rate; r.Limit > 0 {
+			rateKinds, ratePeriods, rateSinces = append(rateKinds, k), append(ratePeriods, r.Period.Microseconds()), append(rateSinces, rateSince[i])
+		}
+	}
+	retryArgs := []any{rateKinds, ratePeriods, rateSinces}
+	var retryAt *time.Time
+
+	type fetched struct {
+		job       *twicetype.JobRow
+		processed bool
+	}
+	var (
+		out       []fetched
+		throttled bool
+	)
+	scan := func(rs rows) error {
+		defer rs.Close()
+		for rs.Next() {
+			var f fetched
+			var err error
+			if f.job, err = scanJob(rs, &f.processed); err != nil {
+				return err
+			}
+			out = append(out, f)
+		}
+		return rs.Err()
+	}
+	var err error
+	if b := e.batcher(); b != nil {
+		err = func() error {
+			batch := &pgx.Batch{}
+			batch.Queue(lockLimitsSQL, limited)
+			batch.Queue(query, fetchArgs...)
+			batch.Queue(dueLeftSQL, dueArgs...)
+			if len(rateKinds) > 0 {
+				batch.Queue(retryAtSQL, retryArgs...)
+			}
+			br := b.SendBatch(ctx, batch)
+			defer func() { _ = br.Close() }() // the error, if any, is the last one returned
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("lock limited kinds: %w", err)
+			}
+			rs, err := br.Query()
+			if err != nil {
+				return err
+			}
+			if err := scan(rs); err != nil {
+				return err
+			}
+			if err := br.QueryRow().Scan(&throttled); err != nil {
+				return err
+			}
+			if len(rateKinds) > 0 {
+				if err := br.QueryRow().Scan(&retryAt); err != nil {
+					return err
+				}
+			}
+			return br.Close()
+		}()
+	} else {
+		err = e.inTx(ctx, func(tx *executor) error {
+			if _, err := tx.q.exec(ctx, lockLimitsSQL, limited); err != nil {
+				return fmt.Errorf("lock limited kinds: %w", err)
+			}
+			rs, err := tx.q.query(ctx, query, fetchArgs...)
+			if err != nil {
+				return err
+			}
+			if err := scan(rs); err != nil {
+				return err
+			}
+			if err := tx.q.queryRow(ctx, dueLeftSQL, dueArgs...).Scan(&throttled); err != nil {
+				return err
+			}
+			if len(rateKinds) > 0 {
+				return tx.q.queryRow(ctx, retryAtSQL, retryArgs...).Scan(&retryAt)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+	}
+	throttled = throttled && len(out) < p.Limit
+	res := &twicestore.JobFetchResult{Throttled: throttled}
+	if throttled && retryAt != nil {
+		res.RetryAt = retryAt.UTC()
+	}
+	if left := p.Limit - len(out); left > 0 && len(plain) > 0 {
+		rest := *p
+		rest.Kinds, rest.Limit, rest.Limits = plain, left, nil
+		more, err := e.JobFetch(ctx, &rest)
+		if err != nil {
+			return nil, err
+		}
+		for i, j := range more.Jobs {
+			out = append(out, fetched{job: j, processed: more.Processed[i]})
+		}
+	}
+	slices.SortFunc(out, func(x, y fetched) int {
+		a, b := x.job, y.job
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
+	})
+	res.Jobs, res.Processed = make([]*twicetype.JobRow, len(out)), make([]bool, len(out))
+	for i, f := range out {
+		res.Jobs[i], res.Processed[i] = f.job, f.processed
+	}
+	return res, nil
+}
+
+// limitUsageSQL reports one limited kind's usage. eligible counts the due
+// jobs the fetch's key rules would let start (ignoring the kind's cap,
+// which the caller applies): the rest of the due jobs are throttled.
+const limitUsageSQL = `SELECT
+	(SELECT count(*) FROM twice_jobs WHERE state = 'running' AND kind = $1),
+	(SELECT count(*) FROM twice_jobs WHERE state = 'available' AND kind = $1 AND run_at <= $2),
+	(SELECT count(*) FROM twice_jobs AS j
+		WHERE j.state = 'available' AND j.kind = $1 AND j.run_at <= $2
+			AND ($3::int = 0 OR j.concurrency_key = '' OR (SELECT count(*) FROM (
+				SELECT 1 FROM twice_jobs AS e
+				WHERE e.kind = j.kind AND e.concurrency_key = j.concurrency_key
+					AND e.concurrency_key <> '' AND e.state IN ('available', 'running')
+					AND (e.id < j.id OR e.state = 'running')
+				LIMIT $3::int) AS x) < $3::int)
+			AND ($4::int = 0 OR j.concurrency_key = '' OR (SELECT count(*) FROM twice_rate_starts AS s
+				WHERE s.kind = j.kind AND s.key = j.concurrency_key AND s.at > $5) < $4::int)),
+	(SELECT count(DISTINCT concurrency_key) FROM twice_jobs
+		WHERE kind = $1 AND concurrency_key <> '' AND state IN ('available', 'running')),
+	(SELECT count(DISTINCT concurrency_key) FROM twice_jobs
+		WHERE kind = $1 AND concurrency_key <> '' AND state = 'running'),
+	(SELECT count(*) FROM twice_rate_starts WHERE kind = $1 AND key = '' AND at > $6)`
+
+// LimitList reports the usage of each limited kind, one statement per
+// kind (an operator's query: a handful of kinds).
+func (e *executor) LimitList(ctx context.Context, p *twicestore.LimitListParams) (*twicestore.LimitListResult, error) {
+	now := nowOr(p.Now)
+	res := &twicestore.LimitListResult{}
+	for _, kind := range sortedKinds(p.Limits) {
+		l := p.Limits[kind]
+		u := twicestore.LimitUsage{Kind: kind, Limit: l}
+		var eligible int
+		err := e.q.queryRow(ctx, limitUsageSQL, kind, now, l.PerKey, l.KeyRate.Limit,
+			now.Add(-l.KeyRate.Period), now.Add(-l.Rate.Period)).
+			Scan(&u.Running, &u.Due, &eligible, &u.Keys, &u.BusyKeys, &u.RateUsed)
+		if err != nil {
+			return nil, fmt.Errorf("limit usage of kind %q: %w", kind, err)
+		}
+		if l.Rate.Limit == 0 {
+			u.RateUsed = 0
+		}
+		u.Throttled = twicestore.Throttled(l, u.Running, u.RateUsed, u.Due, eligible)
+		res.Kinds = append(res.Kinds, u)
+	}
+	return res, nil
+}
+
+// sortedKinds lists the kinds of limits, sorted.
+func sortedKinds(limits map[string]twicestore.KindLimit) []string {
+	kinds := make([]string, 0, len(limits))
+	for k := range limits {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return kinds
+}

@@ -1,0 +1,188 @@
+package twicestore
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Flow control: limits that hold across every node because the store
+// enforces them in JobFetch itself, in the transaction that leases the
+// jobs. Usage is derived from the jobs' own rows (a slot is a running job),
+// never counted in a side table, so a crashed node cannot leak a slot: its
+// jobs stop being running when they are rescued, and the slot is free.
+
+// KindLimit is the flow control of one kind, as its registration states
+// it. The zero value limits nothing.
+type KindLimit struct {
+	// Global is the most jobs of the kind running at once across all
+	// nodes; zero is no limit.
+	Global int
+	// PerKey is the most jobs of one concurrency key (JobInsertParams.
+	// ConcurrencyKey) running at once; zero is no limit. Jobs of a key
+	// start in enqueue order (by id): a job starts only while fewer than
+	// PerKey jobs of its key are running or were enqueued before it and
+	// have not finished. With PerKey 1 the kind is sequential by key: a
+	// later job never starts before an earlier one finished, retries
+	// included (an earlier job waiting for its retry holds the later ones
+	// back). Jobs with no key are not limited by key.
+	PerKey int
+	// Rate bounds how many jobs of the kind start per period, across all
+	// nodes; the zero value is no limit.
+	Rate RateLimit
+	// KeyRate bounds how many jobs of one concurrency key start per
+	// period; the zero value is no limit. Jobs with no key are not limited
+	// by it.
+	KeyRate RateLimit
+}
+
+// RateLimit allows at most Limit job starts in any window of length
+// Period.
+//
+// Algorithm: a sliding-window log. Each fetch that leases a rate-limited
+// job records its start time (the fetch's Now) in the store, in the same
+// transaction, and a fetch leases at most Limit minus the starts recorded
+// in (Now-Period, Now]; records older than the longest period are pruned by
+// the same fetch. Since the fetches of a limited kind are serialised (a
+// per-kind lock on PostgreSQL, the single writer on SQLite), the count is
+// exact: there is no burst beyond Limit, and no window of length Period,
+// judged on the fetchers' clocks, ever holds more than Limit starts. Two
+// things bound its accuracy: the fetchers' clocks (a node whose clock runs
+// s behind records starts that leave the window s early, so with skew s
+// a window judged on one true clock can hold up to Limit starts plus those
+// of the skewed node in s), and the fetch cadence (a window that frees at
+// t is used by the first fetch after t, so the measured rate is below
+// Limit/Period by the share of the poll interval spent waiting). A
+// start is the lease: a rescued or retried job starts again and counts
+// again.
+type RateLimit struct {
+	Limit  int
+	Period time.Duration
+}
+
+// IsZero reports whether r limits nothing.
+func (r RateLimit) IsZero() bool { return r.Limit == 0 && r.Period == 0 }
+
+// MinRatePeriod is the shortest RateLimit.Period: the stores keep times to
+// the microsecond, and a shorter period would be a limit nobody could
+// observe.
+const MinRatePeriod = time.Millisecond
+
+// IsZero reports whether l limits nothing.
+func (l KindLimit) IsZero() bool {
+	return l.Global == 0 && l.PerKey == 0 && l.Rate.IsZero() && l.KeyRate.IsZero()
+}
+
+// Validate refuses limits no store can enforce: a negative limit, a rate
+// with no period or one under MinRatePeriod, a rate period with no limit.
+// The error does not name the kind; callers add it.
+func (l KindLimit) Validate() error {
+	switch {
+	case l.Global < 0:
+		return fmt.Errorf("global concurrency %d is negative: use a positive number, or 0 for no limit", l.Global)
+	case l.PerKey < 0:
+		return fmt.Errorf("per-key concurrency %d is negative: use a positive number, or 0 for no limit", l.PerKey)
+	}
+	if err := l.Rate.validate("rate limit"); err != nil {
+		return err
+	}
+	return l.KeyRate.validate("per-key rate limit")
+}
+
+func (r RateLimit) validate(what string) error {
+	switch {
+	case r.IsZero():
+		return nil
+	case r.Limit <= 0:
+		return fmt.Errorf("%s of %d per %s: the limit must be positive", what, r.Limit, r.Period)
+	case r.Period < MinRatePeriod:
+		return fmt.Errorf("%s of %d per %s: the period must be at least %s", what, r.Limit, r.Period, MinRatePeriod)
+	}
+	return nil
+}
+
+// MaxConcurrencyKeyBytes caps JobInsertParams.ConcurrencyKey: the key is
+// stored with every job and indexed, so it is an identifier (a tenant, a
+// customer), never a payload.
+const MaxConcurrencyKeyBytes = 255
+
+// ErrConcurrencyKeyTooLong is returned by a driver for a concurrency key
+// over MaxConcurrencyKeyBytes (the root package refuses it earlier, with
+// the kind named).
+var ErrConcurrencyKeyTooLong = errors.New("twicestore: concurrency key too long")
+
+// LimitListParams name the limited kinds to report on and when.
+type LimitListParams struct {
+	// Limits are the kinds' limits, as the caller's registry states them:
+	// the store keeps no limits, only the usage they bound.
+	Limits map[string]KindLimit
+	// Now is when due jobs and rate windows are judged; zero is the
+	// current time.
+	Now time.Time
+}
+
+// LimitUsage is the state of one limited kind.
+type LimitUsage struct {
+	Kind  string
+	Limit KindLimit
+	// Running counts the kind's running jobs: the global slots in use.
+	Running int
+	// Due counts the kind's available jobs due at Now.
+	Due int
+	// Throttled counts the due jobs a limit holds back now: those the
+	// fetch would not lease at Now however many workers were free (their
+	// key's slots are taken or an earlier job of their key is unfinished,
+	// the kind's slots or rate are used up). They wait for a slot; they are
+	// neither orphaned nor stuck.
+	Throttled int
+	// Keys counts the distinct concurrency keys of unfinished jobs, and
+	// BusyKeys those with a running job, when the kind has a per-key limit
+	// or rate.
+	Keys, BusyKeys int
+	// RateUsed counts the starts in the kind's rate window ending at Now
+	// (zero without a rate limit).
+	RateUsed int
+}
+
+// LimitListResult holds one usage per kind of LimitListParams.Limits, by
+// kind.
+type LimitListResult struct {
+	Kinds []LimitUsage
+}
+
+// LimitedKinds splits the fetch's kinds into those Limits limits, sorted
+// (the order drivers take their locks in, so two fetches never wait for
+// each other in a cycle), and the others, in their given order. A fetch
+// whose limited list is empty takes the driver's plain path, unchanged.
+func (p *JobFetchParams) LimitedKinds() (limited, plain []string) {
+	if len(p.Limits) == 0 {
+		return nil, p.Kinds
+	}
+	for _, k := range p.Kinds {
+		if l, ok := p.Limits[k]; ok && !l.IsZero() {
+			limited = append(limited, k)
+		} else {
+			plain = append(plain, k)
+		}
+	}
+	slices.Sort(limited)
+	limited = slices.Compact(limited)
+	return limited, plain
+}
+
+// Throttled is how many of a kind's due jobs its limits hold back, given
+// its running jobs, the starts in its rate window, its due jobs and how
+// many of those its key rules (per-key limit, per-key rate) would let
+// start: the eligible ones beyond the kind's room wait too. Drivers share
+// it so LimitList means the same on each.
+func Throttled(l KindLimit, running, rateUsed, due, eligible int) int {
+	room := eligible
+	if l.Global > 0 {
+		room = min(room, l.Global-running)
+	}
+	if l.Rate.Limit > 0 {
+		room = min(room, l.Rate.Limit-rateUsed)
+	}
+	return due - max(room, 0)
+}
