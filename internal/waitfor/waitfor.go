@@ -22,13 +22,21 @@ const tick = 5 * time.Millisecond
 // within Timeout. what says what the value means ("the handler started").
 func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	timer := time.NewTimer(Timeout)
+	return RecvWithin(t, Timeout, ch, what)
+}
+
+// RecvWithin is Recv with a deadline of its own, for the few waits known
+// to take longer than Timeout (a backlog of hundreds of jobs under the race
+// detector).
+func RecvWithin[T any](t testing.TB, timeout time.Duration, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case v := <-ch:
 		return v
 	case <-timer.C:
-		t.Fatalf("waited %s for %s", Timeout, what)
+		t.Fatalf("waited %s for %s", timeout, what)
 		panic("unreachable")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twicejobs/twice/internal/waitfor"
 )
@@ -81,5 +82,14 @@ func TestRecvBeforeReturnsOnAClosedChannel(t *testing.T) {
 	exited := make(chan int) // never
 	if msg := run(t, func(tb testing.TB) { waitfor.RecvBefore(tb, seen, exited, "the banner", nil) }); msg != "" {
 		t.Errorf("RecvBefore failed on a closed channel: %s", msg)
+	}
+}
+
+func TestRecvWithinFailsAfterItsOwnDeadline(t *testing.T) {
+	t.Parallel()
+	never := make(chan int)
+	msg := run(t, func(tb testing.TB) { waitfor.RecvWithin(tb, time.Millisecond, never, "a value") })
+	if msg != "waited 1ms for a value" {
+		t.Errorf("failure %q, want the deadline and what was awaited", msg)
 	}
 }
