@@ -94,6 +94,14 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A job of a handled kind in a queue no worker serves: stranded. And a
+	// paused queue: paused, not stuck.
+	if _, err := client.Enqueue(ctx, okArgs{ID: 9}, &twice.EnqueueOpts{Queue: "nightly"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.QueuePause(ctx, &twice.QueuePauseParams{Queue: twice.QueueBulk, Reason: "metrics test"}); err != nil {
+		t.Fatal(err)
+	}
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -111,6 +119,9 @@ func TestMetrics(t *testing.T) {
 		`twice_job_wait_seconds_count{` + ok + `} 3`,
 		`twice_queue_depth{queue="default"} 1`,
 		`twice_orphaned_jobs{kind="metrics.orphan.v1",queue="default"} 1`,
+		`twice_stranded_jobs{queue="nightly"} 1`,
+		`twice_queue_paused{queue="bulk"} 1`,
+		`twice_queue_paused{queue="default"} 0`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("metrics lack %q", want)
