@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/twicejobs/twice"
 )
@@ -50,11 +51,11 @@ func newLimitRow(u twice.LimitUsage) limitRow {
 		parts = append(parts, fmt.Sprintf("per key %d", l.PerKey))
 	}
 	if !l.Rate.IsZero() {
-		parts = append(parts, fmt.Sprintf("rate %d/%s", l.Rate.Limit, l.Rate.Period))
-		row.Rate = fmt.Sprintf("%d / %d per %s", u.RateUsed, l.Rate.Limit, l.Rate.Period)
+		parts = append(parts, fmt.Sprintf("rate %d/%s", l.Rate.Limit, period(l.Rate.Period)))
+		row.Rate = fmt.Sprintf("%d / %d per %s", u.RateUsed, l.Rate.Limit, period(l.Rate.Period))
 	}
 	if !l.KeyRate.IsZero() {
-		parts = append(parts, fmt.Sprintf("key rate %d/%s", l.KeyRate.Limit, l.KeyRate.Period))
+		parts = append(parts, fmt.Sprintf("key rate %d/%s", l.KeyRate.Limit, period(l.KeyRate.Period)))
 	}
 	row.Limits = strings.Join(parts, ", ")
 	return row
@@ -73,4 +74,17 @@ func (h *Handler) limits(r *http.Request) (string, any, error) {
 		d.Kinds = append(d.Kinds, newLimitRow(u))
 	}
 	return "Limits", d, nil
+}
+
+// period is a rate period the way people write it: "1h" and "5m", not
+// Go's "1h0m0s" and "5m0s".
+func period(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -104,12 +104,12 @@ func testLimitsPage(t *testing.T, e *env) {
 	}
 	for _, want := range []string{
 		`data-limit-kind="web.sync.v1"`,
-		"global 2, per key 1, rate 100/1h0m0s",
+		"global 2, per key 1, rate 100/1h",
 		`data-slots="web.sync.v1">2 / 2 <span class="badge paused">full</span>`,
 		`data-due="web.sync.v1">2<`,
 		`data-throttled="web.sync.v1"><span class="badge throttled">2 throttled</span>`,
 		`data-keys="web.sync.v1">2 of 2<`,
-		`data-rate="web.sync.v1">2 / 100 per 1h0m0s<`,
+		`data-rate="web.sync.v1">2 / 100 per 1h<`,
 		"neither orphaned nor stuck",
 		`href="/limits" class="active">Limits</a>`,
 	} {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,7 @@ func (c *cli) limitsCommand() *cobra.Command {
 }
 
 // rateJSON is a rate limit as 'limits ls --json' prints it: at most Limit
-// starts in any window of Period (a Go duration, e.g. "1s").
+// starts in any window of Period (a Go duration, e.g. "1s" or "1h").
 type rateJSON struct {
 	Limit  int    `json:"limit"`
 	Period string `json:"period"`
@@ -30,7 +31,7 @@ func newRateJSON(r twice.RateLimit) *rateJSON {
 	if r.IsZero() {
 		return nil
 	}
-	return &rateJSON{Limit: r.Limit, Period: r.Period.String()}
+	return &rateJSON{Limit: r.Limit, Period: period(r.Period)}
 }
 
 // limitJSON is one limited kind as 'limits ls --json' prints it. A limit
@@ -71,10 +72,10 @@ func limitsText(u twice.LimitUsage) string {
 		parts = append(parts, fmt.Sprintf("per key %d", u.Limit.PerKey))
 	}
 	if r := u.Limit.Rate; !r.IsZero() {
-		parts = append(parts, fmt.Sprintf("rate %d/%s", r.Limit, r.Period))
+		parts = append(parts, fmt.Sprintf("rate %d/%s", r.Limit, period(r.Period)))
 	}
 	if r := u.Limit.KeyRate; !r.IsZero() {
-		parts = append(parts, fmt.Sprintf("key rate %d/%s", r.Limit, r.Period))
+		parts = append(parts, fmt.Sprintf("key rate %d/%s", r.Limit, period(r.Period)))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -130,7 +131,7 @@ stock 'twice') knows no limits and lists none.`,
 				}
 				rate := "-"
 				if r := u.Limit.Rate; !r.IsZero() {
-					rate = fmt.Sprintf("%d/%d per %s", u.RateUsed, r.Limit, r.Period)
+					rate = fmt.Sprintf("%d/%d per %s", u.RateUsed, r.Limit, period(r.Period))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", u.Kind, limitsText(u), slots, u.Due, u.Throttled, keys, rate)
 			}
@@ -139,4 +140,17 @@ stock 'twice') knows no limits and lists none.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// period is a rate period the way people write it: "1h" and "5m", not
+// Go's "1h0m0s" and "5m0s".
+func period(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -122,7 +122,7 @@ func testLimitsList(t *testing.T, s *setup) {
 		t.Fatal(err)
 	}
 	want := limitJSON{Kind: "tenant.sync.v1", GlobalConcurrency: 2, KeyConcurrency: 1,
-		RateLimit: &rateJSON{Limit: 100, Period: "1h0m0s"},
+		RateLimit: &rateJSON{Limit: 100, Period: "1h"},
 		Running:   2, Due: 2, Throttled: 2, Keys: 2, BusyKeys: 2, RateUsed: 2}
 	if len(got) != 1 || got[0].RateLimit == nil || *got[0].RateLimit != *want.RateLimit ||
 		got[0].KeyRateLimit != nil {
@@ -145,7 +145,7 @@ func testLimitsList(t *testing.T, s *setup) {
 		t.Errorf("limits ls has no header:\n%s", out)
 	}
 	line := tableLine(t, out, "tenant.sync.v1")
-	for _, w := range []string{"global 2, per key 1, rate 100/1h0m0s", " 2/2 ", " 2 of 2 ", "2/100 per 1h0m0s"} {
+	for _, w := range []string{"global 2, per key 1, rate 100/1h", " 2/2 ", " 2 of 2 ", "2/100 per 1h"} {
 		if !strings.Contains(line, w) {
 			t.Errorf("limits ls line %q lacks %q", line, w)
 		}
