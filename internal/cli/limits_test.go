@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func limitedWorker(t *testing.T, db string) *twice.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := twice.NewClient(store, twice.Config{Registry: reg})
+	client, err := twice.NewClient(store, twice.Config{Registry: reg, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
