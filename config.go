@@ -115,8 +115,9 @@ type Config struct {
 	// DeadRetention is how long dead jobs are kept. KeepForever keeps them.
 	// Defaults to DeadRetentionDefault.
 	DeadRetention time.Duration
-	// DiscardedRetention is how long discarded jobs are kept. KeepForever
-	// keeps them. Defaults to DiscardedRetentionDefault.
+	// DiscardedRetention is how long discarded and cancelled jobs are
+	// kept: both were ended on purpose and need no one. KeepForever keeps
+	// them. Defaults to DiscardedRetentionDefault.
 	DiscardedRetention time.Duration
 	// TogglesFile is a TOML file of kill switches, reloaded whenever it
 	// changes. Defaults to none.

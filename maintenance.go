@@ -77,6 +77,7 @@ func (c *Client) pruneLoop(ctx context.Context) {
 			CompletedBefore: cutoff(c.cfg.CompletedRetention),
 			DeadBefore:      cutoff(c.cfg.DeadRetention),
 			DiscardedBefore: cutoff(c.cfg.DiscardedRetention),
+			CancelledBefore: cutoff(c.cfg.DiscardedRetention),
 			Limit:           maintenanceBatch,
 		}
 		for ctx.Err() == nil {

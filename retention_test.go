@@ -71,3 +71,25 @@ func TestRetentionRejectsNegativeWindows(t *testing.T) {
 		t.Fatal("a negative DeadRetention was accepted")
 	}
 }
+
+// TestRetentionDeletesOldCancelledJobs: cancelled jobs are kept for
+// DiscardedRetention, like discarded ones, then deleted (they were kept
+// for ever before).
+func TestRetentionDeletesOldCancelledJobs(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	now := time.Now()
+	oldCancelled := finishedAt(t, store, twicetype.JobStateCancelled, now.Add(-twice.DiscardedRetentionDefault-time.Hour))
+	newCancelled := finishedAt(t, store, twicetype.JobStateCancelled, now.Add(-time.Hour))
+	startClient(t, store, testConfig(nil)) // the pruner runs once at start
+
+	ctx := context.Background()
+	var err error
+	waitfor.Cond(t, "the old cancelled job to be deleted", func() bool {
+		_, err = store.JobGet(ctx, &twicestore.JobGetParams{ID: oldCancelled})
+		return errors.Is(err, twicestore.ErrNotFound)
+	}, func() string { return fmt.Sprint(err) })
+	if _, err := store.JobGet(ctx, &twicestore.JobGetParams{ID: newCancelled}); err != nil {
+		t.Errorf("cancelled job within its retention was deleted: %v", err)
+	}
+}
