@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -245,6 +246,61 @@ func TestUniqueReplace(t *testing.T) {
 		k2 := mustEnqueueRes(t, c, syncArgs{CustomerID: 10, Note: "b"}, key)
 		if !k2.Replaced || k2.Job.ID != k1.Job.ID || k2.Job.UniqueKey != "sync-9" {
 			t.Fatalf("explicit key: replaced %v job %d key %q, want job %d replaced under sync-9", k2.Replaced, k2.Job.ID, k2.Job.UniqueKey, k1.Job.ID)
+		}
+	})
+}
+
+// Eight nodes replace at once: still one job, holding the args of one of
+// them, and every enqueue after the first reports it replaced.
+func TestUniqueConcurrentReplace(t *testing.T) {
+	const n = 8
+	eachStoreN(t, n, func(t *testing.T, stores []twicestore.Store) {
+		u := &twice.UniqueOpts{ArgsFields: []string{"customer_id"}, OnConflict: twice.OnConflictReplace}
+		clients := make([]*twice.Client, n)
+		for i, s := range stores {
+			clients[i] = uniqueClient(t, s, u)
+		}
+		later := time.Now().Add(time.Hour)
+		start := make(chan struct{})
+		results := make([]*twice.EnqueueResult, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				results[i], errs[i] = c.Enqueue(context.Background(), syncArgs{CustomerID: 5, Note: strconv.Itoa(i)},
+					&twice.EnqueueOpts{RunAt: later})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		inserted, replaced := 0, 0
+		notes := map[string]bool{}
+		for i, r := range results {
+			if errs[i] != nil {
+				t.Fatalf("replacer %d: %v", i, errs[i])
+			}
+			if r.Job.ID != results[0].Job.ID {
+				t.Fatalf("replacer %d got job %d, replacer 0 job %d", i, r.Job.ID, results[0].Job.ID)
+			}
+			notes[strconv.Itoa(i)] = true
+			switch {
+			case !r.Duplicate:
+				inserted++
+			case r.Replaced:
+				replaced++
+			}
+		}
+		if inserted != 1 || replaced != n-1 {
+			t.Fatalf("%d inserted and %d replaced, want 1 and %d", inserted, replaced, n-1)
+		}
+		if got := countSyncJobs(t, clients[0]); got != 1 {
+			t.Fatalf("%d jobs stored, want 1", got)
+		}
+		if note := noteOf(t, mustGet(t, clients[0], results[0].Job.ID)); !notes[note] {
+			t.Fatalf("stored note %q is no replacer's", note)
 		}
 	})
 }
