@@ -25,18 +25,29 @@ import (
 //
 // With no By field set the kind itself is the key: at most one unfinished
 // job of the kind at a time.
+//
+// What is not supported: a finished job never holds a key (see ByStates),
+// so "at most once per period, even after it ran" needs the handler's own
+// marker; and a replaced job keeps its queue, priority, unique key and
+// concurrency key — only its args and run time change.
 type UniqueOpts struct {
 	// ByArgs makes the args part of the key: all of them, or only the
 	// fields ArgsFields names.
 	ByArgs bool
 	// ArgsFields narrows ByArgs to these args fields, by JSON name, so
 	// jobs that differ only in other fields count as the same. Setting it
-	// implies ByArgs. A name the args type does not have is refused.
+	// implies ByArgs. A name the args type does not have is refused (at
+	// registration, or at enqueue for a call's options; a raw-JSON enqueue
+	// of a kind this client does not register cannot be checked, and a
+	// missing field counts as null).
 	ArgsFields []string
 	// ByPeriod makes the period a job's run time falls in part of the key:
 	// run times are cut into periods of this length from the Unix epoch
 	// (UTC), so two enqueues for one period make one job and one across the
-	// boundary makes a second. At least one second; 0 is no period.
+	// boundary makes a second. The run time is EnqueueOpts.RunAt (or now
+	// plus Delay, or now), taken when the key is made: a Replace that moves
+	// the run time into another period leaves the key as it was. At least
+	// one second; 0 is no period.
 	ByPeriod time.Duration
 	// ByQueue makes the job's queue part of the key, so the same args may
 	// wait once per queue.
