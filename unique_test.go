@@ -305,6 +305,86 @@ func TestUniqueConcurrentReplace(t *testing.T) {
 	})
 }
 
+// Replacers race a worker that leases and completes the holder: every
+// enqueue ends inserted, replacing a waiting holder, or a plain duplicate
+// of a running one, never an error; and at most one job waits and one runs.
+func TestUniqueReplaceRacesWorker(t *testing.T) {
+	eachStoreN(t, 3, func(t *testing.T, stores []twicestore.Store) {
+		ctx := context.Background()
+		u := &twice.UniqueOpts{ArgsFields: []string{"customer_id"}, OnConflict: twice.OnConflictReplace}
+		kind := syncArgs{}.Kind()
+		done := make(chan struct{})
+		workerErr := make(chan error, 1)
+		go func() {
+			worker := stores[2]
+			for {
+				select {
+				case <-done:
+					workerErr <- nil
+					return
+				default:
+				}
+				now := time.Now()
+				res, err := worker.JobFetch(ctx, &twicestore.JobFetchParams{Queue: twice.QueueDefault, Kinds: []string{kind},
+					Limit: 1, Node: "worker", Now: now, LeaseUntil: now.Add(time.Hour)})
+				if err != nil {
+					workerErr <- err
+					return
+				}
+				for _, j := range res.Jobs {
+					if _, err := worker.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
+						ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted, FinishedAt: time.Now()}}}); err != nil {
+						workerErr <- err
+						return
+					}
+				}
+			}
+		}()
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for r := range 2 {
+			c := uniqueClient(t, stores[r], u)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 40 {
+					res, err := c.Enqueue(ctx, syncArgs{CustomerID: 1, Note: strconv.Itoa(r*100 + i)}, nil)
+					switch {
+					case err != nil:
+						errs <- err
+						return
+					case res.Replaced && res.Job.State != twicetype.JobStateAvailable:
+						errs <- errors.New("replaced a holder that is " + string(res.Job.State))
+						return
+					case res.Duplicate && !res.Replaced && res.Job.State != twicetype.JobStateRunning:
+						errs <- errors.New("a plain duplicate of a holder that is " + string(res.Job.State) + ", want running")
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(done)
+		if err := <-workerErr; err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		c := uniqueClient(t, stores[0], u)
+		for _, st := range []twicetype.JobState{twicetype.JobStateAvailable, twicetype.JobStateRunning} {
+			res, err := c.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Kind: kind, State: st}, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Jobs) > 1 {
+				t.Fatalf("%d %s jobs, want at most 1", len(res.Jobs), st)
+			}
+		}
+	})
+}
+
 // Options no store can honour are refused at registration and at
 // enqueue, naming the kind and what to do.
 func TestUniqueBadInput(t *testing.T) {
