@@ -24,6 +24,7 @@ import (
 
 	"github.com/twicejobs/twice/internal/cli"
 	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/waitfor"
 	_ "github.com/twicejobs/twice/twicesqlite" // the "sqlite" driver for snapshots
 )
 
@@ -207,7 +208,11 @@ func (w *walker) serve() *worker {
 			wk.lines <- sc.Text()
 		}
 	}()
-	w.t.Cleanup(func() { _ = cmd.Process.Kill(); <-wk.done; _ = cmd.Wait() })
+	w.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		waitfor.Closed(w.t, wk.done, "the killed worker's output to end")
+		_ = cmd.Wait()
+	})
 	wk.wait(w.t, "serving ")
 	return wk
 }
@@ -215,19 +220,8 @@ func (w *walker) serve() *worker {
 // wait returns once the worker printed a line starting with prefix.
 func (wk *worker) wait(t *testing.T, prefix string) {
 	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case l := <-wk.lines:
-			if strings.HasPrefix(l, prefix) {
-				return
-			}
-		case <-wk.done:
-			t.Fatalf("the worker exited before printing %q\n%s", prefix, wk.stderr())
-		case <-timeout:
-			t.Fatalf("the worker did not print %q in 30s\n%s", prefix, wk.stderr())
-		}
-	}
+	waitfor.Match(t, wk.lines, wk.done, func(l string) bool { return strings.HasPrefix(l, prefix) },
+		fmt.Sprintf("the worker to print %q", prefix), wk.stderr)
 }
 
 func (wk *worker) stderr() string {
@@ -242,11 +236,7 @@ func (wk *worker) stop(t *testing.T) {
 	if err := wk.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-wk.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the worker did not stop on SIGTERM")
-	}
+	waitfor.Closed(t, wk.done, "the worker to stop on SIGTERM")
 	if err := wk.cmd.Wait(); err != nil {
 		t.Errorf("the worker exited with %v\n%s", err, wk.stderr())
 	}
@@ -486,15 +476,9 @@ func runDashboard(t *testing.T, db string) {
 	go func() {
 		done <- cli.Main(ctx, cli.Options{Demo: true}, []string{"dashboard", "--db", db, "--addr", "127.0.0.1:0", "--log-level", "error"}, out, out)
 	}()
-	select {
-	case <-out.seen:
-	case code := <-done:
-		t.Fatalf("stock dashboard exited %d:\n%s", code, out.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("stock dashboard did not start")
-	}
+	waitfor.RecvBefore(t, out.seen, done, "the stock dashboard to start", out.String)
 	cancel()
-	if code := <-done; code != 0 {
+	if code := waitfor.Recv(t, done, "the stock dashboard to stop"); code != 0 {
 		t.Errorf("stock dashboard exited %d:\n%s", code, out.String())
 	}
 }

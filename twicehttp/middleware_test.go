@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicehttp"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
@@ -243,18 +244,6 @@ func (b *blocker) handle(w http.ResponseWriter, r *http.Request, call int64) {
 	echo(w, r, call)
 }
 
-// await receives from ch or fails the test after a while.
-func await[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
 func runSuite(t *testing.T, open openFunc) {
 	t.Run("FirstRunsAndReplayIsIdentical", func(t *testing.T) {
 		t.Parallel()
@@ -303,14 +292,14 @@ func runSuite(t *testing.T, open openFunc) {
 		f := setup(t, open, twicehttp.Options{}, b.handle)
 		done := make(chan *httptest.ResponseRecorder)
 		go func() { done <- f.do(request(t, "POST", "/", "alice", `"k"`, "x")) }()
-		await(t, b.started, "first handler")
+		waitfor.Recv(t, b.started, "first handler")
 		w := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
 		wantProblem(t, w, http.StatusConflict)
 		if w.Header().Get("Retry-After") == "" {
 			t.Error("409 without Retry-After")
 		}
 		close(b.release)
-		if first := await(t, done, "first response"); first.Code != http.StatusCreated {
+		if first := waitfor.Recv(t, done, "first response"); first.Code != http.StatusCreated {
 			t.Fatalf("first: %d", first.Code)
 		}
 		if w := f.do(request(t, "POST", "/", "alice", `"k"`, "x")); w.Header().Get(twicehttp.HeaderReplayed) != "true" {
@@ -441,10 +430,10 @@ func runSuite(t *testing.T, open openFunc) {
 			defer close(done)
 			f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
 		}()
-		await(t, b.started, "first handler")
+		waitfor.Recv(t, b.started, "first handler")
 		w := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
 		close(b.release)
-		await(t, done, "first request")
+		waitfor.Recv(t, done, "first request")
 		if w.Code != http.StatusCreated || w.Header().Get("X-Call") != "2" {
 			t.Fatalf("retry of a stale key: %d %v %s, want a second run", w.Code, w.Header(), w.Body)
 		}
@@ -475,19 +464,19 @@ func runSuite(t *testing.T, open openFunc) {
 		}, twicehttp.Options{LockTimeout: lockTimeout}, b.handle)
 		done := make(chan *httptest.ResponseRecorder)
 		go func() { done <- f.do(request(t, "POST", "/", "alice", `"k"`, "x")) }()
-		await(t, b.started, "first handler")
+		waitfor.Recv(t, b.started, "first handler")
 		// Begin took the lock before the handler started: wait for a
 		// refresh more than LockTimeout after that, when the first lock
 		// alone would be stale.
 		stale := time.Now().Add(lockTimeout)
 		for lock := (time.Time{}); !lock.After(stale); {
-			lock = await(t, spy.extended, "a lock refresh past LockTimeout")
+			lock = waitfor.Recv(t, spy.extended, "a lock refresh past LockTimeout")
 		}
 		w := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
 		wantProblem(t, w, http.StatusConflict)
 		wantProblem(t, f.do(request(t, "POST", "/", "alice", `"k"`, "other")), http.StatusUnprocessableEntity)
 		close(b.release)
-		if first := await(t, done, "first response"); first.Code != http.StatusCreated {
+		if first := waitfor.Recv(t, done, "first response"); first.Code != http.StatusCreated {
 			t.Fatalf("first: %d %s", first.Code, first.Body)
 		}
 		if w := f.do(request(t, "POST", "/", "alice", `"k"`, "x")); w.Header().Get(twicehttp.HeaderReplayed) != "true" {
@@ -510,11 +499,11 @@ func runSuite(t *testing.T, open openFunc) {
 		})
 		done := make(chan *httptest.ResponseRecorder)
 		go func() { done <- f.do(request(t, "POST", "/", "alice", `"k"`, "x")) }()
-		await(t, b.started, "first handler")
+		waitfor.Recv(t, b.started, "first handler")
 		wantProblem(t, f.do(request(t, "POST", "/", "alice", `"k"`, "y")), http.StatusUnprocessableEntity)
 		f.wantCalls(t, 1)
 		close(b.release)
-		if first := await(t, done, "first response"); first.Code != http.StatusCreated {
+		if first := waitfor.Recv(t, done, "first response"); first.Code != http.StatusCreated {
 			t.Fatalf("first: %d %s", first.Code, first.Body)
 		}
 		if w := f.do(request(t, "POST", "/", "alice", `"k"`, "x")); w.Header().Get(twicehttp.HeaderReplayed) != "true" || !strings.Contains(w.Body.String(), `"echo":"x"`) {

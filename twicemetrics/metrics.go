@@ -40,6 +40,7 @@ type Metrics struct {
 	registry *prometheus.Registry
 
 	depthDesc, scheduledDesc, ageDesc, orphanDesc *prometheus.Desc
+	pausedDesc, strandedDesc                      *prometheus.Desc
 
 	limits                                            atomic.Pointer[LimitLister]
 	throttledDesc, slotsUsedDesc, slotsDesc, rateDesc *prometheus.Desc
@@ -92,6 +93,8 @@ func New(store twicestore.Executor) *Metrics {
 		scheduledDesc: prometheus.NewDesc("twice_queue_scheduled", "Available jobs due later (delays, backoffs, snoozes), by queue.", []string{"queue"}, nil),
 		ageDesc:       prometheus.NewDesc("twice_queue_oldest_age_seconds", "How long the oldest due job of the queue has waited; 0 when none is due.", []string{"queue"}, nil),
 		orphanDesc:    prometheus.NewDesc("twice_orphaned_jobs", "Available jobs whose kind no live worker handles.", []string{"kind", "queue"}, nil),
+		pausedDesc:    prometheus.NewDesc("twice_queue_paused", "1 while the queue is paused (QueuePause): its jobs wait on purpose, they are not stuck; else 0.", []string{"queue"}, nil),
+		strandedDesc:  prometheus.NewDesc("twice_stranded_jobs", "Available jobs in a queue that no live worker serves.", []string{"queue"}, nil),
 		throttledDesc: prometheus.NewDesc("twice_jobs_throttled", "Due jobs of a limited kind that a limit (global, per key, rate) holds back: they wait for a slot, they are not stuck.", []string{"kind"}, nil),
 		slotsUsedDesc: prometheus.NewDesc("twice_limit_slots_used", "Running jobs of a kind with a concurrency limit, across all nodes.", []string{"kind"}, nil),
 		slotsDesc:     prometheus.NewDesc("twice_limit_slots", "The global concurrency limit of a kind.", []string{"kind"}, nil),
@@ -134,6 +137,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.scheduledDesc
 	ch <- m.ageDesc
 	ch <- m.orphanDesc
+	ch <- m.pausedDesc
+	ch <- m.strandedDesc
 	ch <- m.throttledDesc
 	ch <- m.slotsUsedDesc
 	ch <- m.slotsDesc
@@ -168,6 +173,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.collectLimits(ctx, ch)
+	m.collectQueues(ctx, ch, now)
 	orphans, err := m.store.JobOrphans(ctx, &twicestore.JobOrphansParams{AliveSince: now.Add(-ops.NodeAliveWindow)})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(m.orphanDesc, err)
@@ -175,6 +181,31 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, o := range orphans.Kinds {
 		ch <- prometheus.MustNewConstMetric(m.orphanDesc, prometheus.GaugeValue, float64(o.Count), o.Kind, o.Queue)
+	}
+}
+
+// collectQueues reports which queues are paused and which hold jobs no
+// live worker serves (stranded), so neither reads as a stuck queue.
+func (m *Metrics) collectQueues(ctx context.Context, ch chan<- prometheus.Metric, now time.Time) {
+	queues, err := m.store.QueueList(ctx, &twicestore.QueueListParams{Now: now})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(m.pausedDesc, err)
+	} else {
+		for _, q := range queues.Queues {
+			paused := 0.0
+			if q.Paused {
+				paused = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.pausedDesc, prometheus.GaugeValue, paused, q.Name)
+		}
+	}
+	stranded, err := m.store.QueueStranded(ctx, &twicestore.QueueStrandedParams{AliveSince: now.Add(-ops.NodeAliveWindow)})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(m.strandedDesc, err)
+		return
+	}
+	for _, q := range stranded.Queues {
+		ch <- prometheus.MustNewConstMetric(m.strandedDesc, prometheus.GaugeValue, float64(q.Count), q.Queue)
 	}
 }
 

@@ -17,9 +17,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicemetrics"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 func TestMain(m *testing.M) {
@@ -68,23 +70,14 @@ func TestMetrics(t *testing.T) {
 
 	settle := func(id int64) {
 		t.Helper()
-		deadline := time.After(20 * time.Second)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			j, err := store.JobGet(ctx, &twicestore.JobGetParams{ID: id})
-			if err != nil {
+		var j *twicetype.JobRow
+		waitfor.Cond(t, fmt.Sprintf("job %d to finish", id), func() bool {
+			var err error
+			if j, err = store.JobGet(ctx, &twicestore.JobGetParams{ID: id}); err != nil {
 				t.Fatal(err)
 			}
-			if j.State.Finished() {
-				return
-			}
-			select {
-			case <-deadline:
-				t.Fatalf("job %d still %s", id, j.State)
-			case <-tick.C:
-			}
-		}
+			return j.State.Finished()
+		}, func() string { return string(j.State) })
 	}
 	for _, args := range []twice.Args{okArgs{ID: 1}, okArgs{ID: 2}, okArgs{ID: 1}, boomArgs{}} {
 		res, err := client.Enqueue(ctx, args, nil)
@@ -99,6 +92,14 @@ func TestMetrics(t *testing.T) {
 		RunAt: time.Now().Add(-time.Minute),
 	}}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A job of a handled kind in a queue no worker serves: stranded. And a
+	// paused queue: paused, not stuck.
+	if _, err := client.Enqueue(ctx, okArgs{ID: 9}, &twice.EnqueueOpts{Queue: "nightly"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.QueuePause(ctx, &twice.QueuePauseParams{Queue: twice.QueueBulk, Reason: "metrics test"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -118,6 +119,9 @@ func TestMetrics(t *testing.T) {
 		`twice_job_wait_seconds_count{` + ok + `} 3`,
 		`twice_queue_depth{queue="default"} 1`,
 		`twice_orphaned_jobs{kind="metrics.orphan.v1",queue="default"} 1`,
+		`twice_stranded_jobs{queue="nightly"} 1`,
+		`twice_queue_paused{queue="bulk"} 1`,
+		`twice_queue_paused{queue="default"} 0`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("metrics lack %q", want)

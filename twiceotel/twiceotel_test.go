@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twiceotel"
 	"github.com/twicejobs/twice/twicesqlite"
 )
@@ -71,7 +72,7 @@ func TestTraceContextReachesTheHandler(t *testing.T) {
 	if got := res.Job.Metadata["traceparent"]; got != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" {
 		t.Errorf("stored traceparent = %q", got)
 	}
-	got := await(t, seen)
+	got := waitfor.Recv(t, seen, "the handler to run")
 	if got.TraceID() != parent.TraceID() || got.SpanID() != parent.SpanID() || !got.IsSampled() || !got.IsRemote() {
 		t.Errorf("handler's span context = %+v, want the enqueuer's %+v as a remote parent", got, parent)
 	}
@@ -83,18 +84,7 @@ func TestTraceContextReachesTheHandler(t *testing.T) {
 	if len(res.Job.Metadata) != 0 {
 		t.Errorf("a job enqueued outside any span has metadata %v", res.Job.Metadata)
 	}
-	if got := await(t, seen); got.IsValid() {
+	if got := waitfor.Recv(t, seen, "the handler to run"); got.IsValid() {
 		t.Errorf("a job enqueued outside any span runs with span context %+v", got)
 	}
-}
-
-func await(t *testing.T, seen <-chan trace.SpanContext) trace.SpanContext {
-	t.Helper()
-	select {
-	case sc := <-seen:
-		return sc
-	case <-time.After(20 * time.Second):
-		t.Fatal("the handler did not run")
-	}
-	return trace.SpanContext{}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -28,20 +29,11 @@ func TestListenCancels(t *testing.T) {
 	go func() { done <- s.ListenCancels(listenCtx, func(id int64) { heard <- id }) }()
 	defer func() {
 		stop()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("ListenCancels returned %v, want context.Canceled", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("ListenCancels did not return after its context was cancelled")
+		if err := waitfor.Recv(t, done, "ListenCancels to return after its context was cancelled"); !errors.Is(err, context.Canceled) {
+			t.Errorf("ListenCancels returned %v, want context.Canceled", err)
 		}
 	}()
-	select {
-	case <-listening:
-	case <-time.After(10 * time.Second):
-		t.Fatal("ListenCancels did not start listening")
-	}
+	waitfor.Recv(t, listening, "ListenCancels to start listening")
 
 	const kind = "test.listencancel.v1"
 	now := time.Now()
@@ -80,13 +72,8 @@ func TestListenCancels(t *testing.T) {
 	}
 	// Notifications arrive in commit order: the first one heard is the
 	// running job's only if neither earlier cancel sent one.
-	select {
-	case id := <-heard:
-		if id != running {
-			t.Fatalf("heard a cancel for job %d, want %d (the running one)", id, running)
-		}
-		t.Logf("cancel heard %s after JobCancel began", time.Since(asked))
-	case <-time.After(10 * time.Second):
-		t.Fatal("no cancel notification within 10s")
+	if id := waitfor.Recv(t, heard, "a cancel notification"); id != running {
+		t.Fatalf("heard a cancel for job %d, want %d (the running one)", id, running)
 	}
+	t.Logf("cancel heard %s after JobCancel began", time.Since(asked))
 }

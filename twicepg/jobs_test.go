@@ -1,11 +1,12 @@
 package twicepg
 
 import (
+	"fmt"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -14,24 +15,14 @@ import (
 // backend pid, or fails the test.
 func waitBlockedBy(t *testing.T, s *Store, pid uint32) {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	timeout := time.After(20 * time.Second)
-	for {
+	waitfor.Cond(t, fmt.Sprintf("a backend to wait for a lock held by backend %d", pid), func() bool {
 		var blocked bool
 		if err := s.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE $1::integer = ANY(pg_blocking_pids(pid)))`, int32(pid)).Scan(&blocked); err != nil {
 			t.Fatal(err)
 		}
-		if blocked {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-timeout:
-			t.Fatalf("no backend waits for backend %d", pid)
-		}
-	}
+		return blocked
+	}, nil)
 }
 
 func uniqueJob(kind, key string) *twicestore.JobInsertParams {
@@ -87,7 +78,7 @@ func TestInsertUniqueRace(t *testing.T) {
 		if err := end(ctx); err != nil {
 			t.Fatal(err)
 		}
-		r := <-second
+		r := waitfor.Recv(t, second, "the waiting insert to return")
 		if r.err != nil {
 			t.Fatalf("commit %v: the waiting insert failed: %v", commit, r.err)
 		}
@@ -161,7 +152,7 @@ func TestInsertUniqueKeysInOrder(t *testing.T) {
 	if err := holder.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := <-inserted
+	r := waitfor.Recv(t, inserted, "the batch insert to return")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

@@ -192,7 +192,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 		l := p.Limits[k]
 		global[i], perKey[i], rate[i], keyRate[i] = int32(l.Global), int32(l.PerKey), int32(l.Rate.Limit), int32(l.KeyRate.Limit)
 		rateSince[i], keyRateSince[i] = now.Add(-l.Rate.Period), now.Add(-l.KeyRate.Period)
-		pruneBefore[i] = now.Add(-max(l.Rate.Period, l.KeyRate.Period))
+		pruneBefore[i] = now.Add(-max(l.Rate.Period, l.KeyRate.Period) - twicestore.RateStartsKept)
 	}
 	peekKinds, peekHandlers := []string{}, []string{}
 	for k, h := range p.Peek {

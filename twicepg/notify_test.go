@@ -3,11 +3,13 @@ package twicepg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -70,25 +72,14 @@ func TestListenInserts(t *testing.T) {
 	go func() { done <- s.ListenInserts(listenCtx, func(queue string) { heard <- queue }) }()
 	defer func() {
 		stop()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("ListenInserts returned %v, want context.Canceled", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("ListenInserts did not return after its context was cancelled")
+		if err := waitfor.Recv(t, done, "ListenInserts to return after its context was cancelled"); !errors.Is(err, context.Canceled) {
+			t.Errorf("ListenInserts returned %v, want context.Canceled", err)
 		}
 	}()
 
 	waitListening := func() uint32 {
 		t.Helper()
-		select {
-		case pid := <-listening:
-			return pid
-		case <-time.After(20 * time.Second):
-			t.Fatal("ListenInserts is not listening")
-		}
-		return 0
+		return waitfor.Recv(t, listening, "ListenInserts to listen")
 	}
 	insert := func(ex twicestore.Executor, queue string) {
 		t.Helper()
@@ -100,17 +91,8 @@ func TestListenInserts(t *testing.T) {
 	}
 	expect := func(queue string) {
 		t.Helper()
-		timeout := time.After(10 * time.Second)
-		for {
-			select {
-			case q := <-heard:
-				if q == queue {
-					return
-				}
-				t.Fatalf("heard queue %q, want %q", q, queue)
-			case <-timeout:
-				t.Fatalf("no notification for queue %q", queue)
-			}
+		if q := waitfor.Recv(t, heard, fmt.Sprintf("a notification for queue %q", queue)); q != queue {
+			t.Fatalf("heard queue %q, want %q", q, queue)
 		}
 	}
 
@@ -166,22 +148,14 @@ func TestListenToggles(t *testing.T) {
 	go func() { done <- s.ListenToggles(listenCtx, func() { heard <- struct{}{} }) }()
 	defer func() {
 		stop()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := waitfor.Recv(t, done, "ListenToggles to return after its context was cancelled"); !errors.Is(err, context.Canceled) {
 			t.Errorf("ListenToggles returned %v after its ctx was cancelled, want context.Canceled", err)
 		}
 	}()
-	select {
-	case <-listening:
-	case <-time.After(20 * time.Second):
-		t.Fatal("ListenToggles is not listening")
-	}
+	waitfor.Recv(t, listening, "ListenToggles to listen")
 	expect := func(what string) {
 		t.Helper()
-		select {
-		case <-heard:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no notification for %s", what)
-		}
+		waitfor.Recv(t, heard, "a notification for "+what)
 	}
 	if err := other.ToggleSet(ctx, &twicestore.ToggleSetParams{Toggle: twicetype.Toggle{Kind: "a.b.v1", Reason: "drill"}}); err != nil {
 		t.Fatal(err)

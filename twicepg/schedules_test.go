@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -74,7 +75,7 @@ func TestScheduleTickRace(t *testing.T) {
 		if err := end(ctx); err != nil {
 			t.Fatal(err)
 		}
-		r := <-second
+		r := waitfor.Recv(t, second, "the waiting tick to return")
 		if r.err != nil {
 			t.Fatalf("%s: the waiting tick failed: %v", name, r.err)
 		}

@@ -182,7 +182,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			lims[i] = []any{k, l.Global, l.PerKey, l.Rate.Limit, micros(now.Add(-l.Rate.Period)),
 				l.KeyRate.Limit, micros(now.Add(-l.KeyRate.Period))}
 			if longest := max(l.Rate.Period, l.KeyRate.Period); longest > 0 {
-				prune = append(prune, []any{k, micros(now.Add(-longest))})
+				prune = append(prune, []any{k, micros(now.Add(-longest - twicestore.RateStartsKept))})
 			}
 			if l.Rate.Limit > 0 {
 				rates = append(rates, []any{k, l.Rate.Period.Microseconds(), micros(now.Add(-l.Rate.Period))})

@@ -13,6 +13,17 @@ import (
 // never counted in a side table, so a crashed node cannot leak a slot: its
 // jobs stop being running when they are rescued, and the slot is free.
 
+// RateStartsKept is how long past a rate window's length its recorded
+// starts are kept before a fetch prunes them. A fetch reads its Now before
+// it waits for the kinds' locks (or the write lock), so it can hold an
+// older Now than the fetch that went just before it; had that fetch
+// pruned the starts exactly one window behind its own Now, the older
+// window would miss some and let too many jobs start. Keeping the starts a
+// while longer makes every Now less than RateStartsKept stale count right;
+// the counts read only the window's own range, so the kept rows cost
+// nothing but their space.
+const RateStartsKept = time.Minute
+
 // KindLimit is the flow control of one kind, as its registration states
 // it. The zero value limits nothing.
 type KindLimit struct {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetest"
 )
@@ -35,7 +36,7 @@ func failures(t *testing.T, check func(testing.TB)) []string {
 		defer close(done)
 		check(f)
 	}()
-	<-done
+	waitfor.Closed(t, done, "the check to return")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append(append([]string(nil), f.fatals...), f.errs...)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetest"
@@ -238,7 +239,7 @@ func runFake[T twice.Args](t *testing.T, c twicetest.Case[T]) (*fakeTB, *twicete
 		defer close(done)
 		rep = twicetest.RunTwice(f, c)
 	}()
-	<-done
+	waitfor.Closed(t, done, "RunTwice to return")
 	if len(f.fatals) > 0 {
 		t.Fatalf("RunTwice stopped early: %v", f.fatals)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 	"github.com/twicejobs/twice/twiceweb"
@@ -169,13 +170,8 @@ func TestPostgresBrowserCancelRunning(t *testing.T) {
 func testBrowserCancelRunning(t *testing.T, e *env) {
 	e.startWith(3 * time.Second) // a heartbeat every second
 	id := e.enqueue(slowArgs{N: 1})
-	select {
-	case got := <-e.started:
-		if got != id {
-			t.Fatalf("job %d started, want %d", got, id)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the slow job did not start")
+	if got := waitfor.Recv(t, e.started, "the slow job to start"); got != id {
+		t.Fatalf("job %d started, want %d", got, id)
 	}
 	srv := httptest.NewServer(e.handler(twiceweb.Options{RefreshInterval: -1}))
 	defer srv.Close()
@@ -191,14 +187,10 @@ func testBrowserCancelRunning(t *testing.T, e *env) {
 	// The page after the confirm shows the request, or, if the worker was
 	// quicker, the job cancelled already.
 	do(t, ctx, "confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("job-state")))
-	select {
-	case cause := <-e.ended:
-		t.Logf("the handler's context ended %v after the confirm click (%s)", time.Since(start).Round(time.Millisecond), cause)
-		if !errors.Is(cause, twice.ErrJobCancelled) {
-			t.Errorf("the handler's context ended with %v, want twice.ErrJobCancelled", cause)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the cancel did not reach the running handler")
+	cause := waitfor.Recv(t, e.ended, "the cancel to reach the running handler")
+	t.Logf("the handler's context ended %v after the confirm click (%s)", time.Since(start).Round(time.Millisecond), cause)
+	if !errors.Is(cause, twice.ErrJobCancelled) {
+		t.Errorf("the handler's context ended with %v, want twice.ErrJobCancelled", cause)
 	}
 	e.await("the job to end cancelled", func() bool { return e.state(id) == twicetype.JobStateCancelled })
 	do(t, ctx, "reload", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("job-state")))

@@ -2,6 +2,7 @@ package twiceweb_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 	"github.com/twicejobs/twice/twiceweb"
@@ -262,19 +264,11 @@ func testLiveRefresh(t *testing.T, e *env, ctx context.Context) {
 	id := e.enqueue(okArgs{N: 200})
 	e.await("job to complete", func() bool { return e.state(id) == twicetype.JobStateCompleted })
 	want := strconv.Itoa(before + 1)
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if got := strings.TrimSpace(run(t, ctx, "read completed", read)); got == want {
-			return
-		}
-		select {
-		case <-deadline:
-			t.Fatalf("the open overview still shows %d completed, not %s", before, want)
-		case <-tick.C:
-		}
-	}
+	var got string
+	waitfor.Cond(t, fmt.Sprintf("the open overview to show %s completed", want), func() bool {
+		got = strings.TrimSpace(run(t, ctx, "read completed", read))
+		return got == want
+	}, func() string { return got + " completed" })
 }
 
 func TestBrowserRefusedWithoutAuth(t *testing.T) {
@@ -290,7 +284,7 @@ func TestBrowserRefusedWithoutAuth(t *testing.T) {
 	go func() { done <- twiceweb.Serve(sctx, ln, h) }()
 	t.Cleanup(func() { // after the browser's cleanup: cleanups run last first
 		cancel()
-		if err := <-done; err != nil {
+		if err := waitfor.Recv(t, done, "Serve to return after shutdown"); err != nil {
 			t.Errorf("Serve after shutdown: %v", err)
 		}
 	})

@@ -301,6 +301,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /jobs/{id}", h.page(h.job))
 	h.mux.HandleFunc("GET /dead", h.page(h.dead))
 	h.mux.HandleFunc("GET /queues", h.page(h.queues))
+	h.mux.HandleFunc("GET /limits", h.page(h.limits))
 	h.mux.HandleFunc("GET /recurring", h.page(h.recurring))
 	h.mux.HandleFunc("GET /switches", h.page(h.switches))
 	h.mux.HandleFunc("GET /switches/history", h.page(h.history))

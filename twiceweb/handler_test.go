@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 	"github.com/twicejobs/twice/twiceweb"
@@ -262,7 +263,7 @@ func TestAuth(t *testing.T) {
 	go func() { done <- twiceweb.Serve(ctx, ln, h) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := waitfor.Recv(t, done, "Serve to return after shutdown"); err != nil {
 			t.Errorf("Serve after shutdown: %v", err)
 		}
 	}()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
@@ -176,16 +177,7 @@ func (e *env) enqueue(args twice.Args) int64 {
 // await polls the store until cond holds, failing after a timeout.
 func (e *env) await(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			e.t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
+	waitfor.Cond(e.t, what, cond, nil)
 }
 
 func (e *env) state(id int64) twicetype.JobState {

@@ -91,7 +91,7 @@ func (o *options) runChild(ctx context.Context) error {
 		if derr != nil {
 			return derr
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		path := filepath.Join(dir, "bench.db")
 		if o.system == "river" {
 			res, err = riverSQLite(ctx, path, w.cfg, o.cooldown)
@@ -104,6 +104,12 @@ func (o *options) runChild(ctx context.Context) error {
 			return uerr
 		}
 		res, err = riverPG(ctx, u, w.cfg, o.cooldown)
+	case o.system == "ceiling":
+		u, uerr := o.schemaURL(twiceSchema)
+		if uerr != nil {
+			return uerr
+		}
+		res, err = ceilingPG(ctx, u, w.cfg)
 	default:
 		u, uerr := o.schemaURL(twiceSchema)
 		if uerr != nil {
@@ -134,10 +140,21 @@ func twicePG(ctx context.Context, u string, cfg bench.Config, finishedRows int) 
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
+	if err := prepareTwice(ctx, u, finishedRows); err != nil {
+		return nil, err
+	}
+	cfg.Store = store
+	return bench.Run(ctx, cfg)
+}
+
+// prepareTwice empties twice's tables in the schema u names (migrated
+// already), fills in finishedRows completed jobs and vacuums, so every run
+// of twice and of the ceiling starts from the same table.
+func prepareTwice(ctx context.Context, u string, finishedRows int) error {
 	pool, err := pgxpool.New(ctx, u)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer pool.Close()
 	stmts := []string{`TRUNCATE twice_jobs, twice_markers, twice_nodes`}
@@ -154,11 +171,10 @@ func twicePG(ctx context.Context, u string, cfg bench.Config, finishedRows int) 
 	stmts = append(stmts, `VACUUM ANALYZE twice_jobs`, `VACUUM ANALYZE twice_markers`, `CHECKPOINT`)
 	for _, q := range stmts {
 		if _, err := pool.Exec(ctx, q); err != nil {
-			return nil, fmt.Errorf("prepare: %s: %w", strings.Fields(q)[0], err)
+			return fmt.Errorf("prepare: %s: %w", strings.Fields(q)[0], err)
 		}
 	}
-	cfg.Store = store
-	return bench.Run(ctx, cfg)
+	return nil
 }
 
 func twiceSQLite(ctx context.Context, path string, cfg bench.Config) (*bench.Result, error) {
@@ -166,7 +182,7 @@ func twiceSQLite(ctx context.Context, path string, cfg bench.Config) (*bench.Res
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	cfg.Store = store
 	return bench.Run(ctx, cfg)
 }

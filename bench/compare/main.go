@@ -1,6 +1,9 @@
 // Command compare runs the same no-op job workloads on twice and on River,
 // on the same PostgreSQL (and SQLite), alternating the two run by run, and
-// prints each run and the median ratio twice/River per workload. Each run is
+// prints each run and the median ratio twice/River per workload. The
+// PostgreSQL burn-downs also run a third side, the ceiling: twice's own fetch
+// and completion statements with no runtime around them (see ceilingPG), and
+// print twice/ceiling. Each run is
 // a child process of its own, so its peak RSS is its own and no run warms
 // the heap of the next. See the README's "Benchmarks" section.
 package main
@@ -45,10 +48,11 @@ type workload struct {
 	name     string
 	db       string // "pg" or "sqlite"
 	cfg      bench.Config
-	systems  [2]string // the two sides; the ratio is first/second
-	growth   bool      // the first side starts with growthRows finished jobs
-	latency  bool      // compare p50/p99 too
-	rssNoted bool      // print peak RSS
+	systems  []string // the sides; the ratio is first/second
+	ceiling  bool     // also run the bare-SQL ceiling, and print twice/ceiling
+	growth   bool     // the first side starts with growthRows finished jobs
+	latency  bool     // compare p50/p99 too
+	rssNoted bool     // print peak RSS
 }
 
 func (o *options) workloads() []workload {
@@ -56,14 +60,14 @@ func (o *options) workloads() []workload {
 		return bench.Config{Mode: bench.ModeBurndown, Strategy: strategy, Jobs: jobs, Workers: o.workers}
 	}
 	return []workload{
-		{name: "pg-burndown-none", db: "pg", cfg: burn("none", o.jobs), systems: [2]string{"twice", "river"}, rssNoted: true},
-		{name: "pg-burndown-claim-after", db: "pg", cfg: burn("claim-after", o.jobs), systems: [2]string{"twice", "river"}, rssNoted: true},
+		{name: "pg-burndown-none", db: "pg", cfg: burn("none", o.jobs), systems: []string{"twice", "river"}, ceiling: true, rssNoted: true},
+		{name: "pg-burndown-claim-after", db: "pg", cfg: burn("claim-after", o.jobs), systems: []string{"twice", "river"}, ceiling: true, rssNoted: true},
 		{name: "pg-steady", db: "pg", cfg: bench.Config{Mode: bench.ModeSteady, Strategy: "none", Duration: o.duration, Workers: o.workers},
-			systems: [2]string{"twice", "river"}},
+			systems: []string{"twice", "river"}},
 		{name: "pg-latency", db: "pg", cfg: bench.Config{Mode: bench.ModeLatency, Strategy: "none", Duration: o.duration, Rate: o.rate, Workers: o.workers},
-			systems: [2]string{"twice", "river"}, latency: true},
-		{name: "sqlite-burndown", db: "sqlite", cfg: burn("none", o.sqliteJobs), systems: [2]string{"twice", "river"}},
-		{name: "growth", db: "pg", cfg: burn("none", o.jobs), systems: [2]string{"twice-full", "twice"}, growth: true},
+			systems: []string{"twice", "river"}, latency: true},
+		{name: "sqlite-burndown", db: "sqlite", cfg: burn("none", o.sqliteJobs), systems: []string{"twice", "river"}},
+		{name: "growth", db: "pg", cfg: burn("none", o.jobs), systems: []string{"twice-full", "twice"}, growth: true},
 	}
 }
 
@@ -81,7 +85,7 @@ func main() {
 	flag.DurationVar(&o.cooldown, "river-fetch-cooldown", 2*time.Millisecond, "River's FetchCooldown (its default is 100ms; `river bench` uses 2ms, with a 20ms FetchPollInterval, which this also sets)")
 	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (default all): pg-burndown-none, pg-burndown-claim-after, pg-steady, pg-latency, sqlite-burndown, growth")
 	flag.BoolVar(&o.child, "child", false, "internal: run one system on one workload and print its JSON result")
-	flag.StringVar(&o.system, "system", "", "internal: twice, twice-full or river")
+	flag.StringVar(&o.system, "system", "", "internal: twice, twice-full, river or ceiling")
 	flag.StringVar(&o.workload, "workload", "", "internal: the workload's name")
 	flag.Parse()
 	if o.child {
@@ -127,10 +131,14 @@ func (o *options) runAll(ctx context.Context) error {
 	for _, w := range selected {
 		results := map[string][]*bench.Result{}
 		for i := range o.runs {
-			order := w.systems
-			if i%2 == 1 {
-				order[0], order[1] = order[1], order[0]
+			// Each run starts with another side, so no side always runs
+			// on the machine as the previous one left it.
+			order := slices.Clone(w.systems)
+			if w.ceiling {
+				order = append(order, "ceiling")
 			}
+			k := i % len(order)
+			order = append(slices.Clone(order[k:]), order[:k]...)
 			for _, sys := range order {
 				res, err := o.spawn(ctx, w.name, sys)
 				if err != nil {
@@ -170,6 +178,11 @@ func (w workload) summarize(results map[string][]*bench.Result) []string {
 			la, lb := med(a, p.f), med(b, p.f)
 			lines = append(lines, fmt.Sprintf("%-24s %s %s %.2fms, %s %.2fms", "", p.name, a, la, b, lb))
 		}
+	}
+	if w.ceiling {
+		tc := med("ceiling", tput)
+		lines = append(lines, fmt.Sprintf("%-24s ceiling (twice's fetch and finish statements, %d loops of %d) %.0f jobs/s: twice/ceiling %.2f",
+			"", ceilingLoops, ceilingBatch, tc, ta/tc))
 	}
 	if w.rssNoted {
 		rss := func(r *bench.Result) float64 { return r.MaxRSSMB }

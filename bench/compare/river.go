@@ -52,7 +52,7 @@ func (w *riverWorker) expect(n int64) chan struct{} {
 	return w.all
 }
 
-func (w *riverWorker) Work(ctx context.Context, job *river.Job[riverArgs]) error {
+func (w *riverWorker) Work(_ context.Context, job *river.Job[riverArgs]) error {
 	var lat time.Duration
 	if job.Args.At != 0 {
 		lat = time.Since(time.Unix(0, job.Args.At))
@@ -246,7 +246,7 @@ func riverSQLite(ctx context.Context, path string, cfg bench.Config, cooldown ti
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	db.SetMaxOpenConns(1) // as riversqlite's documentation asks
 	driver := riversqlite.New(db)
 	if err := riverMigrate(ctx, driver); err != nil {

@@ -8,7 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/twicejobs/twice/internal/waitfor"
 )
 
 // dbSnapshot is what the stock binary must not change in a database: its
@@ -77,13 +78,7 @@ func TestStockDashboard(t *testing.T) {
 	go func() {
 		done <- Main(ctx, Options{Demo: true}, []string{"dashboard", "--db", s.db, "--addr", "127.0.0.1:0", "--allowed-host", "twice.internal"}, stdout, &stderr)
 	}()
-	select {
-	case <-stdout.seen:
-	case code := <-done:
-		t.Fatalf("dashboard exited %d:\n%s%s", code, stdout.String(), stderr.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("dashboard did not start")
-	}
+	waitfor.RecvBefore(t, stdout.seen, done, "the dashboard to start", func() string { return stdout.String() + stderr.String() })
 	base := dashboardURL.FindStringSubmatch(stdout.String())[1]
 	for _, page := range []string{"", "jobs", "switches"} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+page, nil)
@@ -111,13 +106,8 @@ func TestStockDashboard(t *testing.T) {
 		}
 	}
 	cancel()
-	select {
-	case code := <-done:
-		if code != ExitOK {
-			t.Errorf("dashboard exited %d after SIGINT, want 0\n%s", code, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("dashboard did not stop")
+	if code := waitfor.Recv(t, done, "the dashboard to stop"); code != ExitOK {
+		t.Errorf("dashboard exited %d after SIGINT, want 0\n%s", code, stderr.String())
 	}
 	if after := dbSnapshot(t, s.db); after != before {
 		t.Errorf("twice dashboard changed the database:\nbefore:\n%s\nafter:\n%s", before, after)

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/demo"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
@@ -40,23 +40,15 @@ func waitFinished(t *testing.T, db string, id int64) *twicetype.JobRow {
 		t.Fatal(err)
 	}
 	defer func() { _ = store.Close() }()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		j, err := store.JobGet(t.Context(), &twicestore.JobGetParams{ID: id})
-		if err != nil {
+	var j *twicetype.JobRow
+	waitfor.Cond(t, fmt.Sprintf("job %d to finish", id), func() bool {
+		var err error
+		if j, err = store.JobGet(t.Context(), &twicestore.JobGetParams{ID: id}); err != nil {
 			t.Fatal(err)
 		}
-		if j.State.Finished() {
-			return j
-		}
-		select {
-		case <-deadline:
-			t.Fatalf("job %d still %s after 30s", id, j.State)
-		case <-tick.C:
-		}
-	}
+		return j.State.Finished()
+	}, func() string { return string(j.State) })
+	return j
 }
 
 // reportArgs is a kind of the team whose CLI TestServe builds: the demo's
@@ -108,13 +100,8 @@ func testServe(t *testing.T, s *setup, extra ...string) {
 	}
 
 	cancel() // what SIGINT does through twicecli.Main's signal.NotifyContext
-	select {
-	case code := <-done:
-		if code != ExitOK {
-			t.Errorf("serve exited %d after cancellation, want 0\n%s", code, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not stop after its context was cancelled")
+	if code := waitfor.Recv(t, done, "serve to stop after its context was cancelled"); code != ExitOK {
+		t.Errorf("serve exited %d after cancellation, want 0\n%s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "twice worker stopped") {
 		t.Errorf("serve did not log its stop:\n%s", stderr.String())
@@ -181,21 +168,10 @@ func runDemoLive(t *testing.T, args ...string) string {
 	go func() {
 		done <- Main(ctx, Options{Demo: true}, args, stdout, io.Discard)
 	}()
-	select {
-	case <-stdout.seen:
-	case code := <-done:
-		t.Fatalf("demo exited %d before producing signups:\n%s", code, stdout.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no fourth signup after 30s:\n%s", stdout.String())
-	}
+	waitfor.RecvBefore(t, stdout.seen, done, "the fourth signup", stdout.String)
 	cancel()
-	select {
-	case code := <-done:
-		if code != ExitOK {
-			t.Errorf("demo exited %d after Ctrl-C, want 0:\n%s", code, stdout.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("demo did not stop after its context was cancelled")
+	if code := waitfor.Recv(t, done, "the demo to stop after its context was cancelled"); code != ExitOK {
+		t.Errorf("demo exited %d after Ctrl-C, want 0:\n%s", code, stdout.String())
 	}
 	return stdout.String()
 }

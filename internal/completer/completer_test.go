@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -98,7 +99,7 @@ func TestBatchesWhatArrivesDuringAWrite(t *testing.T) {
 		})
 	}
 	add(0)
-	<-store.entered // the first write is in flight
+	waitfor.Closed(t, store.entered, "the first write to be in flight")
 	for i := 1; i < len(rows); i++ {
 		add(i)
 	}
@@ -123,7 +124,7 @@ func TestRetriesAFailedWrite(t *testing.T) {
 	c.Start(context.Background())
 	done := make(chan error, 1)
 	c.Add(completed(rows[0]), func(_ bool, err error) { done <- err })
-	if err := <-done; err != nil {
+	if err := waitfor.Recv(t, done, "the outcome to be written after retries"); err != nil {
 		t.Fatalf("outcome not written after retries: %v", err)
 	}
 	c.Stop()
@@ -158,15 +159,10 @@ func TestAbortEndsTheRetries(t *testing.T) {
 	c.Start(ctx)
 	done := make(chan error, 1)
 	c.Add(completed(rows[0]), func(_ bool, err error) { done <- err })
-	<-store.entered
+	waitfor.Closed(t, store.entered, "the write to be in flight")
 	abort()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("done err = %v, want the abort's context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the outcome was not reported failed after the abort")
+	if err := waitfor.Recv(t, done, "the outcome to be reported failed after the abort"); !errors.Is(err, context.Canceled) {
+		t.Errorf("done err = %v, want the abort's context.Canceled", err)
 	}
 	c.Stop()
 	if c.Add(completed(rows[0]), func(bool, error) {}) {

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicehttp"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -107,22 +109,14 @@ func TestSignupAPI(t *testing.T) {
 	}
 
 	// The email job runs once: one email in the sink.
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		row, err := a.store.JobGet(t.Context(), &twicestore.JobGetParams{ID: s.EmailJobID})
-		if err != nil {
+	var row *twicetype.JobRow
+	waitfor.Cond(t, fmt.Sprintf("email job %d to complete", s.EmailJobID), func() bool {
+		var err error
+		if row, err = a.store.JobGet(t.Context(), &twicestore.JobGetParams{ID: s.EmailJobID}); err != nil {
 			t.Fatal(err)
 		}
-		if row.State == twicetype.JobStateCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("email job %d still %s", s.EmailJobID, row.State)
-		}
-		<-tick.C
-	}
+		return row.State == twicetype.JobStateCompleted
+	}, func() string { return string(row.State) })
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+first.header.Get("Location"), nil)
 	user := do(t, req)
 	var u userResponse

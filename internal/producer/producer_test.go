@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -72,11 +73,7 @@ func TestRunsEachJobOnceWithinConcurrency(t *testing.T) {
 	})
 	runCtx, cancel := context.WithCancel(ctx)
 	go p.Run(runCtx)
-	select {
-	case <-finished:
-	case <-time.After(time.Minute):
-		t.Fatalf("only %d of %d jobs ran", len(seen), jobs)
-	}
+	waitfor.RecvWithin(t, time.Minute, finished, fmt.Sprintf("all %d jobs to run", jobs))
 	cancel()
 	p.Wait()
 	if m := most.Load(); m > slots {
@@ -211,11 +208,7 @@ func fetchPeeks(t *testing.T, wrap func(twicestore.Executor) twicestore.Executor
 	})
 	runCtx, cancel := context.WithCancel(ctx)
 	go p.Run(runCtx)
-	select {
-	case <-all:
-	case <-time.After(time.Minute):
-		t.Error("the jobs were not all dispatched")
-	}
+	waitfor.Closed(t, all, "the jobs to be all dispatched")
 	cancel()
 	p.Wait()
 	mu.Lock()

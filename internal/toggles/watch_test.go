@@ -2,17 +2,16 @@ package toggles
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// waitFor bounds every wait for a callback; it is generous because -race
-// slows everything down, and a passing test never waits for it.
-const waitFor = 10 * time.Second
+	"github.com/twicejobs/twice/internal/waitfor"
+)
 
 // testDebounce keeps the tests quick while still exercising the debounce.
 const testDebounce = 10 * time.Millisecond
@@ -62,67 +61,38 @@ func (r *watchRig) start() {
 	}()
 	r.t.Cleanup(func() {
 		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				r.t.Errorf("Watch returned %v after cancel, want nil", err)
-			}
-		case <-time.After(waitFor):
-			r.t.Error("Watch did not return after cancel")
+		if err := waitfor.Recv(r.t, done, "Watch to return after cancel"); err != nil {
+			r.t.Errorf("Watch returned %v after cancel, want nil", err)
 		}
 	})
 }
 
 // nextLoad returns the next onLoad. An onError first fails the test unless
-// errorsOK, in which case it is skipped.
+// errorsOK, in which case it stays in r.errs (buffered) for the caller to
+// drop.
 func (r *watchRig) nextLoad(errorsOK bool) map[string]bool {
 	r.t.Helper()
-	timeout := time.After(waitFor)
-	for {
-		select {
-		case m := <-r.loads:
-			return m
-		case err := <-r.errs:
-			if !errorsOK {
-				r.t.Fatalf("onError(%v), want onLoad", err)
-			}
-		case <-timeout:
-			r.t.Fatal("no onLoad within", waitFor)
-		}
+	if errorsOK {
+		return waitfor.Recv(r.t, r.loads, "an onLoad")
 	}
+	return waitfor.RecvBefore(r.t, r.loads, r.errs, "an onLoad (the stop is an onError)", nil)
 }
 
 // awaitLoad waits for an onLoad of want, skipping earlier loads: an edit in
 // place is a truncate and a write, and a reload may fall between the two.
 func (r *watchRig) awaitLoad(want map[string]bool) {
 	r.t.Helper()
-	timeout := time.After(waitFor)
 	var last map[string]bool
-	for {
-		select {
-		case m := <-r.loads:
-			if maps.Equal(m, want) {
-				return
-			}
-			last = m
-		case err := <-r.errs:
-			r.t.Fatalf("onError(%v), want onLoad(%v)", err, want)
-		case <-timeout:
-			r.t.Fatalf("no onLoad(%v) within %v; last onLoad(%v)", want, waitFor, last)
-		}
-	}
+	waitfor.Match(r.t, r.loads, r.errs, func(m map[string]bool) bool {
+		last = m
+		return maps.Equal(m, want)
+	}, fmt.Sprintf("onLoad(%v) (the stop is an onError)", want), func() string { return fmt.Sprintf("onLoad(%v)", last) })
 }
 
 // nextError returns the next onError.
 func (r *watchRig) nextError() error {
 	r.t.Helper()
-	select {
-	case err := <-r.errs:
-		return err
-	case <-time.After(waitFor):
-		r.t.Fatal("no onError within", waitFor)
-		return nil
-	}
+	return waitfor.Recv(r.t, r.errs, "an onError")
 }
 
 // writeInPlace overwrites the file the way a plain editor or echo > does.

@@ -22,13 +22,21 @@ const tick = 5 * time.Millisecond
 // within Timeout. what says what the value means ("the handler started").
 func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	timer := time.NewTimer(Timeout)
+	return RecvWithin(t, Timeout, ch, what)
+}
+
+// RecvWithin is Recv with a deadline of its own, for the few waits known
+// to take longer than Timeout (a backlog of hundreds of jobs under the race
+// detector).
+func RecvWithin[T any](t testing.TB, timeout time.Duration, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case v := <-ch:
 		return v
 	case <-timer.C:
-		t.Fatalf("waited %s for %s", Timeout, what)
+		t.Fatalf("waited %s for %s", timeout, what)
 		panic("unreachable")
 	}
 }
@@ -59,12 +67,58 @@ func CondWithin(t testing.TB, timeout time.Duration, what string, cond func() bo
 	defer ticker.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			msg := ""
-			if last != nil {
-				msg = "; last seen: " + last()
-			}
-			t.Fatalf("waited %s for %s%s", timeout, what, msg)
+			t.Fatalf("waited %s for %s%s", timeout, what, lastSeen(last))
 		}
 		<-ticker.C
 	}
+}
+
+// RecvBefore returns the next value from ch (or its zero value once ch is
+// closed), failing the test if stop yields or is closed first, or if
+// neither happens within Timeout. It is the wait for something a process
+// or goroutine does, unless it ends first: stop is its exit. The failure
+// says what, what stop gave, and, if last is not nil, what last returns
+// (the output so far).
+func RecvBefore[T, S any](t testing.TB, ch <-chan T, stop <-chan S, what string, last func() string) T {
+	t.Helper()
+	return Match(t, ch, stop, func(T) bool { return true }, what, last)
+}
+
+// Match receives from ch until a value satisfies match and returns it: one
+// line among a process's output, one state among several reloads. One
+// deadline, Timeout, bounds the whole wait, not each value, so values that
+// keep coming without a match still end it. It fails the test if stop
+// yields or is closed first (a nil stop never does), if ch is closed with
+// no match, or after Timeout; the failure says what, what stop gave, and,
+// if last is not nil, what last returns.
+func Match[T, S any](t testing.TB, ch <-chan T, stop <-chan S, match func(T) bool, what string, last func() string) T {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case v, ok := <-ch:
+			if match(v) {
+				return v
+			}
+			if !ok {
+				t.Fatalf("the channel closed before %s%s", what, lastSeen(last))
+				panic("unreachable")
+			}
+		case s := <-stop:
+			t.Fatalf("stopped (%v) before %s%s", s, what, lastSeen(last))
+			panic("unreachable")
+		case <-timer.C:
+			t.Fatalf("waited %s for %s%s", Timeout, what, lastSeen(last))
+			panic("unreachable")
+		}
+	}
+}
+
+// lastSeen is the tail of a failure message: what last returns, if any.
+func lastSeen(last func() string) string {
+	if last == nil {
+		return ""
+	}
+	return "; last seen: " + last()
 }

@@ -28,6 +28,7 @@ var limitTests = []test{
 	{"KeyTooLong", testLimitKeyTooLong},
 	{"Rate", testLimitRate},
 	{"KeyRate", testLimitKeyRate},
+	{"RateStaleFetch", testLimitRateStaleFetch},
 	{"List", testLimitList},
 }
 
@@ -444,6 +445,36 @@ func testLimitRate(t *testing.T, e *env) {
 	}
 	if res := e.fetchLimited(t0.Add(1500*time.Millisecond), 10, lim, kind); len(res.Jobs) != 1 {
 		t.Fatalf("leased %d with one start left in the window, want 1", len(res.Jobs))
+	}
+}
+
+// testLimitRateStaleFetch: a fetch whose Now is older than the Now of the
+// fetch before it (it read its clock, then waited for the lock) still
+// counts every start its window covers, although the fetch before it
+// pruned the rate windows on its later clock: the window holds no more
+// than the limit. Pruning exactly one window behind let it lease the
+// limit again (4 starts in 950 ms against 2 a second).
+func testLimitRateStaleFetch(t *testing.T, e *env) {
+	const kind = "storetest.limit.ratestale.v1"
+	e.insertN(4, func(int) *twicestore.JobInsertParams { return e.job(kind) })
+	lim := map[string]twicestore.KindLimit{kind: {Rate: twicestore.RateLimit{Limit: 2, Period: time.Second}}}
+	t0 := e.at(time.Second)
+	if res := e.fetchLimited(t0, 10, lim, kind); len(res.Jobs) != 2 {
+		t.Fatalf("leased %d, want the limit of 2", len(res.Jobs))
+	}
+	// A fetch of the kind in another queue, on a later clock: it leases
+	// nothing, and prunes the windows.
+	later := t0.Add(1050 * time.Millisecond)
+	if _, err := e.s.JobFetch(e.ctx, &twicestore.JobFetchParams{
+		Queue: "storetest-empty", Kinds: []string{kind}, Limit: 10, Node: "node-b",
+		Now: later, LeaseUntil: later.Add(time.Minute), Limits: lim,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stale := t0.Add(950 * time.Millisecond)
+	if res := e.fetchLimited(stale, 10, lim, kind); len(res.Jobs) != 0 {
+		t.Fatalf("a fetch at %s leased %d: with the 2 starts at %s that makes %d in one window of 1s, over the limit of 2",
+			stale.Sub(t0), len(res.Jobs), t0, 2+len(res.Jobs))
 	}
 }
 

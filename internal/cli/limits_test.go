@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicepg"
+	"github.com/twicejobs/twice/twicesqlite"
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// syncArgs is a limited kind of the team whose CLI the limits tests build:
+// one sync per tenant at a time, two at most across the cluster.
+type syncArgs struct {
+	Tenant string `json:"tenant"`
+}
+
+func (syncArgs) Kind() string { return "tenant.sync.v1" }
+
+// limitedWorker registers tenant.sync.v1 with its limits, enqueues three
+// jobs for acme and one for globex on db, and starts a worker whose
+// handler holds every job until the test ends. It returns once the two
+// jobs the limits allow (acme's first, globex's) are running, and the
+// registry, for the CLI under test.
+func limitedWorker(t *testing.T, db string) *twice.Registry {
+	t.Helper()
+	started := make(chan string, 8)
+	release := make(chan struct{})
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[syncArgs](func(ctx context.Context, j *twice.Job[syncArgs]) error {
+		started <- j.Args.Tenant
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}), &twice.KindOpts{
+		GlobalConcurrency: 2,
+		KeyConcurrency:    1,
+		ConcurrencyKey:    "tenant",
+		// An hour long, so the starts stay in the window however slow
+		// the machine.
+		RateLimit: twice.RateLimit{Limit: 100, Period: time.Hour},
+	})
+	var (
+		store twicestore.Store
+		err   error
+	)
+	if isPostgresURL(db) {
+		store, err = twicepg.Open(t.Context(), db)
+	} else {
+		store, err = twicesqlite.Open(t.Context(), db)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := twice.NewClient(store, twice.Config{Registry: reg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "acme", "acme", "globex"} {
+		if _, err := client.Enqueue(t.Context(), syncArgs{Tenant: tenant}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := client.Start(context.WithoutCancel(t.Context())); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		close(release)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := client.Stop(ctx); err != nil {
+			t.Errorf("stop the worker: %v", err)
+		}
+		_ = store.Close()
+	})
+	got := map[string]bool{}
+	timeout := time.After(30 * time.Second)
+	for len(got) < 2 {
+		select {
+		case tenant := <-started:
+			got[tenant] = true
+		case <-timeout:
+			t.Fatalf("the limited jobs did not start in 30s; started: %v", got)
+		}
+	}
+	return reg
+}
+
+func TestLimitsList(t *testing.T) {
+	t.Parallel()
+	testLimitsList(t, newSetup(t))
+}
+
+func TestPostgresLimitsList(t *testing.T) {
+	t.Parallel()
+	testLimitsList(t, newPostgresSetup(t))
+}
+
+// testLimitsList (issue 13 item 6): 'limits ls' shows a limited kind's
+// limits, its running jobs against its slots, and acme's two later jobs as
+// throttled (waiting for acme's slot), in the table and in JSON.
+func testLimitsList(t *testing.T, s *setup) {
+	reg := limitedWorker(t, s.db)
+	opts := Options{Registry: reg}
+	run := func(args ...string) result {
+		t.Helper()
+		r := runWith(t, t.Context(), opts, append(args, "--db", s.db)...)
+		if r.code != ExitOK {
+			t.Fatalf("twice %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+
+	var got []limitJSON
+	if err := json.Unmarshal([]byte(run("limits", "ls", "--json").stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := limitJSON{Kind: "tenant.sync.v1", GlobalConcurrency: 2, KeyConcurrency: 1,
+		RateLimit: &rateJSON{Limit: 100, Period: "1h"},
+		Running:   2, Due: 2, Throttled: 2, Keys: 2, BusyKeys: 2, RateUsed: 2}
+	if len(got) != 1 || got[0].RateLimit == nil || *got[0].RateLimit != *want.RateLimit ||
+		got[0].KeyRateLimit != nil {
+		t.Fatalf("limits ls --json = %+v, want [%+v]", got, want)
+	}
+	got[0].RateLimit = want.RateLimit
+	if got[0] != want {
+		t.Errorf("limits ls --json = %+v, want %+v", got[0], want)
+	}
+	// snake_case keys, as every --json prints.
+	raw := run("limits", "ls", "--json").stdout
+	for _, key := range []string{`"global_concurrency"`, `"key_concurrency"`, `"rate_limit"`, `"busy_keys"`, `"rate_used"`, `"throttled"`} {
+		if !strings.Contains(raw, key) {
+			t.Errorf("limits ls --json lacks key %s:\n%s", key, raw)
+		}
+	}
+
+	out := run("limits", "ls").stdout
+	if !strings.HasPrefix(out, "KIND ") || !strings.Contains(out, "THROTTLED") {
+		t.Errorf("limits ls has no header:\n%s", out)
+	}
+	line := tableLine(t, out, "tenant.sync.v1")
+	for _, w := range []string{"global 2, per key 1, rate 100/1h", " 2/2 ", " 2 of 2 ", "2/100 per 1h"} {
+		if !strings.Contains(line, w) {
+			t.Errorf("limits ls line %q lacks %q", line, w)
+		}
+	}
+}
+
+// TestLimitsListBadInput: the stock binary knows no limits and says so;
+// an extra argument or a bad flag is a usage error.
+func TestLimitsListBadInput(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	r := runStock(t, t.Context(), "limits", "ls", "--db", s.db)
+	if r.code != ExitOK || !strings.Contains(r.stdout, "no limited kinds") {
+		t.Errorf("stock limits ls: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = runStock(t, t.Context(), "limits", "ls", "--json", "--db", s.db)
+	if r.code != ExitOK || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("stock limits ls --json: exit %d %q, want []", r.code, r.stdout)
+	}
+	wantError(t, s.run("limits", "ls", "extra"), ExitUsage)
+	wantError(t, s.run("limits", "ls", "--bogus"), ExitUsage)
+	wantError(t, s.run("limits"), ExitUsage, "missing subcommand")
+}
