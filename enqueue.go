@@ -33,6 +33,12 @@ type EnqueueOpts struct {
 	// same kind has the same key: the result is that job, with Duplicate
 	// set.
 	UniqueKey string
+	// Unique derives the unique key from the args, queue and period, and
+	// can replace a waiting duplicate (see UniqueOpts); it replaces the
+	// kind's KindOpts.Unique. An explicit UniqueKey wins over the derived
+	// key, and Unique's OnConflict still applies to it. Defaults to the
+	// kind's.
+	Unique *UniqueOpts
 	// MessageID sets the message id instead of a new UUID (for a producer
 	// that retries a publish of the same message).
 	MessageID string
@@ -60,6 +66,9 @@ type EnqueueResult struct {
 	// Duplicate reports that the unique key matched an unfinished job and
 	// nothing was inserted.
 	Duplicate bool
+	// Replaced reports that, with OnConflictReplace, the duplicate was
+	// waiting and now has this enqueue's args and run time.
+	Replaced bool
 }
 
 // Enqueue stores one job.
@@ -303,10 +312,21 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	if p.MaxAttempts < 1 {
 		return nil, fmt.Errorf("kind %q: MaxAttempts %d: use at least 1", kind, p.MaxAttempts)
 	}
+	u, err := c.uniqueFor(kind, o.Unique)
+	if err != nil {
+		return nil, fmt.Errorf("kind %q: %w", kind, err)
+	}
+	if u != nil {
+		if p.UniqueKey == "" {
+			if p.UniqueKey, err = uniqueKey(u, kind, p.Queue, args, p.RunAt); err != nil {
+				return nil, fmt.Errorf("kind %q: %w", kind, err)
+			}
+		}
+		p.Replace = u.OnConflict == OnConflictReplace
+	}
 	if err := checkEnvelope(p); err != nil {
 		return nil, fmt.Errorf("kind %q: %w", kind, err)
 	}
-	var err error
 	if p.ConcurrencyKey, err = c.concurrencyKeyOf(kind, args); err != nil {
 		return nil, fmt.Errorf("kind %q: %w", kind, err)
 	}
@@ -352,8 +372,8 @@ func (c *Client) insert(ctx context.Context, exec twicestore.Executor, params []
 	out := make([]*EnqueueResult, len(res.Jobs))
 	due := false
 	for i, r := range res.Jobs {
-		out[i] = &EnqueueResult{Job: r.Job, Duplicate: r.Duplicate}
-		due = due || (!r.Duplicate && !r.Job.RunAt.After(time.Now()))
+		out[i] = &EnqueueResult{Job: r.Job, Duplicate: r.Duplicate, Replaced: r.Replaced}
+		due = due || ((!r.Duplicate || r.Replaced) && !r.Job.RunAt.After(time.Now()))
 	}
 	if notify && due {
 		c.notify()

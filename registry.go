@@ -86,6 +86,11 @@ type KindOpts struct {
 	// KeyRateLimit bounds how many jobs of one concurrency key start per
 	// period across every node. Defaults to none.
 	KeyRateLimit RateLimit
+
+	// Unique makes enqueues of the kind unique by args, queue and period
+	// (see UniqueOpts); an enqueue's own EnqueueOpts.Unique replaces it.
+	// Defaults to none: only an explicit EnqueueOpts.UniqueKey dedupes.
+	Unique *UniqueOpts
 }
 
 // kindEntry is a registered kind: its options and a type-erased runner that
@@ -155,6 +160,11 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 	}
 	if err := checkLimits(t, &o); err != nil {
 		return fmt.Errorf("register %q: %w", kind, err)
+	}
+	if o.Unique != nil {
+		if err := o.Unique.check(t, ArgFields(t)); err != nil {
+			return fmt.Errorf("register %q: KindOpts.Unique: %w", kind, err)
+		}
 	}
 	if err := checkZeroEncoding(zero); err != nil {
 		return fmt.Errorf("register %q: args type %s: its JSON encoding %w", kind, t, err)

@@ -200,7 +200,70 @@ func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertMan
 		}
 		pending = next
 	}
+	for i, j := range p.Jobs {
+		if j.Replace && res.Jobs[i].Duplicate {
+			r, err := e.replaceHolder(ctx, j, res.Jobs[i].Job)
+			if err != nil {
+				return nil, fmt.Errorf("insert jobs: %w", err)
+			}
+			res.Jobs[i] = r
+		}
+	}
 	return res, nil
+}
+
+// replaceSQL moves a job's args and run time onto the holder of its key,
+// only while the holder waits: the row lock and the state guard make it
+// atomic with a fetch that leases the holder at the same moment (one of
+// them sees the other's write). A due run time notifies the queue, as an
+// insert does.
+var replaceSQL = `WITH updated AS (
+	UPDATE twice_jobs AS j SET args = $1, run_at = $2
+	WHERE id = $3 AND state = 'available'
+	RETURNING ` + jobColumns + `
+)
+SELECT ` + jobCols("updated") + `
+FROM updated LEFT JOIN LATERAL (SELECT pg_notify($4, updated.queue) WHERE updated.run_at <= now()) AS n ON true`
+
+// replaceHolder gives holder, which holds j's unique key, j's args and run
+// time if it still waits. A holder that is running stays as it is and the
+// result is a plain duplicate; one that finished in between no longer holds
+// the key, so j is inserted after all (and may meet a new holder, tried
+// again up to insertTries times).
+func (e *executor) replaceHolder(ctx context.Context, j *twicestore.JobInsertParams, holder *twicetype.JobRow) (*twicestore.JobInsertResult, error) {
+	runAt := j.RunAt
+	if runAt.IsZero() {
+		runAt = time.Now()
+	}
+	payload := j.Args
+	if payload == nil {
+		payload = []byte{}
+	}
+	for try := 0; try < insertTries; try++ {
+		if holder.State == twicetype.JobStateRunning {
+			return &twicestore.JobInsertResult{Job: holder, Duplicate: true}, nil
+		}
+		rows, err := queryJobs(ctx, e.q, replaceSQL, payload, runAt, holder.ID, e.notify.channel)
+		if err != nil {
+			return nil, fmt.Errorf("replace job %d: %w", holder.ID, err)
+		}
+		if len(rows) == 1 {
+			return &twicestore.JobInsertResult{Job: rows[0], Duplicate: true, Replaced: true}, nil
+		}
+		// The holder left available: leased (then it is a duplicate) or
+		// finished (then the key is free). The insert tells which.
+		out, err := e.insertBatch(ctx, []*twicestore.JobInsertParams{j})
+		if err != nil {
+			return nil, err
+		}
+		if out[0] != nil && !out[0].Duplicate {
+			return out[0], nil
+		}
+		if out[0] != nil {
+			holder = out[0].Job
+		}
+	}
+	return nil, fmt.Errorf("job of kind %q: its unique key's holder kept changing while it was replaced", j.Kind)
 }
 
 // insertBatch runs insertSQL for jobs and returns a result per job, nil for

@@ -131,6 +131,9 @@ func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertMan
 			if err := insertChunkOf(ctx, q, p.Jobs[start:end], res.Jobs[start:end]); err != nil {
 				return err
 			}
+			if err := replaceHolders(ctx, q, p.Jobs[start:end], res.Jobs[start:end]); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -245,6 +248,36 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 			return fmt.Errorf("job of kind %q with unique key %q was neither inserted nor found", j.Kind, j.UniqueKey)
 		}
 		out[i] = &twicestore.JobInsertResult{Job: row, Duplicate: true}
+	}
+	return nil
+}
+
+// replaceHolders gives each waiting holder of a Replace job's key that
+// job's args and run time. It runs in the insert's transaction, and SQLite
+// has one writer, so the holder's state is the one the INSERT saw: a
+// running holder is left alone (the job stays a duplicate).
+func replaceHolders(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, out []*twicestore.JobInsertResult) error {
+	for i, j := range jobs {
+		r := out[i]
+		if !j.Replace || !r.Duplicate || r.Job.State != twicetype.JobStateAvailable {
+			continue
+		}
+		runAt := j.RunAt
+		if runAt.IsZero() {
+			runAt = time.Now()
+		}
+		payload := j.Args
+		if payload == nil {
+			payload = []byte{}
+		}
+		rows, err := queryJobs(ctx, q, `UPDATE twice_jobs SET args = ?, run_at = ?
+			WHERE id = ? AND state = 'available' RETURNING `+jobColumns, payload, micros(runAt), r.Job.ID)
+		if err != nil {
+			return fmt.Errorf("replace job %d: %w", r.Job.ID, err)
+		}
+		if len(rows) == 1 {
+			out[i] = &twicestore.JobInsertResult{Job: rows[0], Duplicate: true, Replaced: true}
+		}
 	}
 	return nil
 }

@@ -321,6 +321,12 @@ type JobInsertParams struct {
 	// KindLimit.KeyRate (a tenant, a customer); empty is no key. At most
 	// MaxConcurrencyKeyBytes.
 	ConcurrencyKey string
+	// Replace, for a job with a UniqueKey, moves Args and RunAt onto the
+	// holder of the key when it is available (waiting), guarded by that
+	// state in the store; a running holder is left alone and the result is
+	// a plain duplicate. A holder that finished meanwhile no longer holds
+	// the key, and the job is inserted.
+	Replace bool
 }
 
 // JobInsertManyParams are the jobs to insert, in order.
@@ -332,6 +338,7 @@ type JobInsertManyParams struct {
 type JobInsertResult struct {
 	Job       *twicetype.JobRow
 	Duplicate bool // the unique key matched this existing unfinished job
+	Replaced  bool // with Replace: the duplicate took this job's args and run time
 }
 
 // JobInsertManyResult has one result per inserted job, in input order.

@@ -14,6 +14,7 @@ var uniqueTests = []test{
 	{"OtherKindIsNotDuplicate", testUniqueOtherKind},
 	{"DeadFreesKey", testUniqueDead},
 	{"EmptyKeyNeverDuplicate", testUniqueEmpty},
+	{"ReplaceWaitingHolderOnly", testUniqueReplace},
 }
 
 func (e *env) uniqueJob(kind, key string) *twicestore.JobInsertParams {
@@ -111,5 +112,48 @@ func testUniqueEmpty(t *testing.T, e *env) {
 		if r.Duplicate {
 			t.Errorf("job %d without a unique key reported Duplicate", i)
 		}
+	}
+}
+
+// testUniqueReplace: Replace moves args and run time onto a waiting holder,
+// never onto a running one, and inserts once the holder finished.
+func testUniqueReplace(t *testing.T, e *env) {
+	const kind = "storetest.uniquereplace.v1"
+	replace := func(args string, runAt time.Time) *twicestore.JobInsertParams {
+		p := e.uniqueJob(kind, "debounce")
+		p.Args, p.RunAt, p.Replace = []byte(args), runAt, true
+		return p
+	}
+	first := e.insert(replace(`{"n":1}`, e.at(time.Minute)))[0]
+	if first.Duplicate || first.Replaced {
+		t.Fatalf("first insert: Duplicate %v, Replaced %v; want a new job", first.Duplicate, first.Replaced)
+	}
+	res := e.insert(replace(`{"n":2}`, e.at(2*time.Minute)), replace(`{"n":3}`, e.base))
+	for i, r := range res {
+		checkDuplicate(t, "replace of a waiting holder", r, first.Job.ID)
+		if !r.Replaced {
+			t.Fatalf("result %d: Replaced false for a waiting holder", i)
+		}
+	}
+	got, err := e.s.JobGet(e.ctx, &twicestore.JobGetParams{ID: first.Job.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Args) != `{"n":3}` || !got.RunAt.Equal(e.base) || got.UniqueKey != "debounce" {
+		t.Fatalf("holder after replaces: args %s, run at %s, key %q; want the last: {\"n\":3} at %s, key debounce",
+			got.Args, got.RunAt, got.UniqueKey, e.base)
+	}
+
+	running := e.fetchOne(e.base, kind)
+	dup := e.insert(replace(`{"n":4}`, e.base))[0]
+	checkDuplicate(t, "replace of a running holder", dup, first.Job.ID)
+	if dup.Replaced || string(dup.Job.Args) != `{"n":3}` {
+		t.Fatalf("running holder: Replaced %v, args %s; want it untouched", dup.Replaced, dup.Job.Args)
+	}
+
+	e.complete(running, e.at(time.Second))
+	again := e.insert(replace(`{"n":5}`, e.base))[0]
+	if again.Duplicate || again.Replaced || again.Job.ID == first.Job.ID {
+		t.Fatalf("after completion: Duplicate %v, Replaced %v, id %d; want a new job", again.Duplicate, again.Replaced, again.Job.ID)
 	}
 }
