@@ -485,10 +485,11 @@ UPDATE twice_jobs AS j SET
 	errors = CASE WHEN o.err = '' THEN j.errors ELSE ` + keptErrors("j.errors || jsonb_build_array(o.err::jsonb)") + ` END,
 	note = CASE WHEN o.state = 'cancelled' AND o.note = '' AND j.cancel_requested_at IS NOT NULL
 		THEN ` + cancelNoteSQL + ` ELSE o.note END,
-	finished_at = CASE WHEN o.state IN ('completed', 'dead', 'cancelled') THEN o.finished_at END
+	finished_at = CASE WHEN o.state IN ('completed', 'dead', 'cancelled') THEN o.finished_at END,
+	output = CASE WHEN o.state = 'completed' AND o.output IS NOT NULL THEN o.output ELSE j.output END
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
-	$7::text[], $8::timestamptz[], $14::boolean[])
-	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, ord)
+	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[])
+	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, ord)
 WHERE j.id = o.id AND j.state = 'running' AND j.epoch = o.epoch
 RETURNING o.ord`
 
@@ -520,6 +521,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		states, errs, notes = make([]string, n), make([]string, n), make([]string, n)
 		runAts, finishedAts = make([]time.Time, n), make([]time.Time, n) // each used by its states only
 		refunds, snoozes    = make([]bool, n), make([]bool, n)
+		outputs             = make([]*string, n) // NULL keeps the job's output
 		handlers, keys      []string
 		processedAts        []time.Time
 		claimants, claimEps []int64 // the job and epoch claiming each marker
@@ -554,6 +556,10 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		}
 		ids[i], epochs[i], states[i], notes[i], refunds[i] = o.ID, o.Epoch, string(o.State), o.Note, o.RefundAttempt
 		snoozes[i] = o.Snooze
+		if o.Output != nil {
+			out := string(o.Output)
+			outputs[i] = &out
+		}
 		if m := o.Marker; m != nil {
 			at := m.Now
 			if at.IsZero() {
@@ -572,7 +578,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		claimants, claimEps = []int64{}, []int64{}
 	}
 	rs, err := e.q.query(ctx, finishSQL, ids, epochs, states, runAts, refunds, errs, notes, finishedAts,
-		handlers, keys, processedAts, claimants, claimEps, snoozes)
+		handlers, keys, processedAts, claimants, claimEps, snoozes, outputs)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}

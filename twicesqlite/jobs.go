@@ -374,7 +374,8 @@ var finishSQL = `UPDATE twice_jobs SET
 	lease_until = NULL,
 	errors = CASE WHEN ?4 IS NULL THEN errors ELSE ` + keptErrors("json_insert(errors, '$[#]', json(?4))", "json_array_length(errors) + 1") + ` END,
 	note = CASE WHEN ?1 = 'cancelled' AND ?5 = '' AND cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE ?5 END,
-	finished_at = ?6
+	finished_at = ?6,
+	output = CASE WHEN ?1 = 'completed' AND ?10 IS NOT NULL THEN ?10 ELSE output END
 WHERE id = ?7 AND state = 'running' AND epoch = ?8`
 
 // keptErrors is an expression for the error history arr (of length n)
@@ -468,7 +469,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				}
 			}
 			pr := prep[i]
-			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze)
+			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze, outputArg(o.Output))
 			if err != nil {
 				return fmt.Errorf("job %d: %w", o.ID, err)
 			}

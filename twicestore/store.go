@@ -140,6 +140,8 @@ type Executor interface {
 	MarkerRelease(ctx context.Context, p *MarkerParams) error
 	// MarkerPrune deletes up to Limit markers processed before Before.
 	MarkerPrune(ctx context.Context, p *MarkerPruneParams) (*MarkerPruneResult, error)
+	// StepExecutor: named steps' markers with receipts, and job output.
+	StepExecutor
 
 	// ToggleSet stores a kill switch, replacing the one for the same kind
 	// (compared case-insensitively; stored lower-cased), and appends the
@@ -426,6 +428,9 @@ type JobOutcome struct {
 	FinishedAt time.Time
 	// Marker, when set, is claimed in the same transaction.
 	Marker *MarkerParams
+	// Output, when set on a completed outcome, is stored as the job's
+	// output (JSON, at most MaxOutputBytes) in the same write.
+	Output []byte
 }
 
 // A job's error history keeps its first ErrorsKeptFirst and its last
