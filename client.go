@@ -54,6 +54,8 @@ type Client struct {
 	exec *executor
 
 	switches *killSwitches
+	// waits shares a finish listener among Wait calls (output.go).
+	waits waitHub
 }
 
 // NewClient validates cfg and returns a client on store. It does not touch
@@ -197,6 +199,7 @@ const stuckWait = 5 * time.Second
 // its lease. Stop may be called again, or concurrently: each call waits
 // for the same shutdown, bounded by its own ctx.
 func (c *Client) Stop(ctx context.Context) error {
+	c.waits.close()
 	c.mu.Lock()
 	if !c.stopping {
 		c.stopping = true

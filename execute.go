@@ -63,6 +63,8 @@ type execution struct {
 	start  time.Time
 	// leaseLost is set when the attempt ended after its lease was lost.
 	leaseLost bool
+	// steps is what this delivery's named steps share (see step.go).
+	steps *stepRun
 }
 
 // Execute works one fetched job; the producer calls it on a worker
@@ -133,11 +135,14 @@ type delivery struct {
 	// marker is claimed together with the job's completion (ClaimAfter's
 	// claim, after a successful effect).
 	marker *twicestore.MarkerParams
+	// output is what the handler recorded with RecordOutput.
+	output []byte
 }
 
 // deliver applies the kind's strategy around one call of the handler, and
 // counts a delivery the marker absorbed.
 func (e *execution) deliver() delivery {
+	e.steps = &stepRun{store: e.x.store, row: e.row, handler: e.entry.opts.HandlerName, strategy: e.entry.opts.Strategy}
 	var d delivery
 	switch e.entry.opts.Strategy {
 	case ClaimAfter:
@@ -152,6 +157,7 @@ func (e *execution) deliver() delivery {
 	if d.noop == noteAlreadyProcessed {
 		e.x.observe(EventDuplicate, e.row)
 	}
+	d.output = e.steps.recorded()
 	return d
 }
 
@@ -274,6 +280,7 @@ func (e *execution) transactional() delivery {
 	}
 	res, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
 		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: time.Now(),
+		Output: e.steps.recorded(),
 	}}})
 	if err != nil {
 		return delivery{err: fmt.Errorf("complete job in transaction: %w", err)}
@@ -296,13 +303,14 @@ func (e *execution) callHandler(tx twicestore.Tx) (err error) {
 		}
 	}()
 	row := e.row
+	e.steps.tx = tx
 	next := func(ctx context.Context) error { return e.entry.run(ctx, row, tx) }
 	mws := e.x.cfg.Middleware
 	for i := len(mws) - 1; i >= 0; i-- {
 		mw, inner := mws[i], next
 		next = func(ctx context.Context) error { return mw(ctx, row, inner) }
 	}
-	return next(e.ctx)
+	return next(withRun(e.ctx, e.steps))
 }
 
 // redeliver delivers the job twice on purpose, so a handler that does not
@@ -391,7 +399,7 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 	switch {
 	case err == nil || errors.As(err, &noop):
 		o.State, o.FinishedAt = twicetype.JobStateCompleted, now
-		o.Note, o.Marker = d.noop, d.marker
+		o.Note, o.Marker, o.Output = d.noop, d.marker, d.output
 		if o.Marker != nil {
 			o.Marker.Now = now
 		}
