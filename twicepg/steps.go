@@ -175,15 +175,31 @@ func (e *executor) JobOutput(ctx context.Context, p *twicestore.JobGetParams) (*
 }
 
 // JobAwait marks a job as awaited and returns its state and output.
+//
+// The update locks the job's row for a moment, and a fetch running then
+// skips it (SKIP LOCKED) and would leave an available job to the next
+// poll; so, for an available job, it sends the queue's insert
+// notification afterwards, and the workers fetch again.
 func (e *executor) JobAwait(ctx context.Context, p *twicestore.JobGetParams) (*twicestore.JobOutputResult, error) {
-	return e.jobOutput(ctx, `UPDATE twice_jobs SET awaited = true WHERE id = $1 RETURNING `+jobOutputSQL, p.ID)
+	var queue string
+	res, err := e.jobOutput(ctx, `UPDATE twice_jobs SET awaited = true WHERE id = $1 RETURNING `+jobOutputSQL+`, queue`,
+		p.ID, &queue)
+	if err != nil {
+		return nil, err
+	}
+	if res.State == twicetype.JobStateAvailable {
+		if _, err := e.q.exec(ctx, `SELECT pg_notify($1, $2)`, e.notify.channel, queue); err != nil {
+			return nil, fmt.Errorf("await job %d: wake its queue %q: %w", p.ID, queue, err)
+		}
+	}
+	return res, nil
 }
 
-func (e *executor) jobOutput(ctx context.Context, sql string, id int64) (*twicestore.JobOutputResult, error) {
+func (e *executor) jobOutput(ctx context.Context, sql string, id int64, more ...any) (*twicestore.JobOutputResult, error) {
 	res := &twicestore.JobOutputResult{}
 	var state string
 	var output *string
-	err := e.q.queryRow(ctx, sql, id).Scan(&state, &output, &res.Note, &res.Error)
+	err := e.q.queryRow(ctx, sql, id).Scan(append([]any{&state, &output, &res.Note, &res.Error}, more...)...)
 	if isNoRows(err) {
 		return nil, fmt.Errorf("job %d: %w", id, twicestore.ErrNotFound)
 	}
