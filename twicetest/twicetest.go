@@ -36,6 +36,12 @@ type Case[T twice.Args] struct {
 	// Effects counts the effect of Args as it stands now: emails sent, rows
 	// written. store is the scenario's store, for effects written in it.
 	Effects func(ctx context.Context, store twicestore.Store) (int, error)
+	// StepEffects, if set, counts the effect of each named step of a
+	// stepped handler (twice.Step) as it stands now, by step name. When the
+	// handler has steps, RunTwice also crashes its first delivery at every
+	// step boundary and judges each step's count by its strategy; without
+	// StepEffects it judges only the job's outcome there.
+	StepEffects func(ctx context.Context, store twicestore.Store) (map[string]int, error)
 	// Store, if set, is the store every scenario runs on, one after
 	// another; two workers then share this one handle. Defaults to a fresh
 	// SQLite database in t.TempDir() per scenario, opened twice for the
@@ -81,6 +87,8 @@ type ScenarioReport struct {
 	Promise string
 	// Broken reports that Effects broke the promise.
 	Broken bool
+	// Steps is what Case.StepEffects counted after a step crash scenario.
+	Steps map[string]int
 }
 
 // String renders the report as one line per scenario.
@@ -91,6 +99,10 @@ func (r *Report) String() string {
 		verdict := "ok"
 		if s.Broken {
 			verdict = "BROKEN"
+		}
+		if s.Steps != nil {
+			fmt.Fprintf(&b, "\n  %s: %d deliveries, step effects %v, job %s (%s): %s", s.Name, s.Deliveries, s.Steps, s.Outcome, s.Promise, verdict)
+			continue
 		}
 		fmt.Fprintf(&b, "\n  %s: %d deliveries, %d effects, job %s (%s): %s", s.Name, s.Deliveries, s.Effects, s.Outcome, s.Promise, verdict)
 	}
@@ -116,20 +128,27 @@ func RunTwice[T twice.Args](t testing.TB, c Case[T]) *Report {
 	r := &runner[T]{t: t, c: c, kind: c.Args.Kind()}
 	rep := &Report{}
 	judged := func(sr ScenarioReport) {
-		sr.Promise, sr.Broken = judge(rep.Strategy, sr.Name, r.fresh(), sr.Effects, sr.Outcome)
+		if !strings.HasPrefix(sr.Name, ScenarioCrashStep) { // judged by crashAtStep
+			sr.Promise, sr.Broken = judge(rep.Strategy, sr.Name, r.fresh(), sr.Effects, sr.Outcome)
+		}
 		rep.Scenarios = append(rep.Scenarios, sr)
 		if sr.Broken {
 			t.Errorf("twicetest: kind %q, strategy %s, scenario %q: %d deliveries, %d effects observed, job %s; strategy %s promises %s",
 				r.kind, rep.Strategy, sr.Name, sr.Deliveries, sr.Effects, sr.Outcome, rep.Strategy, sr.Promise)
 		}
 	}
-	sr, strategy := r.inARow()
-	rep.Strategy, r.strategy = strategy, strategy
+	sr, strategy, steps := r.inARow()
+	rep.Strategy, r.strategy, r.steps = strategy, strategy, steps
 	judged(sr)
 	judged(r.concurrently())
 	judged(r.crash(crashAfterEffect))
 	if strategy == twice.ClaimBefore {
 		judged(r.crash(crashAfterClaim))
+	}
+	for _, s := range steps {
+		for _, c := range stepBoundaries(s) {
+			judged(r.crashAtStep(c))
+		}
 	}
 	return rep
 }
@@ -186,6 +205,7 @@ type runner[T twice.Args] struct {
 	kind     string
 	set      bool           // Setup ran on c.Store
 	strategy twice.Strategy // as read from the first scenario
+	steps    []stepSeen     // the handler's named steps, as read from the first scenario
 }
 
 func (r *runner[T]) fresh() bool { return r.c.Store == nil }
@@ -390,7 +410,7 @@ func (p *probe) strategy() twice.Strategy {
 
 // inARow delivers the message, waits for it to complete, and delivers it
 // again.
-func (r *runner[T]) inARow() (ScenarioReport, twice.Strategy) {
+func (r *runner[T]) inARow() (ScenarioReport, twice.Strategy, []stepSeen) {
 	p := newProbe(r.kind)
 	store := r.stores(1, p)[0]
 	client, stop := r.start(store)
@@ -400,7 +420,7 @@ func (r *runner[T]) inARow() (ScenarioReport, twice.Strategy) {
 		r.await(store, ScenarioInARow, false, r.enqueue(client, msg, 1)...)
 		return r.await(store, ScenarioInARow, false, r.enqueue(client, msg, 1)...)
 	})
-	return sr, p.strategy()
+	return sr, p.strategy(), p.stepsSeen()
 }
 
 // concurrently has two workers, each on its own store handle, lease two
