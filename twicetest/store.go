@@ -254,7 +254,7 @@ func (s *spyStore) JobFinish(ctx context.Context, params *twicestore.JobFinishPa
 type spyTx struct {
 	twicestore.Tx
 	p    *probe
-	jobs []int64 // jobs this transaction completes
+	jobs []int64                // jobs this transaction completes
 	step *twicestore.StepParams // the step a Transactional step's transaction claims
 }
 
