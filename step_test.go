@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -369,6 +370,55 @@ func TestStepsCrashAtEveryBoundary(t *testing.T) {
 						t.Errorf("job result = %+v, %v; want output with charge %s", out, err, charges[0])
 					}
 				})
+			}
+		})
+	}
+}
+
+// TestStepsConvergeUnderRedelivery: with every job delivered twice
+// (Config.Redeliver: at once or in a row), a stepped handler charges each
+// order once, writes one ledger row per order, emails at least once, and
+// the second delivery of a completed job gets every receipt back instead
+// of failing.
+func TestStepsConvergeUnderRedelivery(t *testing.T) {
+	t.Parallel()
+	for driver, open := range stepStores(t) {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			store := open(t)
+			setupStepLedger(t, store)
+			p := &provider{}
+			reg := twice.NewRegistry()
+			twice.MustRegister(reg, placeOrder(p), &twice.KindOpts{Strategy: twice.None, MaxAttempts: 10})
+			cfg := testConfig(reg)
+			cfg.Redeliver = true
+			var logs syncBuffer
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			client := startClient(t, store, cfg)
+			const orders = 20
+			ids := make([]int64, orders)
+			for i := range orders {
+				res, err := client.Enqueue(context.Background(), orderArgs{OrderID: fmt.Sprintf("o-%d", i)}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[i] = res.Job.ID
+			}
+			for _, id := range ids {
+				waitJob(t, store, id, "completed", isState(twicetype.JobStateCompleted))
+			}
+			if err := client.Stop(context.Background()); err != nil { // the second deliveries in a row are done
+				t.Fatal(err)
+			}
+			p.mu.Lock()
+			charges, emails := len(p.charges), p.emails
+			p.mu.Unlock()
+			if ledger := countRows(t, store, `SELECT count(*) FROM order_ledger`); charges != orders || ledger != orders || emails < orders {
+				t.Fatalf("%d orders: %d charges, %d ledger rows, %d emails; want one charge and one row per order, an email at least",
+					orders, charges, ledger, emails)
+			}
+			if strings.Contains(logs.String(), "does not converge") {
+				t.Fatalf("a second delivery failed:\n%s", logs.String())
 			}
 		})
 	}

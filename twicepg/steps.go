@@ -65,7 +65,8 @@ func (e *executor) StepGet(ctx context.Context, p *twicestore.StepParams) (*twic
 	return s, nil
 }
 
-// StepClaim claims a step under the job's fence.
+// StepClaim claims a step under the job's fence; a step already claimed
+// is returned whatever the fence.
 func (e *executor) StepClaim(ctx context.Context, p *twicestore.StepParams) (*twicestore.StepClaimResult, error) {
 	if err := p.CheckStep(); err != nil {
 		return nil, err
@@ -75,14 +76,17 @@ func (e *executor) StepClaim(ctx context.Context, p *twicestore.StepParams) (*tw
 		nowOr(p.Now), p.Done, receiptArg(p.Receipt)).Scan(&fenced, &inserted); err != nil {
 		return nil, fmt.Errorf("claim step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
 	}
-	if fenced == 0 {
-		return nil, fenceErr(p)
-	}
 	if inserted == 1 {
 		return &twicestore.StepClaimResult{Claimed: true}, nil
 	}
+	// Not inserted: the step exists, or the fence failed. A step that
+	// exists is returned even to a stale holder, since reading it writes
+	// nothing (a redelivery of a finished job gets its receipts back).
 	existing, err := e.StepGet(ctx, p)
-	if errors.Is(err, twicestore.ErrNotFound) { // released in between: a claim without details
+	switch {
+	case errors.Is(err, twicestore.ErrNotFound) && fenced == 0:
+		return nil, fenceErr(p)
+	case errors.Is(err, twicestore.ErrNotFound): // released in between: a claim without details
 		existing, err = &twicetype.Step{Handler: p.Handler, Key: p.Key, Step: p.Step, Strategy: p.Strategy}, nil
 	}
 	if err != nil {

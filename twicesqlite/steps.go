@@ -55,13 +55,25 @@ func fenced(ctx context.Context, q dbtx, p *twicestore.StepParams) error {
 	return nil
 }
 
-// StepClaim claims a step under the job's fence.
+// StepClaim claims a step under the job's fence; a step already claimed
+// is returned whatever the fence.
 func (e *executor) StepClaim(ctx context.Context, p *twicestore.StepParams) (*twicestore.StepClaimResult, error) {
 	if err := p.CheckStep(); err != nil {
 		return nil, err
 	}
 	res := &twicestore.StepClaimResult{}
 	err := e.inTx(ctx, func(q dbtx) error {
+		// A step that exists is returned even to a stale holder, since
+		// reading it writes nothing (a redelivery of a finished job gets
+		// its receipts back).
+		ex, err := stepGet(ctx, q, p)
+		if err == nil {
+			res.Existing = ex
+			return nil
+		}
+		if !errors.Is(err, twicestore.ErrNotFound) {
+			return err
+		}
 		if err := fenced(ctx, q, p); err != nil {
 			return err
 		}

@@ -31,7 +31,8 @@ type StepExecutor interface {
 	StepGet(ctx context.Context, p *StepParams) (*twicetype.Step, error)
 	// StepClaim claims a step for the job and epoch of p, done at once
 	// with p.Receipt when p.Done is set. A step already claimed (by this
-	// or any delivery) is left as it is and returned as Existing.
+	// or any delivery) is left as it is and returned as Existing, even to
+	// a delivery whose fence no longer holds: that writes nothing.
 	StepClaim(ctx context.Context, p *StepParams) (*StepClaimResult, error)
 	// StepComplete stores the receipt of a step this delivery (JobID and
 	// Epoch) claimed and marks it done; ErrNotFound when this delivery

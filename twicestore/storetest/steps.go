@@ -91,8 +91,12 @@ func testStepFenced(t *testing.T, e *env) {
 	}
 	stale := *p
 	stale.Epoch = j.Epoch + 1 // not the job's epoch
+	if res, err := e.s.StepClaim(e.ctx, &stale); err != nil || res.Claimed || res.Existing == nil || res.Existing.Epoch != j.Epoch {
+		t.Fatalf("claim of an existing step under a wrong epoch = %+v, %v; want the existing claim, nothing written", res, err)
+	}
+	stale.Step = "refund"
 	if _, err := e.s.StepClaim(e.ctx, &stale); !errors.Is(err, twicestore.ErrFenced) {
-		t.Fatalf("claim under a wrong epoch: %v, want ErrFenced", err)
+		t.Fatalf("claim of a new step under a wrong epoch: %v, want ErrFenced", err)
 	}
 	// The lease expires and the job is rescued: the old holder is stale.
 	e.rescue(j.LeaseUntil.Add(time.Second), 0)
