@@ -213,6 +213,9 @@ type Executor interface {
 	NodeList(ctx context.Context, p *NodeListParams) ([]*twicetype.Node, error)
 	// NodeRemove forgets a node that stopped cleanly.
 	NodeRemove(ctx context.Context, p *NodeRemoveParams) error
+
+	// Composer: workflows and batches (see compose.go).
+	Composer
 }
 
 // Store is a driver's handle on one database.
@@ -314,6 +317,11 @@ type JobInsertParams struct {
 	// KindLimit.KeyRate (a tenant, a customer); empty is no key. At most
 	// MaxConcurrencyKeyBytes.
 	ConcurrencyKey string
+	// ParentID, when set, records the job whose completion inserted this
+	// one (a continuation's edge); JobFinish sets it for Children.
+	ParentID int64
+	// BatchID, when set, puts the job in that batch (see BatchAdd).
+	BatchID int64
 }
 
 // JobInsertManyParams are the jobs to insert, in order.
@@ -426,6 +434,10 @@ type JobOutcome struct {
 	FinishedAt time.Time
 	// Marker, when set, is claimed in the same transaction.
 	Marker *MarkerParams
+	// Children are inserted in the same transaction, each with ParentID
+	// set to the job, when a completed outcome is written (see
+	// Composer for the exact rule); otherwise they are dropped.
+	Children []*JobInsertParams
 }
 
 // A job's error history keeps its first ErrorsKeptFirst and its last
