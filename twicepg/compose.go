@@ -476,4 +476,3 @@ func (e *executor) BatchGet(ctx context.Context, p *twicestore.BatchGetParams) (
 	}
 	return b, nil
 }
-
