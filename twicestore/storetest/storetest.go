@@ -116,6 +116,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Node", nodeTests},
 		{"Catalog", catalogTests},
 		{"Limits", limitTests},
+		{"Compose", composeTests},
 		{"Schema", schemaTests},
 	}
 	for _, g := range groups {
