@@ -99,7 +99,7 @@ func testContinuationFenced(t *testing.T, e *env) {
 	e.insertOne(e.job(dead))
 	d := e.fetchOne(e.base, dead)
 	if !e.finish(&twicestore.JobOutcome{ID: d.ID, Epoch: d.Epoch, State: twicetype.JobStateDead, FinishedAt: e.base,
-		Error: &twicetype.AttemptError{Attempt: 1, At: e.base, Error: "boom"},
+		Error:    &twicetype.AttemptError{Attempt: 1, At: e.base, Error: "boom"},
 		Children: []*twicestore.JobInsertParams{e.job(child)}})[0] {
 		t.Fatal("dead letter not applied")
 	}
