@@ -45,6 +45,8 @@ type executor struct {
 	// recorded: a limited kind's slot is free once the row left running,
 	// not when the handler returned, so that is when to fetch again.
 	slotFreed func(kind string)
+	// childParams checks a continuation a handler records (Job.Then).
+	childParams func(ctx context.Context, args Args, opts *EnqueueOpts) (*twicestore.JobInsertParams, error)
 }
 
 // execution is one attempt of one leased job.
@@ -133,11 +135,20 @@ type delivery struct {
 	// marker is claimed together with the job's completion (ClaimAfter's
 	// claim, after a successful effect).
 	marker *twicestore.MarkerParams
+	// children are the continuations the handler recorded (Job.Then),
+	// inserted with the completion if this delivery's is the one written.
+	children []*twicestore.JobInsertParams
 }
 
 // deliver applies the kind's strategy around one call of the handler, and
 // counts a delivery the marker absorbed.
 func (e *execution) deliver() delivery {
+	// Each delivery gathers its own continuations; they travel with its
+	// outcome (see edgeSet).
+	es := &edgeSet{build: e.x.childParams}
+	outer := e.ctx
+	e.ctx = withEdgeSet(e.ctx, es)
+	defer func() { e.ctx = outer }()
 	var d delivery
 	switch e.entry.opts.Strategy {
 	case ClaimAfter:
@@ -152,6 +163,7 @@ func (e *execution) deliver() delivery {
 	if d.noop == noteAlreadyProcessed {
 		e.x.observe(EventDuplicate, e.row)
 	}
+	d.children = es.take()
 	return d
 }
 
@@ -274,6 +286,7 @@ func (e *execution) transactional() delivery {
 	}
 	res, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
 		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: time.Now(),
+		Children: edgeSetOf(ctx).take(),
 	}}})
 	if err != nil {
 		return delivery{err: fmt.Errorf("complete job in transaction: %w", err)}
@@ -391,7 +404,7 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 	switch {
 	case err == nil || errors.As(err, &noop):
 		o.State, o.FinishedAt = twicetype.JobStateCompleted, now
-		o.Note, o.Marker = d.noop, d.marker
+		o.Note, o.Marker, o.Children = d.noop, d.marker, d.children
 		if o.Marker != nil {
 			o.Marker.Now = now
 		}
