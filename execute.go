@@ -368,7 +368,11 @@ func mergeDeliveries(d1, d2 delivery) delivery {
 		return d1
 	case d2.err != nil:
 		return d2
-	case d1.marker == nil:
+	case d1.marker == nil && d2.marker != nil:
+		return d2
+	case d1.noop != "" && d2.noop == "":
+		// The one that ran the handler carries its continuations; the
+		// other found its claim and did nothing.
 		return d2
 	}
 	return d1
