@@ -66,6 +66,7 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("twice: invalid config: %w", err)
 	}
+	warnUnservedQueues(cfg)
 	c := &Client{
 		store:    store,
 		cfg:      cfg,
@@ -117,6 +118,9 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("twice: start: %w", err)
 	}
 	c.warnUnknownToggleKeys(ctx, "startup", c.switchKeys())
+	if err := c.publishCatalog(ctx); err != nil {
+		c.logger.WarnContext(ctx, "publishing the kind catalog failed; the node heartbeat retries", logattr.Component, "nodes", logattr.Err, err)
+	}
 	c.started = true
 
 	bg, cancel := context.WithCancel(context.Background())
@@ -161,6 +165,9 @@ func (c *Client) Start(ctx context.Context) error {
 	c.goLoop(func() { c.schedulerLoop(bg) })
 	if c.cfg.TogglesFile != "" {
 		c.goLoop(func() { c.fileSwitchLoop(bg) })
+	}
+	if l, ok := twicestore.As[twicestore.CancelListener](c.store); ok && len(c.registry.Kinds()) > 0 {
+		c.goLoop(func() { c.listenCancels(leaseCtx, l) })
 	}
 	if l, ok := twicestore.As[twicestore.InsertListener](c.store); ok && len(c.registry.Kinds()) > 0 {
 		c.goLoop(func() { c.listenInserts(bg, l) })

@@ -59,10 +59,10 @@ type execution struct {
 	// takes it; a second one (Config.Redeliver) peeks again, so it sees the
 	// first one's claim.
 	peek producer.Peek
-	// ctx is the handler's context; cancel ends it with a cause.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	start  time.Time
+	// ctx is the handler's context; the running jobs' registry holds its
+	// cancel, for a lost lease or an operator's cancel.
+	ctx   context.Context
+	start time.Time
 	// leaseLost is set when the attempt ended after its lease was lost.
 	leaseLost bool
 }
@@ -70,14 +70,8 @@ type execution struct {
 // Execute works one fetched job; the producer calls it on a worker
 // goroutine.
 func (x *executor) Execute(f producer.Fetched) {
-	e := &execution{x: x, row: f.Row, peek: f.Peek, logger: x.jobLogger(f.Row)}
+	e := &execution{x: x, row: f.Row, peek: f.Peek, logger: jobLogger(x.logger, f.Row)}
 	e.run()
-}
-
-// jobLogger returns the logger with the job's attributes, added only when
-// something is logged (see jobLogHandler).
-func (x *executor) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return slog.New(newJobLogHandler(x.logger.Handler(), row))
 }
 
 func (e *execution) run() {
@@ -105,7 +99,6 @@ func (e *execution) run() {
 		defer cancelTimeout()
 	}
 	e.ctx = withLogger(WithCorrelationID(ctx, e.row.CorrelationID), e.logger)
-	e.cancel = cancel
 	e.start = time.Now()
 	e.x.observeStart(e.row, e.start)
 	e.x.running.add(e.row, cancel)
@@ -231,11 +224,12 @@ func (e *execution) claimBefore() delivery {
 		notApplied *NotAppliedError
 		snooze     *SnoozeError
 		noop       *NoOpError
+		cancelled  *CancelError
 	)
 	switch {
 	case err == nil, errors.As(err, &noop):
 		return delivery{err: err}
-	case errors.As(err, &notApplied), errors.As(err, &snooze):
+	case errors.As(err, &notApplied), errors.As(err, &snooze), errors.As(err, &cancelled):
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), outcomeWriteTimeout)
 		defer cancel()
 		if rerr := e.x.store.MarkerRelease(wctx, marker); rerr != nil {
@@ -400,12 +394,26 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 	o := &twicestore.JobOutcome{ID: e.row.ID, Epoch: e.row.Epoch}
 	err := d.err
 	var (
+		cancelled *CancelError
 		noop      *NoOpError
 		snooze    *SnoozeError
 		permanent *PermanentError
 		panicErr  *PanicError
 	)
 	switch {
+	case errors.Is(context.Cause(e.ctx), ErrJobCancelled), errors.As(err, &cancelled):
+		// Cancelled by an operator (whatever the handler returned) or by
+		// the handler itself: finished, never retried. A success's claim
+		// is still written: its effect happened.
+		o.State, o.FinishedAt, o.Marker = twicetype.JobStateCancelled, now, d.marker
+		if o.Marker != nil {
+			o.Marker.Now = now
+		}
+		if cancelled != nil {
+			o.Note = capText("cancelled by its handler: " + errString(cancelled.Err))
+		} // else the store notes the operator's request
+		e.logger.InfoContext(e.ctx, "job cancelled", logattr.Component, "executor", logattr.Err, err)
+		return o
 	case err == nil || errors.As(err, &noop):
 		o.State, o.FinishedAt = twicetype.JobStateCompleted, now
 		o.Note, o.Marker, o.Children = d.noop, d.marker, d.children
@@ -413,16 +421,22 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 			o.Marker.Now = now
 		}
 		if noop != nil {
-			o.Note = noop.Reason
+			o.Note = capText(noop.Reason)
 		}
 		if o.Note != "" {
 			e.logger.InfoContext(e.ctx, "job completed as a no-op", logattr.Component, "executor", "reason", o.Note)
 		}
 		return o
+	case errors.As(err, &snooze) && e.row.Snoozes >= e.maxSnoozes():
+		// Past the kind's limit: a snooze gives its attempt back, so only
+		// this stops a handler that always snoozes.
+		err = Permanent(fmt.Errorf("%w: %d snoozes, the limit of kind %q (KindOpts.MaxSnoozes); "+
+			"last: %w", ErrTooManySnoozes, e.row.Snoozes+1, e.row.Kind, err))
 	case errors.As(err, &snooze):
-		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now.Add(snooze.Duration), true
+		o.State, o.RunAt, o.RefundAttempt, o.Snooze = twicetype.JobStateAvailable, now.Add(snooze.Duration), true, true
 		o.Note = err.Error()
-		e.logger.InfoContext(e.ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration)
+		e.logger.InfoContext(e.ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration,
+			"snoozes", e.row.Snoozes+1)
 		return o
 	case errors.Is(context.Cause(e.ctx), ErrShutdown):
 		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now, true
@@ -430,9 +444,9 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 		e.logger.InfoContext(e.ctx, "job requeued on shutdown", logattr.Component, "executor", logattr.Err, err)
 		return o
 	}
-	ae := &twicetype.AttemptError{Attempt: e.row.Attempt, At: now, Error: err.Error()}
+	ae := &twicetype.AttemptError{Attempt: e.row.Attempt, At: now, Error: capText(err.Error())}
 	if errors.As(err, &panicErr) {
-		ae.Stack = panicErr.Stack
+		ae.Stack = capText(panicErr.Stack)
 	}
 	o.Error = ae
 	if errors.Is(context.Cause(e.ctx), ErrLeaseLost) || errors.Is(err, ErrLeaseLost) {
@@ -454,6 +468,14 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 	o.State, o.RunAt = twicetype.JobStateAvailable, now.Add(e.x.cfg.Backoff(e.row.Attempt))
 	e.logger.WarnContext(e.ctx, "job failed; will retry", logattr.Component, "executor", logattr.Err, err, "run_at", o.RunAt)
 	return o
+}
+
+// maxSnoozes is the kind's snooze limit.
+func (e *execution) maxSnoozes() int {
+	if n := e.entry.opts.MaxSnoozes; n > 0 {
+		return n
+	}
+	return MaxSnoozesDefault
 }
 
 // markFailed runs a Staged handler's MarkFailed for a failure that
