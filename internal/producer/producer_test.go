@@ -268,7 +268,7 @@ func TestQueueOrder(t *testing.T) {
 			})
 			var order string
 			for range len(params) {
-				if _, err := p.fetchRound(ctx); err != nil {
+				if _, _, err := p.fetchRound(ctx); err != nil {
 					t.Fatal(err)
 				}
 				order += waitfor.Recv(t, started, "the round's job to start")
