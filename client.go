@@ -68,6 +68,7 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("twice: invalid config: %w", err)
 	}
+	warnUnservedQueues(cfg)
 	c := &Client{
 		store:    store,
 		cfg:      cfg,
@@ -119,6 +120,9 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("twice: start: %w", err)
 	}
 	c.warnUnknownToggleKeys(ctx, "startup", c.switchKeys())
+	if err := c.publishCatalog(ctx); err != nil {
+		c.logger.WarnContext(ctx, "publishing the kind catalog failed; the node heartbeat retries", logattr.Component, "nodes", logattr.Err, err)
+	}
 	c.started = true
 
 	bg, cancel := context.WithCancel(context.Background())
@@ -130,7 +134,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.exec = &executor{
 		store: c.store, registry: c.registry, cfg: &c.cfg, logger: c.logger,
 		complete: c.complete, running: c.running, enabled: c.kindEnabled, workCtx: c.workCtx,
-		slotFreed: c.limitSlotFreed,
+		slotFreed: c.limitSlotFreed, childParams: c.childParams,
 	}
 
 	queues := make([]producer.Queue, len(c.cfg.Queues))
@@ -163,6 +167,9 @@ func (c *Client) Start(ctx context.Context) error {
 	c.goLoop(func() { c.schedulerLoop(bg) })
 	if c.cfg.TogglesFile != "" {
 		c.goLoop(func() { c.fileSwitchLoop(bg) })
+	}
+	if l, ok := twicestore.As[twicestore.CancelListener](c.store); ok && len(c.registry.Kinds()) > 0 {
+		c.goLoop(func() { c.listenCancels(leaseCtx, l) })
 	}
 	if l, ok := twicestore.As[twicestore.InsertListener](c.store); ok && len(c.registry.Kinds()) > 0 {
 		c.goLoop(func() { c.listenInserts(bg, l) })

@@ -23,4 +23,10 @@
 // TOML file and the store as sources, reloaded without a restart), and
 // Registry.Schedule adds recurring jobs whose every tick becomes one job
 // however many nodes run the scheduler.
+//
+// Operators act through the Client's admin API (JobCancel, QueuePause,
+// ToggleSet, ScheduleTrigger, Catalog and the rest, in admin*.go), which
+// the twice CLI and the dashboard are built on; a Client made by NewClient
+// serves it without Start. Errors the caller's input caused wrap
+// ErrInvalidInput.
 package twice

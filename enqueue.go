@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,12 @@ type EnqueueOpts struct {
 	MessageID string
 	// CorrelationID overrides the one from the context.
 	CorrelationID string
+	// AllowUnknownKind lets EnqueueJSON store a kind that no registry,
+	// catalog or live worker knows (its workers have never run); its raw
+	// keys still get the payload policy's name rule. Ignored by Enqueue.
+	// Defaults to false: such a kind is refused, so a typo never queues a
+	// job nobody will run.
+	AllowUnknownKind bool
 }
 
 // EnqueueParams is one job of a batch.
@@ -108,11 +115,12 @@ var ErrInvalidArgs = errors.New("invalid job args")
 
 // EnqueueJSON stores one job from raw JSON args, for tools that do not have
 // the Go type (the CLI). A kind registered with this client must decode
-// into its args type with no unknown fields; a kind only a live worker
-// handles must pass CheckArgsJSON against the fields the kind catalog
+// into its args type with no unknown fields; a kind a live worker handles
+// or a worker published to the kind catalog (its jobs wait while that
+// worker is down) must pass CheckArgsJSON against the fields the catalog
 // holds for it (or, when it holds none, the name rule on its keys); any
 // other kind is refused with ErrUnknownKind, so a typo never queues a job
-// nobody will run. A registered kind is decoded into its type and enqueued
+// nobody will run, unless opts.AllowUnknownKind. A registered kind is decoded into its type and enqueued
 // as Enqueue would, so its IdempotencyKey applies.
 func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ValidateKind(kind); err != nil {
@@ -131,8 +139,8 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 	}
 	if known, err := c.liveKinds(ctx); err != nil {
 		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
-	} else if !known[kind] {
-		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler or live worker knows it (known kinds: %s)",
+	} else if !known[kind] && (opts == nil || !opts.AllowUnknownKind) && !c.catalogued(ctx, kind) {
+		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler, catalogued kind or live worker knows it (known kinds: %s)",
 			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
 	}
 	// A live worker's kind is checked against the fields its node put in
@@ -185,6 +193,14 @@ func (c *Client) catalogArgs(ctx context.Context, kind string) ([]ArgField, erro
 		}
 	}
 	return nil, nil
+}
+
+// catalogued reports whether a worker published kind to the catalog, live
+// or not: its jobs wait for that worker to come back. A failed read counts
+// as not catalogued, and the caller refuses.
+func (c *Client) catalogued(ctx context.Context, kind string) bool {
+	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
+	return err == nil && slices.ContainsFunc(res.Kinds, func(k twicetype.KindInfo) bool { return k.Kind == kind })
 }
 
 func (c *Client) knownKinds(live map[string]bool) []string {

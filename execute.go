@@ -45,6 +45,8 @@ type executor struct {
 	// recorded: a limited kind's slot is free once the row left running,
 	// not when the handler returned, so that is when to fetch again.
 	slotFreed func(kind string)
+	// childParams checks a continuation a handler records (Job.Then).
+	childParams func(ctx context.Context, args Args, opts *EnqueueOpts) (*twicestore.JobInsertParams, error)
 }
 
 // execution is one attempt of one leased job.
@@ -57,10 +59,10 @@ type execution struct {
 	// takes it; a second one (Config.Redeliver) peeks again, so it sees the
 	// first one's claim.
 	peek producer.Peek
-	// ctx is the handler's context; cancel ends it with a cause.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	start  time.Time
+	// ctx is the handler's context; the running jobs' registry holds its
+	// cancel, for a lost lease or an operator's cancel.
+	ctx   context.Context
+	start time.Time
 	// leaseLost is set when the attempt ended after its lease was lost.
 	leaseLost bool
 	// steps is what this delivery's named steps share (see step.go).
@@ -70,14 +72,8 @@ type execution struct {
 // Execute works one fetched job; the producer calls it on a worker
 // goroutine.
 func (x *executor) Execute(f producer.Fetched) {
-	e := &execution{x: x, row: f.Row, peek: f.Peek, logger: x.jobLogger(f.Row)}
+	e := &execution{x: x, row: f.Row, peek: f.Peek, logger: jobLogger(x.logger, f.Row)}
 	e.run()
-}
-
-// jobLogger returns the logger with the job's attributes, added only when
-// something is logged (see jobLogHandler).
-func (x *executor) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return slog.New(newJobLogHandler(x.logger.Handler(), row))
 }
 
 func (e *execution) run() {
@@ -105,7 +101,6 @@ func (e *execution) run() {
 		defer cancelTimeout()
 	}
 	e.ctx = withLogger(WithCorrelationID(ctx, e.row.CorrelationID), e.logger)
-	e.cancel = cancel
 	e.start = time.Now()
 	e.x.observeStart(e.row, e.start)
 	e.x.running.add(e.row, cancel)
@@ -137,12 +132,21 @@ type delivery struct {
 	marker *twicestore.MarkerParams
 	// output is what the handler recorded with RecordOutput.
 	output []byte
+	// children are the continuations the handler recorded (Job.Then),
+	// inserted with the completion if this delivery's is the one written.
+	children []*twicestore.JobInsertParams
 }
 
 // deliver applies the kind's strategy around one call of the handler, and
 // counts a delivery the marker absorbed.
 func (e *execution) deliver() delivery {
 	e.steps = &stepRun{store: e.x.store, row: e.row, handler: e.entry.opts.HandlerName, strategy: e.entry.opts.Strategy}
+	// Each delivery gathers its own continuations; they travel with its
+	// outcome (see edgeSet).
+	es := &edgeSet{build: e.x.childParams}
+	outer := e.ctx
+	e.ctx = withEdgeSet(e.ctx, es)
+	defer func() { e.ctx = outer }()
 	var d delivery
 	switch e.entry.opts.Strategy {
 	case ClaimAfter:
@@ -158,6 +162,7 @@ func (e *execution) deliver() delivery {
 		e.x.observe(EventDuplicate, e.row)
 	}
 	d.output = e.steps.recorded()
+	d.children = es.take()
 	return d
 }
 
@@ -225,11 +230,12 @@ func (e *execution) claimBefore() delivery {
 		notApplied *NotAppliedError
 		snooze     *SnoozeError
 		noop       *NoOpError
+		cancelled  *CancelError
 	)
 	switch {
 	case err == nil, errors.As(err, &noop):
 		return delivery{err: err}
-	case errors.As(err, &notApplied), errors.As(err, &snooze):
+	case errors.As(err, &notApplied), errors.As(err, &snooze), errors.As(err, &cancelled):
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), outcomeWriteTimeout)
 		defer cancel()
 		if rerr := e.x.store.MarkerRelease(wctx, marker); rerr != nil {
@@ -281,6 +287,7 @@ func (e *execution) transactional() delivery {
 	res, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
 		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: time.Now(),
 		Output: e.steps.recorded(),
+		Children: edgeSetOf(ctx).take(),
 	}}})
 	if err != nil {
 		return delivery{err: fmt.Errorf("complete job in transaction: %w", err)}
@@ -363,7 +370,11 @@ func mergeDeliveries(d1, d2 delivery) delivery {
 		return d1
 	case d2.err != nil:
 		return d2
-	case d1.marker == nil:
+	case d1.marker == nil && d2.marker != nil:
+		return d2
+	case d1.noop != "" && d2.noop == "":
+		// The one that ran the handler carries its continuations; the
+		// other found its claim and did nothing.
 		return d2
 	}
 	return d1
@@ -391,29 +402,49 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 	o := &twicestore.JobOutcome{ID: e.row.ID, Epoch: e.row.Epoch}
 	err := d.err
 	var (
+		cancelled *CancelError
 		noop      *NoOpError
 		snooze    *SnoozeError
 		permanent *PermanentError
 		panicErr  *PanicError
 	)
 	switch {
+	case errors.Is(context.Cause(e.ctx), ErrJobCancelled), errors.As(err, &cancelled):
+		// Cancelled by an operator (whatever the handler returned) or by
+		// the handler itself: finished, never retried. A success's claim
+		// is still written: its effect happened.
+		o.State, o.FinishedAt, o.Marker = twicetype.JobStateCancelled, now, d.marker
+		if o.Marker != nil {
+			o.Marker.Now = now
+		}
+		if cancelled != nil {
+			o.Note = capText("cancelled by its handler: " + errString(cancelled.Err))
+		} // else the store notes the operator's request
+		e.logger.InfoContext(e.ctx, "job cancelled", logattr.Component, "executor", logattr.Err, err)
+		return o
 	case err == nil || errors.As(err, &noop):
 		o.State, o.FinishedAt = twicetype.JobStateCompleted, now
-		o.Note, o.Marker, o.Output = d.noop, d.marker, d.output
+		o.Note, o.Marker, o.Output, o.Children = d.noop, d.marker, d.output, d.children
 		if o.Marker != nil {
 			o.Marker.Now = now
 		}
 		if noop != nil {
-			o.Note = noop.Reason
+			o.Note = capText(noop.Reason)
 		}
 		if o.Note != "" {
 			e.logger.InfoContext(e.ctx, "job completed as a no-op", logattr.Component, "executor", "reason", o.Note)
 		}
 		return o
+	case errors.As(err, &snooze) && e.row.Snoozes >= e.maxSnoozes():
+		// Past the kind's limit: a snooze gives its attempt back, so only
+		// this stops a handler that always snoozes.
+		err = Permanent(fmt.Errorf("%w: %d snoozes, the limit of kind %q (KindOpts.MaxSnoozes); "+
+			"last: %w", ErrTooManySnoozes, e.row.Snoozes+1, e.row.Kind, err))
 	case errors.As(err, &snooze):
-		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now.Add(snooze.Duration), true
+		o.State, o.RunAt, o.RefundAttempt, o.Snooze = twicetype.JobStateAvailable, now.Add(snooze.Duration), true, true
 		o.Note = err.Error()
-		e.logger.InfoContext(e.ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration)
+		e.logger.InfoContext(e.ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration,
+			"snoozes", e.row.Snoozes+1)
 		return o
 	case errors.Is(context.Cause(e.ctx), ErrShutdown):
 		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateAvailable, now, true
@@ -421,9 +452,9 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 		e.logger.InfoContext(e.ctx, "job requeued on shutdown", logattr.Component, "executor", logattr.Err, err)
 		return o
 	}
-	ae := &twicetype.AttemptError{Attempt: e.row.Attempt, At: now, Error: err.Error()}
+	ae := &twicetype.AttemptError{Attempt: e.row.Attempt, At: now, Error: capText(err.Error())}
 	if errors.As(err, &panicErr) {
-		ae.Stack = panicErr.Stack
+		ae.Stack = capText(panicErr.Stack)
 	}
 	o.Error = ae
 	if errors.Is(context.Cause(e.ctx), ErrLeaseLost) || errors.Is(err, ErrLeaseLost) {
@@ -445,6 +476,14 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 	o.State, o.RunAt = twicetype.JobStateAvailable, now.Add(e.x.cfg.Backoff(e.row.Attempt))
 	e.logger.WarnContext(e.ctx, "job failed; will retry", logattr.Component, "executor", logattr.Err, err, "run_at", o.RunAt)
 	return o
+}
+
+// maxSnoozes is the kind's snooze limit.
+func (e *execution) maxSnoozes() int {
+	if n := e.entry.opts.MaxSnoozes; n > 0 {
+		return n
+	}
+	return MaxSnoozesDefault
 }
 
 // markFailed runs a Staged handler's MarkFailed for a failure that

@@ -26,6 +26,8 @@ type runningJob struct {
 	// lost is set when the lease was lost and the handler cancelled; a
 	// handler still running a heartbeat later ignores its context.
 	lost, stuckLogged bool
+	// cancelled is set when an operator's cancel reached the handler.
+	cancelled bool
 }
 
 func newRunningJobs() *runningJobs {
@@ -70,8 +72,38 @@ func (r *runningJobs) rows() []*twicetype.JobRow {
 	return rows
 }
 
+// cancel cancels the handlers of job id running here with
+// ErrJobCancelled, and reports whether one was. A job running under two
+// epochs (refetched after a lost lease) is cancelled under both: the older
+// is stale anyway.
+func (r *runningJobs) cancel(id int64, logger func(*twicetype.JobRow) *slog.Logger) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	found := false
+	for l, j := range r.jobs {
+		if l.ID != id || j.cancelled {
+			continue
+		}
+		found, j.cancelled = true, true
+		logger(j.row).Info("job cancel requested; cancelling its handler", logattr.Component, "executor")
+		j.cancel(ErrJobCancelled)
+	}
+	return found
+}
+
+// listenCancels cancels a running job's handler as soon as the store says
+// an operator cancelled it; the heartbeat catches a lost notification.
+func (c *Client) listenCancels(ctx context.Context, l twicestore.CancelListener) {
+	err := l.ListenCancels(ctx, func(id int64) { c.running.cancel(id, c.jobLogger) })
+	if err != nil && ctx.Err() == nil {
+		c.logger.Warn("listening for job cancels stopped; cancels arrive with the lease heartbeat only",
+			logattr.Component, "listener", logattr.Err, err)
+	}
+}
+
 // heartbeatLeases extends the leases of running jobs in one call every
-// third of the lease, and cancels the handlers whose lease was lost. It runs
+// third of the lease, and cancels the handlers whose lease was lost or
+// whose job an operator cancelled. It runs
 // until Stop has drained the running jobs, not just until fetching stops.
 func (c *Client) heartbeatLeases(ctx context.Context) {
 	t := time.NewTicker(c.cfg.LeaseDuration / 3)
@@ -110,6 +142,9 @@ func (c *Client) extendLeases() {
 	for _, l := range leases {
 		newest[l.ID] = max(newest[l.ID], l.Epoch)
 	}
+	for _, id := range res.CancelRequested {
+		c.running.cancel(id, c.jobLogger)
+	}
 	r := c.running
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -137,8 +172,11 @@ func (c *Client) logStuck() {
 	}
 }
 
-// jobLogger returns the client logger with the job's attributes, added
-// only when something is logged (see jobLogHandler).
-func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return slog.New(newJobLogHandler(c.logger.Handler(), row))
+// jobLogger returns the client logger with the job's attributes.
+func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger { return jobLogger(c.logger, row) }
+
+// jobLogger returns logger with the job's attributes, added only when
+// something is logged (see jobLogHandler).
+func jobLogger(logger *slog.Logger, row *twicetype.JobRow) *slog.Logger {
+	return slog.New(newJobLogHandler(logger.Handler(), row))
 }

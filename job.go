@@ -38,6 +38,8 @@ type Job[T Args] struct {
 	CreatedAt time.Time
 
 	tx twicestore.Tx
+	// edges gathers this delivery's continuations (Then).
+	edges *edgeSet
 }
 
 // FinalAttempt reports whether a failure of this attempt dead-letters the

@@ -2,6 +2,7 @@ package twice_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -83,15 +85,8 @@ func (e *switchEnv) mark() int { return len(e.logs.String()) }
 
 func (e *switchEnv) waitLog(t *testing.T, since int, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(e.logs.String()[since:], want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q; logs:\n%s", want, e.logs.String())
-		}
-		<-tick.C
-	}
+	waitfor.Cond(t, fmt.Sprintf("a log line with %q", want),
+		func() bool { return strings.Contains(e.logs.String()[since:], want) }, e.logs.String)
 }
 
 func TestFailClosedKindStaysOffWhenItsKeyIsMissingOrMisspelled(t *testing.T) {

@@ -131,8 +131,10 @@ func (c *Client) pruneLoop(ctx context.Context) {
 	})
 }
 
-// nodeLoop reports this node alive with the kinds it handles, and reports
-// kinds with waiting jobs that no live node handles.
+// nodeLoop reports this node alive with the kinds it handles, publishes
+// them to the kind catalog (so tools without this binary's registry know
+// them), and reports kinds with waiting jobs that no live node handles and
+// queues with waiting jobs that no live node serves.
 func (c *Client) nodeLoop(ctx context.Context) {
 	logger := c.logger.With(logattr.Component, "nodes")
 	started := time.Now()
@@ -149,6 +151,9 @@ func (c *Client) nodeLoop(ctx context.Context) {
 			}
 			return
 		}
+		if err := c.publishCatalog(ctx); err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "publishing the kind catalog failed", logattr.Err, err)
+		}
 		if time.Since(lastOrphanReport) < orphanReportInterval {
 			return
 		}
@@ -164,6 +169,17 @@ func (c *Client) nodeLoop(ctx context.Context) {
 			logger.WarnContext(ctx, "jobs are waiting for a kind no live worker handles; they are kept, not failed — deploy a worker that registers it",
 				logattr.Kind, o.Kind, logattr.Queue, o.Queue, "count", o.Count, "oldest", o.Oldest)
 		}
+		stranded, err := c.StrandedQueues(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "looking for stranded queues failed", logattr.Err, err)
+			}
+			return
+		}
+		for _, q := range stranded {
+			logger.WarnContext(ctx, "jobs are waiting in a queue no live worker serves; they are kept, not failed — add the queue to a worker's Config.Queues",
+				logattr.Queue, q.Queue, "count", q.Count, "oldest", q.Oldest)
+		}
 	})
 }
 
@@ -175,6 +191,18 @@ func (c *Client) Orphans(ctx context.Context) ([]twicetype.OrphanKind, error) {
 		return nil, err
 	}
 	return res.Kinds, nil
+}
+
+// StrandedQueues lists queues with waiting jobs that no live worker
+// serves: a worker may know their kinds, but none fetches from the queue.
+// Such jobs are never failed or dropped; they wait for a worker that lists
+// the queue in its Config.Queues.
+func (c *Client) StrandedQueues(ctx context.Context) ([]twicetype.StrandedQueue, error) {
+	res, err := c.store.QueueStranded(ctx, &twicestore.QueueStrandedParams{AliveSince: time.Now().Add(-nodeAliveWindow)})
+	if err != nil {
+		return nil, err
+	}
+	return res.Queues, nil
 }
 
 func (c *Client) queueNames() []string {

@@ -81,10 +81,10 @@ func ValidateKey(what, key string) error {
 	return checkText(what, key, MaxKeyBytes)
 }
 
-// checkText refuses what the stores cannot hold or show: invalid UTF-8
-// (PostgreSQL refuses it in text columns), NUL bytes (PostgreSQL refuses
-// them; SQLite would cut the value at them in C strings) and values over
-// limit bytes. The value is quoted only when that is safe and short.
+// checkText refuses what the stores cannot hold or tools cannot show:
+// invalid UTF-8 and NUL bytes (PostgreSQL refuses both in text columns
+// with its own error; C tools and terminals cut a value at a NUL) and
+// values over limit bytes. The value is quoted, cut short, in the error.
 func checkText(what, s string, limit int) error {
 	switch {
 	case !utf8.ValidString(s):

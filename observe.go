@@ -30,6 +30,9 @@ const (
 	// EventDuplicate: the marker absorbed a delivery, already processed,
 	// which completed as a no-op without its effect.
 	EventDuplicate
+	// EventCancelled: a running job ended cancelled, by an operator's
+	// cancel or by its handler returning Cancel.
+	EventCancelled
 )
 
 // String names the event type.
@@ -49,6 +52,8 @@ func (t EventType) String() string {
 		return "skipped"
 	case EventDuplicate:
 		return "duplicate"
+	case EventCancelled:
+		return "cancelled"
 	}
 	return "unknown"
 }
@@ -63,8 +68,8 @@ type Event struct {
 	// Wait is set on the EventStarted of a job's first attempt: how long it
 	// waited from when it was due (enqueued, or its delay over) to start.
 	Wait time.Duration
-	// Run is set on EventCompleted, EventRetried and EventDead: how long
-	// the attempt ran.
+	// Run is set on EventCompleted, EventRetried, EventDead and
+	// EventCancelled: how long the attempt ran.
 	Run time.Duration
 	// FirstStart reports, on EventStarted, that this is the job's first
 	// attempt, so Wait is meaningful.
@@ -148,6 +153,8 @@ func (x *executor) observeOutcome(row *twicetype.JobRow, state twicetype.JobStat
 		e.Type = EventCompleted
 	case state == twicetype.JobStateDead:
 		e.Type = EventDead
+	case state == twicetype.JobStateCancelled:
+		e.Type = EventCancelled
 	case failed:
 		e.Type = EventRetried
 	default:

@@ -3,12 +3,16 @@ package twice_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
@@ -47,7 +51,7 @@ func (l *eventLog) of(kind string) []twice.EventType {
 // await waits until kind's events end with want.
 func (l *eventLog) await(t *testing.T, kind string, want ...twice.EventType) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(waitfor.Timeout)
 	for {
 		if got := l.of(kind); len(got) >= len(want) && slices.Equal(got[len(got)-len(want):], want) {
 			return
@@ -145,4 +149,87 @@ func TestObserverSeesEnqueuedTicks(t *testing.T) {
 	cfg.Observer = events
 	startClient(t, store, cfg)
 	events.await(t, pingArgs{}.Kind(), twice.EventEnqueued, twice.EventStarted, twice.EventCompleted)
+}
+
+// TestObserverCountsEveryAbsorbedDelivery: in redelivery mode every
+// delivery the marker absorbs is an EventDuplicate: a message already
+// processed before it was enqueued is absorbed twice (both deliveries), a
+// new one once (its redelivery). Before, only the duplicate recorded with
+// the outcome counted, so redeliveries in a row counted none.
+func TestObserverCountsEveryAbsorbedDelivery(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	if _, err := store.MarkerClaim(context.Background(), &twicestore.MarkerParams{Handler: emailHandler, Key: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	events := newEventLog()
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(context.Context, *twice.Job[emailArgs]) error { return nil }),
+		&twice.KindOpts{Strategy: twice.ClaimAfter})
+	cfg := testConfig(reg)
+	cfg.Redeliver = true
+	cfg.Observer = events
+	c, err := twice.NewClient(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i, key := range []string{"old", "new-1", "new-2", "new-3"} {
+		res, err := c.Enqueue(context.Background(), emailArgs{UserID: int64(i), Key: key}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Job.ID)
+	}
+	for _, id := range ids {
+		waitJob(t, store, id, "completed", isState(twicetype.JobStateCompleted))
+	}
+	if err := c.Stop(context.Background()); err != nil { // waits for the redeliveries
+		t.Fatal(err)
+	}
+	dups := 0
+	for _, e := range events.of(emailHandler) {
+		if e == twice.EventDuplicate {
+			dups++
+		}
+	}
+	if dups != 5 {
+		t.Errorf("%d duplicates observed, want 5 (2 for the processed message, 1 per new one's redelivery)", dups)
+	}
+}
+
+// TestStaleHolderLogsItsLostLease: an attempt that ends after its lease was
+// lost is logged as such, not as "job failed; will retry": its outcome is
+// refused, and the new holder decides what becomes of the job.
+func TestStaleHolderLogsItsLostLease(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	returned := make(chan struct{})
+	store, c := setupPing(t, func(c *twice.Config) {
+		c.LeaseDuration = time.Second
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	}, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		if job.Attempt > 1 {
+			return nil
+		}
+		<-ctx.Done()
+		defer close(returned)
+		return ctx.Err()
+	})
+	job := enqueuePing(t, c, nil)
+	waitJob(t, store, job.ID, "running", isState(twicetype.JobStateRunning))
+	if _, err := store.JobRescue(context.Background(), &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Closed(t, returned, "the stale handler to return")
+	waitJob(t, store, job.ID, "completed", isState(twicetype.JobStateCompleted))
+	waitfor.Cond(t, "the lost lease logged", func() bool {
+		return strings.Contains(logs.String(), "job attempt ended after its lease was lost")
+	}, logs.String)
+	if strings.Contains(logs.String(), "job failed; will retry") {
+		t.Errorf("the stale attempt was logged as a failure to retry:\n%s", logs.String())
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // PermanentError marks a failure that retrying cannot fix: the job goes to
@@ -17,6 +18,15 @@ func (e *PermanentError) Error() string { return "permanent: " + errString(e.Err
 
 // Unwrap returns the wrapped error.
 func (e *PermanentError) Unwrap() error { return e.Err }
+
+// MaxSnoozesDefault is how many times a job may snooze when its kind sets
+// no KindOpts.MaxSnoozes: a snooze gives its attempt back, so without a
+// limit a handler that always snoozes would keep its job for ever.
+const MaxSnoozesDefault = 100
+
+// ErrTooManySnoozes is why a job that snoozed past its kind's limit
+// (KindOpts.MaxSnoozes) is dead-lettered.
+var ErrTooManySnoozes = errors.New("twice: job snoozed too many times")
 
 // SnoozeError asks for the job to run again after Duration without spending
 // an attempt. Build it with Snooze.
@@ -51,6 +61,23 @@ func (e *NotAppliedError) Error() string { return "not applied: " + errString(e.
 // Unwrap returns the wrapped error.
 func (e *NotAppliedError) Unwrap() error { return e.Err }
 
+// CancelError ends the job as cancelled: stopped on purpose, finished,
+// never retried, and not a failure that needs a person (unlike Permanent,
+// which dead-letters it). Build it with Cancel.
+type CancelError struct{ Err error }
+
+// Cancel ends the job as cancelled, with err as the reason kept in its
+// note: the handler found that the job should not happen any more (the
+// order was withdrawn, the account closed). Return it only when the effect
+// did not happen: a ClaimBefore kind's claim is released, as for
+// NotApplied, so a retry by hand runs the job again.
+func Cancel(err error) error { return &CancelError{Err: err} }
+
+func (e *CancelError) Error() string { return "cancelled: " + errString(e.Err) }
+
+// Unwrap returns the wrapped error.
+func (e *CancelError) Unwrap() error { return e.Err }
+
 func errString(err error) string {
 	if err == nil {
 		return "<nil>"
@@ -81,6 +108,40 @@ var ErrShutdown = errors.New("twice: worker shutting down")
 // it did, discard the job.
 var ErrEffectUncertain = errors.New("twice: an earlier delivery claimed this job's marker and never finished, so the effect may have happened")
 
+// ErrJobCancelled is the cause a job's context is cancelled with when an
+// operator cancels the running job (Client.JobCancel, twice jobs cancel):
+// its worker learns of it at once on PostgreSQL (LISTEN/NOTIFY) and at the
+// next lease heartbeat otherwise. Such a job ends cancelled whatever its
+// handler returns, and is never retried. A ClaimBefore kind's claim is
+// kept unless the handler returns NotApplied or Cancel: the effect may have
+// happened, so a retry by hand is dead-lettered for a person to check
+// (ErrEffectUncertain).
+var ErrJobCancelled = errors.New("twice: job cancelled")
+
 // ErrLeaseLost is the cause a job's context is cancelled with when its lease
 // could not be extended: another worker may hold the job now.
 var ErrLeaseLost = errors.New("twice: job lease lost")
+
+// MaxErrorTextBytes caps each error text and stack stored with a job
+// attempt (and a job's note). A handler's error can be any size (a whole
+// response body, say); stored whole, each attempt of each failing job
+// would carry it into every listing, dashboard page and JSON dump. A longer
+// text keeps its beginning and ends with a mark saying how much was cut.
+const MaxErrorTextBytes = 16 << 10
+
+// capText returns s cut to at most MaxErrorTextBytes, on a character
+// boundary, ending with "… [cut: N bytes]" when it was cut.
+func capText(s string) string {
+	if len(s) <= MaxErrorTextBytes {
+		return s
+	}
+	// The mark for the largest possible cut is no shorter than the real
+	// one, so keeping this much leaves room for it.
+	keep := MaxErrorTextBytes - len(cutMark(len(s)))
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + cutMark(len(s)-keep)
+}
+
+func cutMark(n int) string { return fmt.Sprintf("… [cut: %d bytes]", n) }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/waitfor"
@@ -46,7 +48,7 @@ func TestOutcomes(t *testing.T) {
 
 	t.Run("NoOp completes with its reason", func(t *testing.T) {
 		t.Parallel()
-		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		store, c := setupPing(t, nil, func(context.Context, *twice.Job[pingArgs]) error {
 			return twice.NoOp("user deleted")
 		})
 		row := waitJob(t, store, enqueuePing(t, c, nil).ID, "completed", isState(twicetype.JobStateCompleted))
@@ -57,7 +59,7 @@ func TestOutcomes(t *testing.T) {
 
 	t.Run("Snooze reschedules without spending an attempt", func(t *testing.T) {
 		t.Parallel()
-		store, c := setupPing(t, nil, func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		store, c := setupPing(t, nil, func(context.Context, *twice.Job[pingArgs]) error {
 			return twice.Snooze(time.Hour)
 		})
 		before := time.Now()
@@ -74,7 +76,7 @@ func TestOutcomes(t *testing.T) {
 		t.Parallel()
 		dead := make(chan twice.DeadJob, 1)
 		store, c := setupPing(t, func(c *twice.Config) {
-			c.OnDead = func(ctx context.Context, d twice.DeadJob) { dead <- d }
+			c.OnDead = func(_ context.Context, d twice.DeadJob) { dead <- d }
 		}, func(ctx context.Context, job *twice.Job[pingArgs]) error {
 			return errors.New("upstream 503")
 		})
@@ -88,13 +90,8 @@ func TestOutcomes(t *testing.T) {
 				t.Errorf("error %d = %+v", i, e)
 			}
 		}
-		select {
-		case d := <-dead:
-			if d.Job.ID != job.ID || !strings.Contains(d.Err.Error(), "upstream 503") {
-				t.Errorf("OnDead got job %d err %v", d.Job.ID, d.Err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("OnDead not called")
+		if d := waitfor.Recv(t, dead, "OnDead"); d.Job.ID != job.ID || !strings.Contains(d.Err.Error(), "upstream 503") {
+			t.Errorf("OnDead got job %d err %v", d.Job.ID, d.Err)
 		}
 	})
 
@@ -126,7 +123,7 @@ func TestOutcomes(t *testing.T) {
 		store := newStore(t)
 		reg := twice.NewRegistry()
 		started := make(chan struct{}, 1)
-		twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, job *twice.Job[pingArgs]) error {
+		twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(ctx context.Context, _ *twice.Job[pingArgs]) error {
 			started <- struct{}{}
 			<-ctx.Done()
 			return ctx.Err()
@@ -194,13 +191,8 @@ func TestOutcomes(t *testing.T) {
 		if _, err := store.JobRescue(context.Background(), &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case cause := <-causes:
-			if !errors.Is(cause, twice.ErrLeaseLost) {
-				t.Errorf("cause = %v, want ErrLeaseLost", cause)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("handler not cancelled after its lease was lost")
+		if cause := waitfor.Recv(t, causes, "the handler to be cancelled after its lease was lost"); !errors.Is(cause, twice.ErrLeaseLost) {
+			t.Errorf("cause = %v, want ErrLeaseLost", cause)
 		}
 		row := waitJob(t, store, job.ID, "completed", isState(twicetype.JobStateCompleted))
 		if row.Attempt != 2 {
@@ -228,15 +220,7 @@ func TestStuckHandlerIsLogged(t *testing.T) {
 	if _, err := store.JobRescue(context.Background(), &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(logs.String(), "job handler is stuck") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no stuck-handler line; logs:\n%s", logs.String())
-		}
-		<-tick.C
-	}
+	waitfor.Cond(t, "the stuck-handler line", func() bool { return strings.Contains(logs.String(), "job handler is stuck") }, logs.String)
 	if !strings.Contains(logs.String(), fmt.Sprintf("job_id=%d", job.ID)) {
 		t.Errorf("stuck line does not name the job")
 	}
@@ -268,4 +252,56 @@ func startUnstopped(t *testing.T, store twicestore.Store, reg *twice.Registry) *
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestErrorTextIsCapped: a 1 MiB error is stored cut to MaxErrorTextBytes,
+// marked with how much was cut; before, it was stored whole on every
+// attempt.
+func TestErrorTextIsCapped(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("é", 1<<19) // 1 MiB of two-byte characters
+	store, c := setupPing(t, nil, func(context.Context, *twice.Job[pingArgs]) error {
+		return errors.New(huge)
+	})
+	row := waitJob(t, store, enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 1}).ID, "dead", isState(twicetype.JobStateDead))
+	got := row.Errors[0].Error
+	if len(got) > twice.MaxErrorTextBytes {
+		t.Errorf("stored error is %d bytes, want at most %d", len(got), twice.MaxErrorTextBytes)
+	}
+	kept, mark, ok := strings.Cut(got, "… [cut: ")
+	if !ok || !utf8.ValidString(kept) || !strings.HasPrefix(huge, kept) {
+		t.Fatalf("stored error does not keep a valid beginning and a cut mark: ...%q", got[max(len(got)-40, 0):])
+	}
+	if want := fmt.Sprintf("%d bytes]", len(huge)-len(kept)); mark != want {
+		t.Errorf("cut mark %q, want %q", mark, want)
+	}
+}
+
+// TestSnoozeLimitDeadLetters: a handler that always snoozes is
+// dead-lettered once its job snoozed KindOpts.MaxSnoozes times, with
+// ErrTooManySnoozes in the error; before, it looped for ever without
+// spending an attempt.
+func TestSnoozeLimitDeadLetters(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	reg := twice.NewRegistry()
+	var calls atomic.Int32
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(context.Context, *twice.Job[pingArgs]) error {
+		calls.Add(1)
+		return twice.Snooze(time.Millisecond)
+	}), &twice.KindOpts{Strategy: twice.None, MaxSnoozes: 3})
+	c := startClient(t, store, testConfig(reg))
+	row := waitJob(t, store, enqueuePing(t, c, &twice.EnqueueOpts{MaxAttempts: 5}).ID, "dead", isState(twicetype.JobStateDead))
+	if row.Snoozes != 3 || calls.Load() != 4 || row.Attempt != 1 {
+		t.Errorf("snoozes %d, calls %d, attempt %d; want 3 snoozes, dead on the 4th call, one attempt spent",
+			row.Snoozes, calls.Load(), row.Attempt)
+	}
+	if len(row.Errors) != 1 || !strings.Contains(row.Errors[0].Error, "snoozed too many times: 4 snoozes") {
+		t.Errorf("errors %v, want the snooze limit named", row.Errors)
+	}
+	bad := twice.NewRegistry()
+	if err := twice.Register(bad, twice.HandlerFunc[pingArgs](func(context.Context, *twice.Job[pingArgs]) error { return nil }),
+		&twice.KindOpts{MaxSnoozes: -1}); err == nil || !strings.Contains(err.Error(), "MaxSnoozes is -1") {
+		t.Errorf("register with MaxSnoozes -1: %v, want it refused", err)
+	}
 }

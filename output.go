@@ -21,7 +21,7 @@ var ErrOutputTooLarge = errors.New("twice: job output is over twice.MaxOutputByt
 
 // ErrJobNotCompleted is returned by JobResult and Wait for a job that has
 // no result: not finished yet, or finished without completing (dead,
-// cancelled, discarded). The *JobResult returned with it tells which.
+// cancelled, discarded). The *JobOutput returned with it tells which.
 var ErrJobNotCompleted = errors.New("twice: job did not complete")
 
 // RecordOutput records v, encoded as JSON (at most MaxOutputBytes), as the
@@ -57,8 +57,9 @@ func (r *stepRun) recorded() []byte {
 	return r.output
 }
 
-// JobResult is a job's state and, once it completed, its output.
-type JobResult struct {
+// JobOutput is a job's state and, once it completed, its output: what
+// Client.JobResult and Client.Wait return.
+type JobOutput struct {
 	ID    int64
 	State twicetype.JobState
 	// Output is what the handler recorded with RecordOutput, as JSON; nil
@@ -72,7 +73,7 @@ type JobResult struct {
 }
 
 // Decode decodes the output into v.
-func (r *JobResult) Decode(v any) error {
+func (r *JobOutput) Decode(v any) error {
 	if r.Output == nil {
 		return fmt.Errorf("twice: job %d recorded no output", r.ID)
 	}
@@ -82,16 +83,16 @@ func (r *JobResult) Decode(v any) error {
 // JobResult returns job id's state and output. The error is nil only for a
 // completed job; otherwise it wraps ErrJobNotCompleted (with the result
 // saying the state) or twicestore.ErrNotFound.
-func (c *Client) JobResult(ctx context.Context, id int64) (*JobResult, error) {
+func (c *Client) JobResult(ctx context.Context, id int64) (*JobOutput, error) {
 	out, err := c.store.JobOutput(ctx, &twicestore.JobGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("twice: job result: %w", err)
 	}
-	return jobResult(id, out)
+	return jobOutput(id, out)
 }
 
-func jobResult(id int64, out *twicestore.JobOutputResult) (*JobResult, error) {
-	res := &JobResult{ID: id, State: out.State, Output: out.Output, Note: out.Note}
+func jobOutput(id int64, out *twicestore.JobOutputResult) (*JobOutput, error) {
+	res := &JobOutput{ID: id, State: out.State, Output: out.Output, Note: out.Note}
 	switch {
 	case out.State == twicetype.JobStateCompleted:
 		return res, nil
@@ -114,7 +115,7 @@ func jobResult(id int64, out *twicestore.JobOutputResult) (*JobResult, error) {
 // it is woken by a notification (LISTEN/NOTIFY on the job's finish); on
 // SQLite it polls, every 5 ms at first and backing off to 250 ms. A
 // notification is only a hint: the state is always read from the store.
-func (c *Client) Wait(ctx context.Context, id int64) (*JobResult, error) {
+func (c *Client) Wait(ctx context.Context, id int64) (*JobOutput, error) {
 	if l, ok := twicestore.As[twicestore.FinishListener](c.store); ok {
 		return c.waits.wait(ctx, l, c.store, id)
 	}
@@ -124,7 +125,7 @@ func (c *Client) Wait(ctx context.Context, id int64) (*JobResult, error) {
 // EnqueueAndWait enqueues args and waits for the job to finish, as Wait
 // does. For a duplicate (a unique key an unfinished job holds), it waits
 // for that job. Its handler records the result with RecordOutput.
-func (c *Client) EnqueueAndWait(ctx context.Context, args Args, opts *EnqueueOpts) (*JobResult, error) {
+func (c *Client) EnqueueAndWait(ctx context.Context, args Args, opts *EnqueueOpts) (*JobOutput, error) {
 	res, err := c.Enqueue(ctx, args, opts)
 	if err != nil {
 		return nil, err
@@ -144,7 +145,7 @@ const (
 	waitLinger = 10 * time.Second
 )
 
-func pollWait(ctx context.Context, ex twicestore.Executor, id int64) (*JobResult, error) {
+func pollWait(ctx context.Context, ex twicestore.Executor, id int64) (*JobOutput, error) {
 	interval := waitPollMin
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -159,7 +160,7 @@ func pollWait(ctx context.Context, ex twicestore.Executor, id int64) (*JobResult
 			return nil, fmt.Errorf("twice: wait for job %d: %w", id, err)
 		}
 		if out.State.Finished() {
-			return jobResult(id, out)
+			return jobOutput(id, out)
 		}
 		t.Reset(interval)
 		interval = min(2*interval, waitPollMax)
@@ -182,7 +183,7 @@ type waitHub struct {
 }
 
 // wait waits for id's finish with notifications from l.
-func (h *waitHub) wait(ctx context.Context, l twicestore.FinishListener, store twicestore.Store, id int64) (*JobResult, error) {
+func (h *waitHub) wait(ctx context.Context, l twicestore.FinishListener, store twicestore.Store, id int64) (*JobOutput, error) {
 	ch, listening, ok := h.add(l, id)
 	if !ok {
 		return pollWait(ctx, store, id)
@@ -206,7 +207,7 @@ func (h *waitHub) wait(ctx context.Context, l twicestore.FinishListener, store t
 			return nil, fmt.Errorf("twice: wait for job %d: %w", id, err)
 		}
 		if out.State.Finished() {
-			return jobResult(id, out)
+			return jobOutput(id, out)
 		}
 		read = store.JobOutput
 		t.Reset(waitRecheck)

@@ -2,15 +2,16 @@ package twice_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -39,7 +40,7 @@ func (s *batchStore) JobFetch(ctx context.Context, p *twicestore.JobFetchParams)
 // peekStores are the stores the fetch-peek tests run on: SQLite, and
 // PostgreSQL (where the peek is part of the fetch statement) when
 // TWICE_TEST_POSTGRES is set.
-func peekStores(t *testing.T) map[string]func(t *testing.T) *batchStore {
+func peekStores(_ *testing.T) map[string]func(t *testing.T) *batchStore {
 	wrap := func(s interface {
 		twicestore.Store
 		twicestore.MarkerBatchPeeker
@@ -76,7 +77,7 @@ func TestClaimAfterPeeksInTheFetch(t *testing.T) {
 			store := open(t)
 			var calls atomic.Int32
 			reg := twice.NewRegistry()
-			twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
+			twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(context.Context, *twice.Job[emailArgs]) error {
 				calls.Add(1)
 				return nil
 			}), &twice.KindOpts{Strategy: twice.ClaimAfter})
@@ -128,15 +129,8 @@ func TestClaimAfterPeeksInTheFetch(t *testing.T) {
 // a timeout.
 func waitLog(t *testing.T, log *callLog, s string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for log.count(s) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d %q calls, want %d; calls: %v", log.count(s), s, n, log.get())
-		}
-		<-tick.C
-	}
+	waitfor.Cond(t, fmt.Sprintf("%d %q calls", n, s), func() bool { return log.count(s) >= n },
+		func() string { return fmt.Sprint(log.get()) })
 }
 
 // droppingStore is a store wrapper written before fetch peeks: it answers
@@ -163,7 +157,7 @@ func TestLostPeekAnswerPeeksAgain(t *testing.T) {
 	store := droppingStore{inner}
 	var calls atomic.Int32
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(context.Context, *twice.Job[emailArgs]) error {
 		calls.Add(1)
 		return nil
 	}), &twice.KindOpts{Strategy: twice.ClaimAfter})
@@ -190,12 +184,19 @@ func TestLostPeekAnswerPeeksAgain(t *testing.T) {
 // two wrappers.
 type listeningStore struct {
 	twicestore.Store
-	listening chan struct{}
+	listening       chan struct{}
+	listeningCancel chan struct{}
+}
+
+func (s *listeningStore) ListenCancels(ctx context.Context, _ func(jobID int64)) error {
+	close(s.listeningCancel)
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func (s *listeningStore) Unwrap() twicestore.Store { return s.Store }
 
-func (s *listeningStore) ListenInserts(ctx context.Context, notify func(queue string)) error {
+func (s *listeningStore) ListenInserts(ctx context.Context, _ func(queue string)) error {
 	close(s.listening)
 	<-ctx.Done()
 	return ctx.Err()
@@ -220,22 +221,20 @@ func (s *unwrappingSpy) JobFetch(ctx context.Context, p *twicestore.JobFetchPara
 }
 
 // TestWrapperKeepsCapabilities: a store wrapper that embeds Store and
-// offers Unwrap keeps the wrapped store's LISTEN and fetch peeks. Before
+// offers Unwrap keeps the wrapped store's LISTEN (inserts and cancels) and
+// fetch peeks. Before
 // the Unwrap convention the runtime's type assertions failed on the
 // wrapper, so it polled and peeked once per job.
 func TestWrapperKeepsCapabilities(t *testing.T) {
 	t.Parallel()
-	base := &listeningStore{Store: newStore(t), listening: make(chan struct{})}
+	base := &listeningStore{Store: newStore(t), listening: make(chan struct{}), listeningCancel: make(chan struct{})}
 	spy := &unwrappingSpy{Store: base}
 	reg := twice.NewRegistry()
 	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(context.Context, *twice.Job[emailArgs]) error { return nil }),
 		&twice.KindOpts{Strategy: twice.ClaimAfter})
 	client := startClient(t, spy, testConfig(reg))
-	select {
-	case <-base.listening:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the wrapped store's ListenInserts was never called")
-	}
+	waitfor.Closed(t, base.listening, "the wrapped store's ListenInserts to be called")
+	waitfor.Closed(t, base.listeningCancel, "the wrapped store's ListenCancels to be called")
 	res, err := client.Enqueue(context.Background(), emailArgs{UserID: 1, Key: "k"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 )
 
 // TestQueuesInStrictPriority: with one slot, every critical job runs before
@@ -49,11 +49,7 @@ func TestQueuesInStrictPriority(t *testing.T) {
 	cfg := testConfig(reg)
 	cfg.MaxWorkers = 1
 	startClient(t, store, cfg)
-	select {
-	case <-all:
-	case <-time.After(15 * time.Second):
-		t.Fatal("not every job ran")
-	}
+	waitfor.Closed(t, all, "every job to run")
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(got, want) {

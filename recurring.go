@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -59,14 +60,26 @@ var scheduleName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 // transaction, so one tick becomes one job however many nodes run. When
 // the kind's kill switch is off at a tick, the tick is recorded as skipped.
 // The args' kind must be registered in r.
+//
+// A cron spec is read in the node's local time zone (time.Local, from the
+// TZ environment variable or the system), unless it starts with
+// CRON_TZ=<IANA zone>, as in "CRON_TZ=Europe/Paris 0 3 * * *". Ticks are
+// shared between nodes by their instant, so nodes in different local time
+// zones would each fire their own ticks: give every schedule CRON_TZ= (for
+// example CRON_TZ=UTC) when nodes may not share a zone. "@every D" ticks
+// at multiples of D since the Unix epoch, whatever the zone.
+//
+// Schedule refuses a spec it cannot run: one that does not parse, a time
+// zone that is not a known IANA name, a spec that never fires (such as
+// "0 0 30 2 *", February 30th), and an "@every" interval that is not a
+// whole number of seconds of at least one second.
 func (r *Registry) Schedule(name, spec string, args Args, opts *ScheduleOpts) error {
 	if !scheduleName.MatchString(name) {
 		return fmt.Errorf("schedule %q: name it with lower-case letters, digits, '.', '-' or '_'", name)
 	}
-	parsed, err := cron.ParseStandard(spec)
+	parsed, err := parseSchedule(spec, time.Now())
 	if err != nil {
-		return fmt.Errorf("schedule %q: bad spec %q: %v; use 5 fields (minute hour day-of-month month day-of-week), "+
-			"like \"0 3 * * *\", or a descriptor like \"@hourly\" or \"@every 10m\"", name, spec, err)
+		return fmt.Errorf("schedule %q: %w", name, err)
 	}
 	if args == nil {
 		return fmt.Errorf("schedule %q: args are nil", name)
@@ -79,7 +92,7 @@ func (r *Registry) Schedule(name, spec string, args Args, opts *ScheduleOpts) er
 	if err != nil {
 		return fmt.Errorf("schedule %q: %w", name, err)
 	}
-	s := &schedule{name: name, spec: spec, kind: kind, args: b, parsed: alignedSchedule(parsed)}
+	s := &schedule{name: name, spec: spec, kind: kind, args: b, parsed: parsed}
 	if k, ok := args.(IdempotencyKeyer); ok {
 		s.key = k.IdempotencyKey()
 	}
@@ -131,11 +144,68 @@ func (e everySchedule) Next(t time.Time) time.Time {
 	return t.Truncate(e.every).Add(e.every)
 }
 
-func alignedSchedule(s cron.Schedule) cron.Schedule {
-	if d, ok := s.(cron.ConstantDelaySchedule); ok {
-		return everySchedule{every: d.Delay}
+// specHint ends every bad-spec error: what a good spec looks like.
+const specHint = `use 5 fields (minute hour day-of-month month day-of-week), like "0 3 * * *", ` +
+	`or a descriptor like "@hourly" or "@every 10m", optionally after a time zone, as in "CRON_TZ=UTC 0 3 * * *"`
+
+// parseSchedule parses spec into the schedule the scheduler runs, or
+// explains why it cannot run it. now is when the spec must still fire
+// after.
+//
+// The cron library panics on a time-zone prefix without a spec after it
+// ("TZ=UTC", "CRON_TZ="), so the prefix is checked here first, and any
+// other panic of the parser is turned into an error too. The library
+// answers a zero time when a spec has no activation in the next five
+// years (February 30th): the scheduler would spin on it, so such a spec is
+// refused. "@every" is checked before the library rounds a sub-second or
+// negative interval up to one second.
+func parseSchedule(spec string, now time.Time) (sched cron.Schedule, err error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("bad spec %q: %s; %s", spec, fmt.Sprintf(format, a...), specHint)
 	}
-	return s
+	rest := spec
+	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
+		if !strings.HasPrefix(spec, prefix) {
+			continue
+		}
+		zone, after, ok := strings.Cut(spec[len(prefix):], " ")
+		if zone == "" {
+			return nil, bad("%s names no time zone: write an IANA name such as %sUTC", prefix, prefix)
+		}
+		if _, err := time.LoadLocation(zone); err != nil {
+			return nil, bad("unknown time zone %q: use an IANA name such as UTC or Europe/Paris", zone)
+		}
+		if !ok || strings.TrimSpace(after) == "" {
+			return nil, bad("nothing follows the time zone: put the schedule after a space, as in %s%s 0 3 * * *", prefix, zone)
+		}
+		rest = strings.TrimSpace(after)
+	}
+	if d, ok := strings.CutPrefix(rest, "@every "); ok {
+		every, err := time.ParseDuration(strings.TrimSpace(d))
+		if err != nil {
+			return nil, bad("%q is not a duration", strings.TrimSpace(d))
+		}
+		if every < time.Second || every%time.Second != 0 {
+			return nil, bad("the interval %v is not a whole number of seconds of at least 1s", every)
+		}
+		return everySchedule{every: every}, nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			sched, err = nil, bad("the cron parser failed on it (%v)", v)
+		}
+	}()
+	parsed, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if _, ok := parsed.(cron.ConstantDelaySchedule); ok {
+		return nil, bad("write @every followed by one space and the interval")
+	}
+	if parsed.Next(now).IsZero() {
+		return nil, bad("it never fires (no such date in the next five years)")
+	}
+	return parsed, nil
 }
 
 // maxCatchUp bounds the walk to the latest missed tick.
@@ -173,7 +243,7 @@ func (c *Client) schedulerLoop(ctx context.Context) {
 			continue
 		}
 		n := s.parsed.Next(lt)
-		if n.After(now) {
+		if n.After(now) || n.IsZero() { // zero: dropped by the loop below
 			next[s.name] = n
 			continue
 		}
@@ -181,7 +251,7 @@ func (c *Client) schedulerLoop(ctx context.Context) {
 		latest := n
 		for i := 0; i < maxCatchUp; i++ {
 			after := s.parsed.Next(latest)
-			if after.After(now) {
+			if after.After(now) || after.IsZero() {
 				break
 			}
 			latest = after
@@ -195,6 +265,20 @@ func (c *Client) schedulerLoop(ctx context.Context) {
 		next[s.name] = s.parsed.Next(now)
 	}
 	for {
+		// A schedule with no next tick (the parser's answer when none
+		// falls in the next five years) is dropped, not fired at the zero
+		// time over and over: Schedule refuses such specs, this keeps the
+		// loop from spinning if one gets through.
+		for _, s := range schedules {
+			if t, ok := next[s.name]; ok && t.IsZero() {
+				logger.ErrorContext(ctx, "recurring schedule has no next tick; it will not run until the process restarts",
+					"schedule", s.name, "spec", s.spec)
+				delete(next, s.name)
+			}
+		}
+		if len(next) == 0 {
+			return
+		}
 		soonest := time.Time{}
 		for _, t := range next {
 			if soonest.IsZero() || t.Before(soonest) {
@@ -210,8 +294,8 @@ func (c *Client) schedulerLoop(ctx context.Context) {
 		}
 		now := time.Now()
 		for _, s := range schedules {
-			tick := next[s.name]
-			if tick.After(now) {
+			tick, ok := next[s.name]
+			if !ok || tick.After(now) {
 				continue
 			}
 			c.fireTick(ctx, logger, s, tick)

@@ -2,8 +2,10 @@ package twice_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,73 @@ func TestScheduleRegistrationErrors(t *testing.T) {
 	}
 	if err := reg.Schedule("hourly-ping", "@hourly", pingArgs{}, nil); err == nil {
 		t.Error("a schedule registered twice was accepted")
+	}
+}
+
+// TestScheduleSpecs: every spec the scheduler cannot run is refused at
+// registration with an error saying why, instead of panicking (a time zone
+// without a spec), spinning (a date that never comes) or firing every
+// second (a non-positive or sub-second @every).
+func TestScheduleSpecs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		spec string
+		want string // "" when the spec is accepted
+	}{
+		{"0 3 * * *", ""},
+		{"@hourly", ""},
+		{"@every 1s", ""},
+		{"@every 10m", ""},
+		{"@every 1h30m", ""},
+		{"0 0 29 2 *", ""}, // leap days: rare, but they come
+		{"CRON_TZ=UTC 0 3 * * *", ""},
+		{"CRON_TZ=Europe/Paris 30 2 * * 1-5", ""},
+		{"TZ=America/New_York 0 9 * * *", ""},
+		{"CRON_TZ=UTC @every 5m", ""},
+		{"CRON_TZ=UTC  @daily", ""},
+
+		{"0 0 30 2 *", "never fires"},
+		{"0 0 31 4 *", "never fires"},
+		{"0 0 31 2,4,6,9,11 *", "never fires"},
+		{"CRON_TZ=UTC 0 0 30 2 *", "never fires"},
+		{"TZ=UTC", "nothing follows the time zone"},
+		{"CRON_TZ=UTC", "nothing follows the time zone"},
+		{"CRON_TZ=UTC ", "nothing follows the time zone"},
+		{"TZ=", "names no time zone"},
+		{"CRON_TZ=", "names no time zone"},
+		{"TZ= 0 3 * * *", "names no time zone"},
+		{"CRON_TZ=Mars/Olympus 0 3 * * *", `unknown time zone "Mars/Olympus"`},
+		{"@every -5m", "not a whole number of seconds of at least 1s"},
+		{"@every 0s", "not a whole number of seconds of at least 1s"},
+		{"@every 1ns", "not a whole number of seconds of at least 1s"},
+		{"@every 999ms", "not a whole number of seconds of at least 1s"},
+		{"@every 1500ms", "not a whole number of seconds of at least 1s"},
+		{"CRON_TZ=UTC @every 0s", "not a whole number of seconds of at least 1s"},
+		{"@every soon", `"soon" is not a duration`},
+		{"61 * * * *", "end of range (61) above maximum (59)"},
+		{"", "empty spec"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			t.Parallel()
+			reg := twice.NewRegistry()
+			twice.MustRegister(reg, noop[pingArgs](), nil)
+			err := reg.Schedule("s", tt.spec, pingArgs{}, nil)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Schedule(%q) = %v, want it accepted", tt.spec, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Schedule(%q) accepted it, want an error containing %q", tt.spec, tt.want)
+			}
+			for _, w := range []string{`schedule "s": bad spec ` + strconv.Quote(tt.spec), tt.want, "use 5 fields"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Schedule(%q) = %q, want it to contain %q", tt.spec, err, w)
+				}
+			}
+		})
 	}
 }
 
@@ -177,4 +246,30 @@ func TestMissedTicksPolicy(t *testing.T) {
 			t.Errorf("policy %d: %d jobs at start, want %d", tt.policy, n, tt.wantJobs)
 		}
 	}
+}
+
+// nightlyReportArgs are the args of ExampleRegistry_Schedule's job.
+type nightlyReportArgs struct{}
+
+func (nightlyReportArgs) Kind() string { return "report.nightly.v1" }
+
+// A schedule's spec is read in the node's local time zone unless it names
+// one with CRON_TZ=; a spec the scheduler could never run is refused when
+// it is registered.
+func ExampleRegistry_Schedule() {
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[nightlyReportArgs](func(context.Context, *twice.Job[nightlyReportArgs]) error {
+		return nil
+	}), nil)
+
+	// 03:00 UTC every day, whatever the nodes' local time zone.
+	if err := reg.Schedule("nightly-report", "CRON_TZ=UTC 0 3 * * *", nightlyReportArgs{}, nil); err != nil {
+		fmt.Println(err)
+	}
+	// February 30th never comes.
+	if err := reg.Schedule("leap-report", "0 0 30 2 *", nightlyReportArgs{}, nil); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// schedule "leap-report": bad spec "0 0 30 2 *": it never fires (no such date in the next five years); use 5 fields (minute hour day-of-month month day-of-week), like "0 3 * * *", or a descriptor like "@hourly" or "@every 10m", optionally after a time zone, as in "CRON_TZ=UTC 0 3 * * *"
 }

@@ -46,6 +46,10 @@ type KindOpts struct {
 	// Timeout bounds one attempt. Defaults to no limit beyond the lease,
 	// which the heartbeat extends.
 	Timeout time.Duration
+	// MaxSnoozes is how many times a job of the kind may snooze (return
+	// Snooze) before it is dead-lettered with ErrTooManySnoozes. Defaults
+	// to MaxSnoozesDefault (100).
+	MaxSnoozes int
 	// FailClosed registers the kind off unless a kill switch source
 	// explicitly turns it on: for jobs that move money or cannot be undone,
 	// a missing or misspelled toggle key then leaves them off. Defaults to
@@ -69,7 +73,11 @@ type KindOpts struct {
 	// is a job's concurrency key (a string, number or boolean field); an
 	// args type with a ConcurrencyKey() string method gives its key that
 	// way instead. Required by KeyConcurrency and KeyRateLimit, refused
-	// without them. Defaults to none.
+	// without them. The key is taken at enqueue by a client that
+	// registers the kind: a job enqueued as raw JSON for a kind the
+	// enqueuing client does not register (EnqueueJSON of a kind only
+	// workers know) carries no key, and is limited only kind-wide.
+	// Defaults to none.
 	ConcurrencyKey string
 	// RateLimit bounds how many jobs of the kind start per period across
 	// every node (a sliding-window log in the store: see RateLimit).
@@ -134,6 +142,9 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 	if o.HandlerName == "" {
 		o.HandlerName = kind
 	}
+	if o.MaxSnoozes < 0 {
+		return fmt.Errorf("register %q: MaxSnoozes is %d; use 0 for the default or a positive number", kind, o.MaxSnoozes)
+	}
 	if o.MaxAttempts < 0 {
 		return fmt.Errorf("register %q: MaxAttempts is %d; use 0 for the default or a positive number", kind, o.MaxAttempts)
 	}
@@ -157,7 +168,7 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 				ID: row.ID, Kind: row.Kind, Queue: row.Queue,
 				MessageID: row.MessageID, Key: row.Key, CorrelationID: row.CorrelationID,
 				Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Epoch: row.Epoch,
-				CreatedAt: row.CreatedAt, tx: tx,
+				CreatedAt: row.CreatedAt, tx: tx, edges: edgeSetOf(ctx),
 			}
 			if err := strictUnmarshal(row.Args, &job.Args); err != nil {
 				return Permanent(fmt.Errorf("decode args of kind %q into %s (strictly: a field the type does not declare "+

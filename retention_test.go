@@ -3,10 +3,12 @@ package twice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -50,19 +52,11 @@ func TestRetentionDeletesOldFinishedJobs(t *testing.T) {
 	startClient(t, store, cfg) // the pruner runs once at start
 
 	ctx := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		_, err := store.JobGet(ctx, &twicestore.JobGetParams{ID: oldCompleted})
-		if errors.Is(err, twicestore.ErrNotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("old completed job not deleted: %v", err)
-		}
-		<-tick.C
-	}
+	var err error
+	waitfor.Cond(t, "the old completed job to be deleted", func() bool {
+		_, err = store.JobGet(ctx, &twicestore.JobGetParams{ID: oldCompleted})
+		return errors.Is(err, twicestore.ErrNotFound)
+	}, func() string { return fmt.Sprint(err) })
 	for _, id := range []int64{newCompleted, ancientDead} {
 		if _, err := store.JobGet(ctx, &twicestore.JobGetParams{ID: id}); err != nil {
 			t.Errorf("job %d within its retention was deleted: %v", id, err)

@@ -151,7 +151,7 @@ func TestStaged(t *testing.T) {
 			Load: func(ctx context.Context, job *twice.Job[pingArgs]) (*imageRow, bool, error) {
 				return rows[job.Args.N], true, nil
 			},
-			Work: func(ctx context.Context, job *twice.Job[pingArgs], row *imageRow) error {
+			Work: func(ctx context.Context, _ *twice.Job[pingArgs], _ *imageRow) error {
 				started <- struct{}{}
 				<-ctx.Done()
 				return ctx.Err()
@@ -185,7 +185,7 @@ func TestStaged(t *testing.T) {
 
 // stagedStores are the stores the staged dead-letter tests run on: SQLite,
 // and PostgreSQL when TWICE_TEST_POSTGRES is set.
-func stagedStores(t *testing.T) map[string]func(t *testing.T) twicestore.Store {
+func stagedStores(_ *testing.T) map[string]func(t *testing.T) twicestore.Store {
 	stores := map[string]func(t *testing.T) twicestore.Store{
 		"sqlite": func(t *testing.T) twicestore.Store { return newStore(t) },
 	}
@@ -281,7 +281,7 @@ func TestStagedMarksEveryDeadLetter(t *testing.T) {
 				twice.MustRegister(reg, twice.Staged[pingArgs, int]{
 					Load: func(ctx context.Context, job *twice.Job[pingArgs]) (int, bool, error) { return job.Args.N, true, nil },
 					Work: func(ctx context.Context, job *twice.Job[pingArgs], _ int) error { return tc.work(ctx, job) },
-					MarkFailed: func(ctx context.Context, job *twice.Job[pingArgs], id int, cause error) error {
+					MarkFailed: func(ctx context.Context, job *twice.Job[pingArgs], id int, _ error) error {
 						marks.Add(1)
 						stmt := fmt.Sprintf("UPDATE staged_images SET status = 'failed' WHERE id = %d", id)
 						if tx := job.Tx(); tx != nil {

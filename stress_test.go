@@ -2,12 +2,14 @@ package twice_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -117,26 +119,19 @@ func TestStressEightWorkersOneFile(t *testing.T) {
 		startClient(t, store, cfg)
 	}
 
-	deadline := time.Now().Add(20 * time.Minute) // modernc.org/sqlite under -race is slow
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	done := 0
+	// modernc.org/sqlite under -race is slow: the deadline is long.
+	waitfor.CondWithin(t, 20*time.Minute, fmt.Sprintf("all %d jobs to complete", jobs), func() bool {
 		res, err := setup.JobCount(ctx, &twicestore.JobCountParams{Filter: twicestore.JobFilter{State: twicetype.JobStateCompleted}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := 0
+		done = 0
 		for _, c := range res.Counts {
 			done += c.Count
 		}
-		if done == jobs {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d jobs completed", done, jobs)
-		}
-		<-tick.C
-	}
+		return done == jobs
+	}, func() string { return fmt.Sprintf("%d completed", done) })
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -10,6 +10,17 @@
 // another's response. Stored responses carry an "Idempotency-Key-Expires"
 // header (an HTTP date) saying until when the key is remembered.
 //
+// While the handler runs, its key's lock is refreshed every third of
+// Options.LockTimeout, so a slow handler keeps its key; only a request
+// whose process died loses it, LockTimeout after its last refresh, to a
+// retry of the same request (never to a different one).
+//
+// The response reaches the client as the handler writes it. A copy is
+// stored, up to Options.MaxResponseBytes of body; a larger response is
+// recorded as not replayable (a retry gets 409 response-not-stored and the
+// handler does not run again). Set-Cookie and the headers named in
+// Options.DropHeaders are never stored, so never replayed.
+//
 // It composes with twice's job markers: the middleware stops a retried
 // request from enqueueing a job twice, the marker stops a job's effect from
 // happening twice.
@@ -27,6 +38,10 @@
 //   - 401 principal-unknown: Options.Principal refused the request.
 //   - 409 request-in-progress: the first request with the key still runs;
 //     retry after the Retry-After delay.
+//   - 409 response-not-stored: the request with the key ran, but its
+//     response was larger than Options.MaxResponseBytes and was not kept;
+//     the problem's original_status member is the status it was answered
+//     with. Do not resend it: read the outcome from the resource.
 //   - 413 request-body-too-large: the body exceeds Options.MaxBodyBytes.
 //   - 422 idempotency-key-reused: the key was used for a different request;
 //     use a new key for a new request.

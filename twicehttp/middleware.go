@@ -40,6 +40,9 @@ const (
 	LockTimeoutDefault = time.Minute
 	// MaxBodyBytesDefault is the largest request body accepted.
 	MaxBodyBytesDefault = 1 << 20
+	// MaxResponseBytesDefault is the largest response body stored for
+	// replay.
+	MaxResponseBytesDefault = 1 << 20
 	// StoreTimeout bounds writing the record after the handler returned;
 	// it runs detached from the request's context, so a client that hangs
 	// up does not lose the response its retry will ask for.
@@ -70,9 +73,13 @@ type Options struct {
 	// Expiry is how long a key and its response are remembered, from the
 	// first request. Defaults to ExpiryDefault (24 h).
 	Expiry time.Duration
-	// LockTimeout is how long a request that is still running holds its
-	// key; after it, the request is taken for crashed and a retry runs
-	// again. Set it above the handler's longest run. Defaults to
+	// LockTimeout is how long a request holds its key after the last sign
+	// of life. While the handler runs, the middleware refreshes the key's
+	// lock every third of LockTimeout, so a handler may run longer than
+	// LockTimeout and a retry meanwhile still gets 409. A request whose
+	// process died stops refreshing: LockTimeout after its last refresh,
+	// a retry of the same request takes the key over and runs the handler
+	// again. A different request never takes a key over. Defaults to
 	// LockTimeoutDefault (1 min).
 	LockTimeout time.Duration
 	// ReleaseServerErrors gives the key back when the handler answers 5xx,
@@ -86,6 +93,21 @@ type Options struct {
 	// handler runs, to fingerprint it. Defaults to MaxBodyBytesDefault
 	// (1 MiB).
 	MaxBodyBytes int64
+	// MaxResponseBytes is the largest response body stored for replay.
+	// The response is always sent to the client as the handler writes it
+	// (it is never held back), and copied for storage only up to this
+	// size. A larger response is recorded as done but not replayable: the
+	// handler does not run again for the key, and a retry gets 409
+	// response-not-stored, whose problem body gives the first response's
+	// status as original_status. Routes whose responses may be large
+	// should return a reference (a resource URL) instead. Defaults to
+	// MaxResponseBytesDefault (1 MiB).
+	MaxResponseBytes int64
+	// DropHeaders names response headers that are sent to the client but
+	// not stored, so not replayed (any case). Set-Cookie is never stored,
+	// whatever this says: a replay must not hand out a session again.
+	// Defaults to none beyond Set-Cookie.
+	DropHeaders []string
 	// Logger receives the errors the client cannot be told about (storing
 	// a response that was already sent). Defaults to slog.Default().
 	Logger *slog.Logger
@@ -105,6 +127,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = MaxBodyBytesDefault
 	}
+	if o.MaxResponseBytes == 0 {
+		o.MaxResponseBytes = MaxResponseBytesDefault
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -118,8 +143,9 @@ func (o Options) validate(store twicestore.Store) error {
 		return errors.New("twicehttp.Middleware: store is nil; pass the twicestore.Store the records live in")
 	case o.Principal == nil:
 		return errors.New("twicehttp.Middleware: Options.Principal is nil; set it to a func returning the caller's id, so callers never share keys")
-	case o.Expiry < 0, o.LockTimeout < 0, o.MaxBodyBytes < 0:
-		return fmt.Errorf("twicehttp.Middleware: Expiry (%v), LockTimeout (%v) and MaxBodyBytes (%d) must not be negative; zero means the default", o.Expiry, o.LockTimeout, o.MaxBodyBytes)
+	case o.Expiry < 0, o.LockTimeout < 0, o.MaxBodyBytes < 0, o.MaxResponseBytes < 0:
+		return fmt.Errorf("twicehttp.Middleware: Expiry (%v), LockTimeout (%v), MaxBodyBytes (%d) and MaxResponseBytes (%d) must not be negative; zero means the default",
+			o.Expiry, o.LockTimeout, o.MaxBodyBytes, o.MaxResponseBytes)
 	case o.LockTimeout > o.Expiry:
 		return fmt.Errorf("twicehttp.Middleware: LockTimeout (%v) exceeds Expiry (%v); a key must outlive its lock", o.LockTimeout, o.Expiry)
 	}
@@ -137,8 +163,12 @@ func Middleware(store twicestore.Store, opts Options) func(http.Handler) http.Ha
 	if err := o.validate(store); err != nil {
 		panic(err)
 	}
+	drop := map[string]bool{"Set-Cookie": true, headerNotStored: true}
+	for _, h := range o.DropHeaders {
+		drop[http.CanonicalHeaderKey(h)] = true
+	}
 	return func(next http.Handler) http.Handler {
-		return &middleware{store: store, opts: o, next: next}
+		return &middleware{store: store, opts: o, drop: drop, next: next}
 	}
 }
 
@@ -146,8 +176,14 @@ func Middleware(store twicestore.Store, opts Options) func(http.Handler) http.Ha
 type middleware struct {
 	store twicestore.Store
 	opts  Options
+	drop  map[string]bool // canonical names of the headers never stored
 	next  http.Handler
 }
+
+// headerNotStored marks, in a stored record's headers, a response that was
+// too large to store: its value is the size the handler wrote. It is the
+// middleware's own name, never stored from a handler's response.
+const headerNotStored = "Twice-Idempotency-Response-Not-Stored"
 
 // ServeHTTP validates the request, then runs, replays or refuses it. Only
 // a response from next is stored: anything answered before next runs is
@@ -211,6 +247,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !rec.Done:
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
 		writeProblem(w, problemInProgress)
+	case len(rec.Header[headerNotStored]) > 0:
+		p := problemNotStored
+		p.OriginalStatus = rec.Status
+		writeProblem(w, p)
 	default:
 		// Headers set by outer middleware (CORS, tracing) stay; the
 		// stored ones win where both set a name.
@@ -247,13 +287,15 @@ func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *
 // response, or releases the key when next panics (or answers 5xx with
 // ReleaseServerErrors) so a retry runs again.
 //
-// Both writes carry the lock this request took, so a request whose key was
+// While next runs, the lock is refreshed (see lockKeeper). Both writes
+// carry the lock this request holds last, so a request whose key was
 // taken over after its lock went stale cannot overwrite or delete the
 // newer request's record.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, principal, key string, body []byte, expiresAt, lockedAt time.Time) {
-	keyParams := &twicestore.IdempotencyKeyParams{Principal: principal, Key: key, LockedAt: lockedAt}
+	keeper := keepLock(r.Context(), m.store, m.opts.Logger,
+		twicestore.IdempotencyKeyParams{Principal: principal, Key: key, LockedAt: lockedAt}, m.opts.LockTimeout/3)
 	w.Header().Set(HeaderExpires, expiresAt.UTC().Format(http.TimeFormat))
-	cw := &captureWriter{ResponseWriter: w}
+	cw := &captureWriter{ResponseWriter: w, max: m.opts.MaxResponseBytes}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
 	finished := false
@@ -263,31 +305,63 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, principal, key 
 		}
 		// next panicked (http.ErrAbortHandler included): the response is
 		// cut short, so nothing is worth replaying.
-		m.release(r, keyParams)
+		if keyParams, lost := keeper.stop(); !lost {
+			m.release(r, keyParams)
+		}
 	}()
 	m.next.ServeHTTP(cw, r)
 	finished = true
 
+	keyParams, lost := keeper.stop()
+	if lost {
+		m.opts.Logger.ErrorContext(r.Context(), "idempotency: response not stored: while the handler ran, its key's lock went "+
+			"unrefreshed for the lock timeout (the store was unreachable, or the process stalled) or the key expired, and a retry took the key",
+			slog.Duration("lock_timeout", m.opts.LockTimeout), slog.String(logattr.Component, "twicehttp"))
+		return
+	}
 	status, header, respBody := cw.result()
 	if status >= 500 && m.opts.ReleaseServerErrors {
 		m.release(r, keyParams)
 		return
+	}
+	stored := make(http.Header, len(header))
+	for k, v := range header {
+		if !m.drop[http.CanonicalHeaderKey(k)] {
+			stored[k] = v
+		}
+	}
+	if cw.tooLarge() {
+		// The handler ran and its effects stand, so the key stays done:
+		// a retry is told the response cannot be replayed, and never
+		// runs the handler again.
+		stored = http.Header{headerNotStored: {strconv.FormatInt(cw.written, 10)}}
+		respBody = nil
+		m.opts.Logger.WarnContext(r.Context(), "idempotency: response larger than MaxResponseBytes not stored; a retry with its key gets 409 response-not-stored",
+			slog.Int64("bytes", cw.written), slog.Int64("max_response_bytes", m.opts.MaxResponseBytes),
+			slog.String(logattr.Component, "twicehttp"))
 	}
 	ctx, cancel := storeContext(r)
 	defer cancel()
 	err := m.store.IdempotencyComplete(ctx, &twicestore.IdempotencyCompleteParams{
 		Principal: principal,
 		Key:       key,
-		LockedAt:  lockedAt,
+		LockedAt:  keyParams.LockedAt,
 		Status:    status,
-		Header:    header,
+		Header:    stored,
 		Body:      respBody,
 	})
-	if err != nil {
-		// The client has its response; a retry gets 409 until the lock
-		// times out, then runs again.
-		m.opts.Logger.ErrorContext(ctx, "idempotency: store response; a retry will run again after the lock timeout",
-			slog.Any(logattr.Err, err), slog.String(logattr.Component, "twicehttp"))
+	switch {
+	case errors.Is(err, twicestore.ErrNotFound):
+		// The last refresh was more than the lock timeout ago (it failed,
+		// or this process stalled) and a retry took the key over.
+		m.opts.Logger.ErrorContext(ctx, "idempotency: response not stored: the key's lock went stale before the handler returned and a retry took the key over",
+			slog.Any(logattr.Err, err), slog.Duration("lock_timeout", m.opts.LockTimeout), slog.String(logattr.Component, "twicehttp"))
+	case err != nil:
+		// The client has its response. Nothing refreshes the lock any
+		// more: a retry gets 409 until the lock timeout has passed since
+		// the last refresh, then runs the handler again.
+		m.opts.Logger.ErrorContext(ctx, "idempotency: response not stored; a retry gets 409 for up to the lock timeout, then runs the handler again",
+			slog.Any(logattr.Err, err), slog.Duration("lock_timeout", m.opts.LockTimeout), slog.String(logattr.Component, "twicehttp"))
 	}
 }
 
@@ -296,8 +370,8 @@ func (m *middleware) release(r *http.Request, p *twicestore.IdempotencyKeyParams
 	ctx, cancel := storeContext(r)
 	defer cancel()
 	if err := m.store.IdempotencyRelease(ctx, p); err != nil {
-		m.opts.Logger.ErrorContext(ctx, "idempotency: release key; a retry will run again after the lock timeout",
-			slog.Any(logattr.Err, err), slog.String(logattr.Component, "twicehttp"))
+		m.opts.Logger.ErrorContext(ctx, "idempotency: release key; a retry gets 409 for up to the lock timeout, then runs the handler again",
+			slog.Any(logattr.Err, err), slog.Duration("lock_timeout", m.opts.LockTimeout), slog.String(logattr.Component, "twicehttp"))
 	}
 }
 

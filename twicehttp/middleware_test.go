@@ -1,13 +1,18 @@
 package twicehttp_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +26,7 @@ import (
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 func TestMain(m *testing.M) {
@@ -72,6 +78,7 @@ func TestPostgres(t *testing.T) {
 // fixture is one test's middleware around a counting handler.
 type fixture struct {
 	h     http.Handler
+	store twicestore.Store
 	calls atomic.Int64
 }
 
@@ -89,7 +96,7 @@ func echo(w http.ResponseWriter, r *http.Request, call int64) {
 	w.Header().Add("X-Multi", "a")
 	w.Header().Add("X-Multi", "b")
 	w.WriteHeader(http.StatusCreated)
-	fmt.Fprintf(w, `{"call":%d,"echo":%q}`, call, b.String())
+	_, _ = fmt.Fprintf(w, `{"call":%d,"echo":%q}`, call, b.String())
 }
 
 // setup wraps fn in the middleware over a new store; opts.Principal
@@ -108,8 +115,66 @@ func setup(t *testing.T, open openFunc, opts twicehttp.Options, fn handlerFunc) 
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fn(w, r, f.calls.Add(1))
 	})
-	f.h = twicehttp.Middleware(open(t), opts)(next)
+	f.store = open(t)
+	f.h = twicehttp.Middleware(f.store, opts)(next)
 	return f
+}
+
+// record reads the stored record of (user, key) back: a Begin of a key
+// that is held or done returns its record and changes nothing.
+func (f *fixture) record(t *testing.T, user, key string) twicetype.IdempotencyRecord {
+	t.Helper()
+	res, err := f.store.IdempotencyBegin(t.Context(), &twicestore.IdempotencyBeginParams{
+		Principal: user, Key: key, Fingerprint: "read back", Now: time.Now(),
+		ExpiresAt: time.Now().Add(time.Hour), StaleAfter: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Taken {
+		t.Fatalf("no record of %s's key %q", user, key)
+	}
+	return res.Record
+}
+
+// logRecorder keeps the messages logged through it.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+
+func (l *logRecorder) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.msgs)
+}
+
+// extendSpy passes each lock refresh through and reports the new lock.
+type extendSpy struct {
+	twicestore.Store
+	extended chan time.Time
+}
+
+func (s *extendSpy) IdempotencyExtend(ctx context.Context, p *twicestore.IdempotencyExtendParams) (*twicestore.IdempotencyExtendResult, error) {
+	res, err := s.Store.IdempotencyExtend(ctx, p)
+	if err == nil {
+		select {
+		case s.extended <- res.LockedAt:
+		default:
+		}
+	}
+	return res, err
 }
 
 // request builds a request; key "" sends no Idempotency-Key header.
@@ -314,9 +379,9 @@ func runSuite(t *testing.T, open openFunc) {
 		f.wantCalls(t, 2)
 	})
 
-	fail := func(w http.ResponseWriter, r *http.Request, call int64) {
+	fail := func(w http.ResponseWriter, _ *http.Request, call int64) {
 		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, "boom %d", call)
+		_, _ = fmt.Fprintf(w, "boom %d", call)
 	}
 	t.Run("ServerErrorIsReplayedByDefault", func(t *testing.T) {
 		t.Parallel()
@@ -363,7 +428,8 @@ func runSuite(t *testing.T, open openFunc) {
 	t.Run("StaleLockIsTakenOver", func(t *testing.T) {
 		t.Parallel()
 		b := newBlocker()
-		f := setup(t, open, twicehttp.Options{LockTimeout: time.Nanosecond}, func(w http.ResponseWriter, r *http.Request, call int64) {
+		logs := &logRecorder{}
+		f := setup(t, open, twicehttp.Options{LockTimeout: time.Nanosecond, Logger: slog.New(logs)}, func(w http.ResponseWriter, r *http.Request, call int64) {
 			if call == 1 {
 				b.handle(w, r, call) // the crashed request: never completes in time
 				return
@@ -383,6 +449,197 @@ func runSuite(t *testing.T, open openFunc) {
 			t.Fatalf("retry of a stale key: %d %v %s, want a second run", w.Code, w.Header(), w.Body)
 		}
 		f.wantCalls(t, 2)
+		// The crashed-looking request, returning late, lost its key: the
+		// record is the retry's, whatever its lock refreshes tried.
+		if replay := f.do(request(t, "POST", "/", "alice", `"k"`, "x")); replay.Header().Get("X-Call") != "2" || replay.Header().Get(twicehttp.HeaderReplayed) != "true" {
+			t.Fatalf("replay after both: %d %v, want the retry's response", replay.Code, replay.Header())
+		}
+		// The late request's log says its response was not stored and
+		// why, not that a retry will run again (the retry already ran).
+		msgs := logs.messages()
+		if len(msgs) != 1 || !strings.Contains(msgs[0], "response not stored") || !strings.Contains(msgs[0], "a retry took the key") {
+			t.Fatalf("logged %q, want one line saying the response was not stored because a retry took the key", msgs)
+		}
+	})
+
+	t.Run("LockIsRefreshedWhileHandlerRuns", func(t *testing.T) {
+		t.Parallel()
+		// Before the lock was refreshed, a handler outliving LockTimeout
+		// let a retry of the same request take the key and run again.
+		const lockTimeout = 600 * time.Millisecond
+		spy := &extendSpy{extended: make(chan time.Time, 1000)}
+		b := newBlocker()
+		f := setup(t, func(t *testing.T) twicestore.Store {
+			spy.Store = open(t)
+			return spy
+		}, twicehttp.Options{LockTimeout: lockTimeout}, b.handle)
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- f.do(request(t, "POST", "/", "alice", `"k"`, "x")) }()
+		await(t, b.started, "first handler")
+		// Begin took the lock before the handler started: wait for a
+		// refresh more than LockTimeout after that, when the first lock
+		// alone would be stale.
+		stale := time.Now().Add(lockTimeout)
+		for lock := (time.Time{}); !lock.After(stale); {
+			lock = await(t, spy.extended, "a lock refresh past LockTimeout")
+		}
+		w := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
+		wantProblem(t, w, http.StatusConflict)
+		wantProblem(t, f.do(request(t, "POST", "/", "alice", `"k"`, "other")), http.StatusUnprocessableEntity)
+		close(b.release)
+		if first := await(t, done, "first response"); first.Code != http.StatusCreated {
+			t.Fatalf("first: %d %s", first.Code, first.Body)
+		}
+		if w := f.do(request(t, "POST", "/", "alice", `"k"`, "x")); w.Header().Get(twicehttp.HeaderReplayed) != "true" {
+			t.Fatalf("after completion: %d %v, want a replay", w.Code, w.Header())
+		}
+		f.wantCalls(t, 1)
+	})
+
+	t.Run("StaleLockNotTakenByDifferentRequest", func(t *testing.T) {
+		t.Parallel()
+		// Before, a different body took a stale key over and ran; the
+		// original client then got 422 for its own retry.
+		b := newBlocker()
+		f := setup(t, open, twicehttp.Options{LockTimeout: time.Nanosecond}, func(w http.ResponseWriter, r *http.Request, call int64) {
+			if call == 1 {
+				b.handle(w, r, call) // the request that looks crashed
+				return
+			}
+			echo(w, r, call)
+		})
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- f.do(request(t, "POST", "/", "alice", `"k"`, "x")) }()
+		await(t, b.started, "first handler")
+		wantProblem(t, f.do(request(t, "POST", "/", "alice", `"k"`, "y")), http.StatusUnprocessableEntity)
+		f.wantCalls(t, 1)
+		close(b.release)
+		if first := await(t, done, "first response"); first.Code != http.StatusCreated {
+			t.Fatalf("first: %d %s", first.Code, first.Body)
+		}
+		if w := f.do(request(t, "POST", "/", "alice", `"k"`, "x")); w.Header().Get(twicehttp.HeaderReplayed) != "true" || !strings.Contains(w.Body.String(), `"echo":"x"`) {
+			t.Fatalf("the original request's retry: %d %s, want its replay", w.Code, w.Body)
+		}
+		f.wantCalls(t, 1)
+	})
+
+	// big writes n bytes of a repeating pattern, 1 KiB at a time.
+	big := func(n int) handlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request, call int64) {
+			w.Header().Set("X-Call", fmt.Sprint(call))
+			w.WriteHeader(http.StatusCreated)
+			chunk := bytes.Repeat([]byte("0123456789abcdef"), 64)
+			for left := n; left > 0; left -= len(chunk) {
+				_, _ = w.Write(chunk[:min(left, len(chunk))])
+			}
+		}
+	}
+	t.Run("ResponseOverMaxResponseBytesIsSentNotStored", func(t *testing.T) {
+		t.Parallel()
+		const max, size = 4 << 10, 256 << 10
+		f := setup(t, open, twicehttp.Options{MaxResponseBytes: max}, big(size))
+		first := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
+		if first.Code != http.StatusCreated || first.Body.Len() != size {
+			t.Fatalf("first: %d with %d bytes, want 201 with all %d", first.Code, first.Body.Len(), size)
+		}
+		rec := f.record(t, "alice", "k")
+		if !rec.Done || len(rec.Body) != 0 || len(rec.Header) != 1 {
+			t.Fatalf("stored record: done %t, %d body bytes, headers %v; want done, no body, only the not-stored mark",
+				rec.Done, len(rec.Body), rec.Header)
+		}
+		retry := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
+		p := wantProblem(t, retry, http.StatusConflict)
+		if p["type"] != "https://pkg.go.dev/github.com/twicejobs/twice/twicehttp#problem-response-not-stored" || p["original_status"] != float64(http.StatusCreated) {
+			t.Fatalf("retry: %s, want response-not-stored with original_status 201", retry.Body)
+		}
+		if retry.Header().Get("Retry-After") != "" {
+			t.Error("response-not-stored says Retry-After: retrying cannot help")
+		}
+		f.wantCalls(t, 1)
+	})
+
+	t.Run("ResponseUpToMaxResponseBytesIsStored", func(t *testing.T) {
+		t.Parallel()
+		const max = 4 << 10
+		f := setup(t, open, twicehttp.Options{MaxResponseBytes: max}, big(max))
+		first := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
+		replay := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
+		if replay.Header().Get(twicehttp.HeaderReplayed) != "true" || replay.Body.String() != first.Body.String() || first.Body.Len() != max {
+			t.Fatalf("replay %d with %d bytes, want the first %d bytes replayed", replay.Code, replay.Body.Len(), first.Body.Len())
+		}
+		f.wantCalls(t, 1)
+	})
+
+	t.Run("ResponseIsStreamed", func(t *testing.T) {
+		t.Parallel()
+		// The client reads the first line while the handler still waits
+		// for it: the middleware holds nothing back.
+		read := make(chan struct{})
+		f := setup(t, open, twicehttp.Options{MaxResponseBytes: 16}, func(w http.ResponseWriter, r *http.Request, call int64) {
+			_, _ = fmt.Fprintln(w, "first line")
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				t.Errorf("flush: %v", err)
+				return
+			}
+			select {
+			case <-read:
+			case <-time.After(10 * time.Second):
+				return
+			}
+			big(64<<10)(w, r, call)
+		})
+		srv := httptest.NewServer(f.h)
+		t.Cleanup(srv.Close)
+		r, err := http.NewRequestWithContext(t.Context(), "POST", srv.URL, strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("X-User", "alice")
+		r.Header.Set(twicehttp.HeaderKey, `"k"`)
+		res, err := srv.Client().Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = res.Body.Close() }()
+		br := bufio.NewReader(res.Body)
+		if line, err := br.ReadString('\n'); err != nil || line != "first line\n" {
+			t.Fatalf("first line %q, %v", line, err)
+		}
+		close(read)
+		rest, err := io.ReadAll(br)
+		if err != nil || len(rest) != 64<<10 {
+			t.Fatalf("rest: %d bytes, %v; want %d", len(rest), err, 64<<10)
+		}
+	})
+
+	t.Run("SetCookieAndDropHeadersNotStored", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t, open, twicehttp.Options{DropHeaders: []string{"x-trace-secret"}}, func(w http.ResponseWriter, _ *http.Request, _ int64) {
+			http.SetCookie(w, &http.Cookie{Name: "session", Value: "s3cret"})
+			w.Header().Set("X-Trace-Secret", "t")
+			w.Header().Set("X-Kept", "k")
+			w.Header().Set("Twice-Idempotency-Response-Not-Stored", "1") // the middleware's own mark: never from a handler
+			w.WriteHeader(http.StatusCreated)
+			_, _ = fmt.Fprint(w, "ok")
+		})
+		first := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
+		if first.Header().Get("Set-Cookie") == "" || first.Header().Get("X-Trace-Secret") == "" {
+			t.Fatalf("first response %v lacks the handler's headers", first.Header())
+		}
+		rec := f.record(t, "alice", "k")
+		for _, h := range []string{"Set-Cookie", "X-Trace-Secret", "Twice-Idempotency-Response-Not-Stored"} {
+			if _, ok := rec.Header[h]; ok {
+				t.Errorf("stored headers %v include %s", rec.Header, h)
+			}
+		}
+		replay := f.do(request(t, "POST", "/", "alice", `"k"`, "x"))
+		if replay.Code != http.StatusCreated || replay.Body.String() != "ok" || replay.Header().Get("X-Kept") != "k" {
+			t.Fatalf("replay %d %q %v, want the stored response", replay.Code, replay.Body, replay.Header())
+		}
+		if replay.Header().Get("Set-Cookie") != "" || replay.Header().Get("X-Trace-Secret") != "" {
+			t.Fatalf("replay headers %v include a dropped header", replay.Header())
+		}
+		f.wantCalls(t, 1)
 	})
 
 	t.Run("BodyTooLarge", func(t *testing.T) {
@@ -440,10 +697,11 @@ func TestMiddlewarePanicsOnWiringMistakes(t *testing.T) {
 		store twicestore.Store
 		opts  twicehttp.Options
 	}{
-		"nil store":          {nil, twicehttp.Options{Principal: principal}},
-		"nil principal":      {storeStub{}, twicehttp.Options{}},
-		"negative expiry":    {storeStub{}, twicehttp.Options{Principal: principal, Expiry: -1}},
-		"lock beyond expiry": {storeStub{}, twicehttp.Options{Principal: principal, Expiry: time.Minute, LockTimeout: time.Hour}},
+		"nil store":             {nil, twicehttp.Options{Principal: principal}},
+		"nil principal":         {storeStub{}, twicehttp.Options{}},
+		"negative expiry":       {storeStub{}, twicehttp.Options{Principal: principal, Expiry: -1}},
+		"negative max response": {storeStub{}, twicehttp.Options{Principal: principal, MaxResponseBytes: -1}},
+		"lock beyond expiry":    {storeStub{}, twicehttp.Options{Principal: principal, Expiry: time.Minute, LockTimeout: time.Hour}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

@@ -16,6 +16,9 @@ type problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
+	// OriginalStatus is, for response-not-stored, the status the request
+	// that ran was answered with (an RFC 9457 extension member).
+	OriginalStatus int `json:"original_status,omitempty"`
 }
 
 // The problems the middleware answers with.
@@ -34,6 +37,8 @@ var (
 		Detail: "the request body exceeds the size this endpoint accepts with an Idempotency-Key; send a smaller body"}
 	problemKeyReused = problem{Type: problemTypeBase + "idempotency-key-reused", Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
 		Detail: "this Idempotency-Key was already used for a different request (method, path or body differ): use a new key for a new request, or resend the original request unchanged"}
+	problemNotStored = problem{Type: problemTypeBase + "response-not-stored", Title: "Response not stored", Status: http.StatusConflict,
+		Detail: "the request with this Idempotency-Key already ran, with the status given as original_status, but its response was too large to keep for replay: do not send it again; read the outcome from the resource it acted on"}
 	problemStore = problem{Type: problemTypeBase + "idempotency-store-unavailable", Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable,
 		Detail: "the idempotency record for this key could not be read or written; retry the same request with the same Idempotency-Key"}
 )

@@ -77,6 +77,7 @@ func New(store twicestore.Executor) *Metrics {
 			twice.EventDead:      counter("jobs_dead_total", "Jobs dead-lettered."),
 			twice.EventSkipped:   counter("jobs_skipped_total", "Jobs held and recurring ticks skipped because their kind is switched off."),
 			twice.EventDuplicate: counter("jobs_duplicates_total", "Deliveries a marker absorbed: already processed, completed as no-ops."),
+			twice.EventCancelled: counter("jobs_cancelled_total", "Running jobs that ended cancelled, by an operator or by their handler."),
 		},
 		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "twice", Name: "job_run_seconds", Help: "How long attempts ran, by outcome's kind and queue.",

@@ -24,7 +24,8 @@ const idempotencyColumns = `principal, key, fingerprint, done, status, header::t
 // inserts. The others lock the row they met with SELECT ... FOR UPDATE and,
 // when it is running with a lock older than StaleAfter, take it over; the
 // row lock makes concurrent take-overs wait, and the ones that wait then
-// read the fresh lock and leave it. A row deleted between the insert and
+// read the fresh lock and leave it. Only the same request (fingerprint)
+// takes a stale lock over. A row deleted between the insert and
 // the select (released, or pruned) sends the Begin back to the insert.
 func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.IdempotencyBeginParams) (*twicestore.IdempotencyBeginResult, error) {
 	now := nowOr(p.Now)
@@ -55,13 +56,15 @@ func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.Idempoten
 				return err
 			}
 			res.Record = rec
-			if rec.Done || !rec.LockedAt.Before(now.Add(-p.StaleAfter)) {
+			// A different request never takes the key over: its first
+			// request may have had effects, and its client may retry it.
+			if rec.Done || rec.Fingerprint != p.Fingerprint || !rec.LockedAt.Before(now.Add(-p.StaleAfter)) {
 				return nil
 			}
 			rec, err = scanIdempotency(tx.q.queryRow(ctx, `UPDATE twice_idempotency
-				SET fingerprint = $3, locked_at = $4, expires_at = $5
-				WHERE principal = $1 AND key = $2 AND NOT done AND locked_at = $6
-				RETURNING `+idempotencyColumns, p.Principal, p.Key, p.Fingerprint, now, p.ExpiresAt, rec.LockedAt))
+				SET locked_at = $3, expires_at = $4
+				WHERE principal = $1 AND key = $2 AND NOT done AND locked_at = $5
+				RETURNING `+idempotencyColumns, p.Principal, p.Key, now, p.ExpiresAt, rec.LockedAt))
 			if isNoRows(err) {
 				return nil // cannot happen under the row lock; the record read stands
 			}
@@ -94,6 +97,33 @@ func scanIdempotency(r row) (twicetype.IdempotencyRecord, error) {
 	}
 	rec.LockedAt, rec.CreatedAt, rec.ExpiresAt = rec.LockedAt.UTC(), rec.CreatedAt.UTC(), rec.ExpiresAt.UTC()
 	return rec, nil
+}
+
+// IdempotencyExtend moves a running record's lock to Now (at least a
+// microsecond past the caller's lock, so the holder's identity changes),
+// guarded by the caller's lock; an error wrapping twicestore.ErrNotFound
+// says the caller no longer holds the key.
+func (e *executor) IdempotencyExtend(ctx context.Context, p *twicestore.IdempotencyExtendParams) (*twicestore.IdempotencyExtendResult, error) {
+	if p.LockedAt.IsZero() {
+		return nil, fmt.Errorf("extend idempotency key %q: LockedAt is required: pass the lock Begin returned", p.Key)
+	}
+	// PostgreSQL keeps microseconds and rounds to them; truncating here
+	// keeps the new lock after the old one.
+	lock := nowOr(p.Now).Truncate(time.Microsecond)
+	if old := p.LockedAt.Truncate(time.Microsecond); !lock.After(old) {
+		lock = old.Add(time.Microsecond)
+	}
+	var locked time.Time
+	err := e.q.queryRow(ctx, `UPDATE twice_idempotency SET locked_at = $3
+		WHERE principal = $1 AND key = $2 AND NOT done AND locked_at = $4
+		RETURNING locked_at`, p.Principal, p.Key, lock, p.LockedAt).Scan(&locked)
+	if isNoRows(err) {
+		err = twicestore.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("extend idempotency key %q: %w", p.Key, err)
+	}
+	return &twicestore.IdempotencyExtendResult{LockedAt: locked.UTC()}, nil
 }
 
 // IdempotencyComplete stores the response of the request that took the

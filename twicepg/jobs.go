@@ -122,16 +122,18 @@ var insertSQL = `WITH notified AS (
 input AS MATERIALIZED (
 	SELECT nextval('twice_jobs_id_seq') AS id, t.*
 	FROM unnest($3::text[], $4::text[], $5::integer[], $6::bytea[], $7::text[], $8::text[], $9::text[],
-		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::text[])
+		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::text[],
+		$16::bigint[], $17::bigint[])
 		WITH ORDINALITY AS t(kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-			unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, ord)
+			unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id, ord)
 	CROSS JOIN notified
 ),
 inserted AS (
 	INSERT INTO twice_jobs AS j (id, kind, queue, priority, args, message_id, idempotency_key,
-		correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key)
+		correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id)
 	SELECT id, kind, queue, priority, args, message_id, idempotency_key,
-		correlation_id, unique_key, max_attempts, run_at, created_at, metadata::jsonb, concurrency_key
+		correlation_id, unique_key, max_attempts, run_at, created_at, metadata::jsonb, concurrency_key,
+		nullif(parent_id, 0), nullif(batch_id, 0)
 	FROM input ORDER BY kind, unique_key, ord
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns + `
@@ -211,6 +213,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 		kinds, queues, messageIDs, keys, correlationIDs, uniqueKeys = make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		metadata, ckeys         = make([]string, n), make([]string, n)
+		parents, batches        = make([]int64, n), make([]int64, n)
 		priorities, maxAttempts = make([]int32, n), make([]int32, n)
 		payloads                = make([][]byte, n)
 		runAts, createdAts      = make([]time.Time, n), make([]time.Time, n)
@@ -239,6 +242,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 				twicestore.ErrConcurrencyKeyTooLong, len(j.ConcurrencyKey), twicestore.MaxConcurrencyKeyBytes)
 		}
 		ckeys[i] = j.ConcurrencyKey
+		parents[i], batches[i] = j.ParentID, j.BatchID
 	}
 	out := make([]*twicestore.JobInsertResult, n)
 	if n == 0 {
@@ -247,7 +251,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 
 	rs, err := e.q.query(ctx, insertSQL, e.notify.channel, e.notify.due(queues, now),
 		kinds, queues, priorities, payloads, messageIDs, keys, correlationIDs,
-		uniqueKeys, maxAttempts, runAts, createdAts, metadata, ckeys)
+		uniqueKeys, maxAttempts, runAts, createdAts, metadata, ckeys, parents, batches)
 	if err != nil {
 		return nil, err
 	}
@@ -511,6 +515,9 @@ const cancelNoteSQL = `('cancelled' || CASE WHEN j.cancel_by <> '' THEN ' by ' |
 // JobFinish writes a batch of outcomes, and claims their markers, in one
 // statement.
 func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	if slices.ContainsFunc(p.Outcomes, func(o *twicestore.JobOutcome) bool { return len(o.Children) > 0 }) {
+		return e.finishWithChildren(ctx, p)
+	}
 	n := len(p.Outcomes)
 	res := &twicestore.JobFinishResult{Applied: make([]bool, n)}
 	if n == 0 {

@@ -19,8 +19,9 @@ import (
 // first takes a key.
 //
 // An expired record is deleted first; the insert then takes the key unless
-// a record holds it. A running record whose lock is older than StaleAfter
-// is taken over, by an update guarded by the locked_at read.
+// a record holds it. A running record of the same request (fingerprint)
+// whose lock is older than StaleAfter is taken over, by an update guarded
+// by the locked_at read.
 func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.IdempotencyBeginParams) (*twicestore.IdempotencyBeginResult, error) {
 	now := nowOr(p.Now)
 	res := &twicestore.IdempotencyBeginResult{}
@@ -49,12 +50,14 @@ func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.Idempoten
 			return err
 		}
 		res.Record = rec
-		if rec.Done || !rec.LockedAt.Before(now.Add(-p.StaleAfter)) {
+		// A different request never takes the key over: its first
+		// request may have had effects, and its client may retry it.
+		if rec.Done || rec.Fingerprint != p.Fingerprint || !rec.LockedAt.Before(now.Add(-p.StaleAfter)) {
 			return nil
 		}
-		r, err = q.ExecContext(ctx, `UPDATE twice_idempotency SET fingerprint = ?, locked_at = ?, expires_at = ?
+		r, err = q.ExecContext(ctx, `UPDATE twice_idempotency SET locked_at = ?, expires_at = ?
 			WHERE principal = ? AND key = ? AND done = 0 AND locked_at = ?`,
-			p.Fingerprint, micros(now), micros(p.ExpiresAt), p.Principal, p.Key, micros(rec.LockedAt))
+			micros(now), micros(p.ExpiresAt), p.Principal, p.Key, micros(rec.LockedAt))
 		if err != nil {
 			return err
 		}
@@ -63,7 +66,7 @@ func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.Idempoten
 			return err
 		}
 		res.Taken = true
-		res.Record.Fingerprint, res.Record.LockedAt, res.Record.ExpiresAt = p.Fingerprint, fromTime(now), fromTime(p.ExpiresAt)
+		res.Record.LockedAt, res.Record.ExpiresAt = fromTime(now), fromTime(p.ExpiresAt)
 		return nil
 	})
 	if err != nil {
@@ -95,6 +98,38 @@ func idempotencyGet(ctx context.Context, q dbtx, principal, key string) (twicety
 	rec.CreatedAt = time.UnixMicro(created).UTC()
 	rec.ExpiresAt = time.UnixMicro(expires).UTC()
 	return rec, nil
+}
+
+// IdempotencyExtend moves a running record's lock to Now (at least a
+// microsecond past the caller's lock, so the holder's identity changes),
+// guarded by the caller's lock; an error wrapping twicestore.ErrNotFound
+// says the caller no longer holds the key.
+func (e *executor) IdempotencyExtend(ctx context.Context, p *twicestore.IdempotencyExtendParams) (*twicestore.IdempotencyExtendResult, error) {
+	if p.LockedAt.IsZero() {
+		return nil, fmt.Errorf("extend idempotency key %q: LockedAt is required: pass the lock Begin returned", p.Key)
+	}
+	lock := micros(nowOr(p.Now))
+	if old := micros(p.LockedAt); lock <= old {
+		lock = old + 1
+	}
+	var n int64
+	err := e.write(ctx, func() error {
+		r, err := e.db.ExecContext(ctx, `UPDATE twice_idempotency SET locked_at = ?
+			WHERE principal = ? AND key = ? AND done = 0 AND locked_at = ?`,
+			lock, p.Principal, p.Key, micros(p.LockedAt))
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	if err == nil && n == 0 {
+		err = twicestore.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("extend idempotency key %q: %w", p.Key, err)
+	}
+	return &twicestore.IdempotencyExtendResult{LockedAt: time.UnixMicro(lock).UTC()}, nil
 }
 
 // IdempotencyComplete stores the response of the request that took the

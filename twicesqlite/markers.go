@@ -112,7 +112,7 @@ func (e *executor) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) 
 
 // claimMarker is the one claim both MarkerClaim and JobFinish use; exec runs
 // claimSQL, directly or as a statement prepared for a batch.
-func claimMarker(ctx context.Context, exec func(args ...any) (sql.Result, error), p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
+func claimMarker(_ context.Context, exec func(args ...any) (sql.Result, error), p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
 	_, err := exec(p.Handler, p.Key, micros(nowOr(p.Now)), nullID(p.JobID), nullID(p.Epoch))
 	switch {
 	case err == nil:

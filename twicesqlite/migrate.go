@@ -39,7 +39,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // back to the pool; nothing to lose
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

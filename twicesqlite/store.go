@@ -89,12 +89,12 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// DSN's pragmas), so keep more idle than database/sql's default of 2.
 	db.SetMaxIdleConns(16)
 	if err := db.PingContext(ctx); err != nil {
-		db.Close()
+		_ = db.Close() // the ping's error is the one to report
 		return nil, fmt.Errorf("open twice database %q: %w", path, openError(err))
 	}
 	s, err := newStore(ctx, db)
 	if err != nil {
-		db.Close()
+		_ = db.Close() // the set-up's error is the one to report
 		return nil, fmt.Errorf("open twice database %q: %w", path, err)
 	}
 	s.ownsDB = true
@@ -169,7 +169,7 @@ func checkPath(path string) error {
 	if err != nil {
 		return pathErr(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened to read the header only
 	header := make([]byte, len(sqliteHeader))
 	if _, err := io.ReadFull(f, header); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return pathErr(err)

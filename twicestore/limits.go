@@ -171,10 +171,6 @@ func (p *JobFetchParams) LimitedKinds() (limited, plain []string) {
 	return limited, plain
 }
 
-// RateWindowStart is where the window of a rate ending at now starts:
-// starts after it count against the limit.
-func (r RateLimit) RateWindowStart(now time.Time) time.Time { return now.Add(-r.Period) }
-
 // Throttled is how many of a kind's due jobs its limits hold back, given
 // its running jobs, the starts in its rate window, its due jobs and how
 // many of those its key rules (per-key limit, per-key rate) would let

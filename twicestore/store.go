@@ -191,9 +191,18 @@ type Executor interface {
 	// key never seen (or expired) is taken for this request (Taken); a key
 	// whose record is done is returned for replay; a key still held by a
 	// running request is returned as is, unless its lock is older than
-	// StaleAfter, when this request takes it over (Taken). The caller
-	// compares fingerprints.
+	// StaleAfter and the record's fingerprint is this request's, when this
+	// request takes it over (Taken). A different request never takes a
+	// key over: the key stays its first request's until it completes,
+	// is released or expires. The caller compares fingerprints.
 	IdempotencyBegin(ctx context.Context, p *IdempotencyBeginParams) (*IdempotencyBeginResult, error)
+	// IdempotencyExtend refreshes the lock of a request that is still
+	// running, as a job's lease is extended, so that a request outliving
+	// StaleAfter is not taken for crashed. It acts only while the caller's
+	// lock (LockedAt) holds the key, else it fails with ErrNotFound (the
+	// record is done, released, expired or taken over). The result's
+	// LockedAt is the caller's lock from then on.
+	IdempotencyExtend(ctx context.Context, p *IdempotencyExtendParams) (*IdempotencyExtendResult, error)
 	// IdempotencyComplete stores the response of the request that took the
 	// key.
 	IdempotencyComplete(ctx context.Context, p *IdempotencyCompleteParams) error
@@ -215,6 +224,9 @@ type Executor interface {
 	NodeList(ctx context.Context, p *NodeListParams) ([]*twicetype.Node, error)
 	// NodeRemove forgets a node that stopped cleanly.
 	NodeRemove(ctx context.Context, p *NodeRemoveParams) error
+
+	// Composer: workflows and batches (see compose.go).
+	Composer
 }
 
 // Store is a driver's handle on one database.
@@ -273,12 +285,10 @@ type CancelListener interface {
 }
 
 // MarkerBatchPeeker is implemented by stores that answer many marker peeks
-// in one round trip. When its store has it, the runtime asks each fetch to
-// peek the markers of the ClaimAfter jobs it leases (JobFetchParams.Peek),
-// and gathers the other peeks of jobs starting at the same time into one
-// call; otherwise it calls MarkerPeek once per job, so a store wrapper that
-// overrides MarkerPeek (a spy, a fault injector) sees every peek unless it
-// implements this too.
+// in one round trip. When its store has it (found through wrappers, see
+// As), the runtime asks each fetch to peek the markers of the ClaimAfter
+// jobs it leases (JobFetchParams.Peek); a job that arrives without its
+// answer calls MarkerPeek, as every job does on a store without it.
 type MarkerBatchPeeker interface {
 	// MarkerPeekMany reports, per marker in input order, whether its
 	// handler has processed its key, without writing: each answer is what
@@ -316,6 +326,11 @@ type JobInsertParams struct {
 	// KindLimit.KeyRate (a tenant, a customer); empty is no key. At most
 	// MaxConcurrencyKeyBytes.
 	ConcurrencyKey string
+	// ParentID, when set, records the job whose completion inserted this
+	// one (a continuation's edge); JobFinish sets it for Children.
+	ParentID int64
+	// BatchID, when set, puts the job in that batch (see BatchAdd).
+	BatchID int64
 }
 
 // JobInsertManyParams are the jobs to insert, in order.
@@ -431,6 +446,10 @@ type JobOutcome struct {
 	// Output, when set on a completed outcome, is stored as the job's
 	// output (JSON, at most MaxOutputBytes) in the same write.
 	Output []byte
+	// Children are inserted in the same transaction, each with ParentID
+	// set to the job, when a completed outcome is written (see
+	// Composer for the exact rule); otherwise they are dropped.
+	Children []*JobInsertParams
 }
 
 // A job's error history keeps its first ErrorsKeptFirst and its last
@@ -972,10 +991,11 @@ type CatalogListResult struct {
 type IdempotencyKeyParams struct {
 	Principal string
 	Key       string
-	// LockedAt, when set, is the lock the caller took (Begin's
-	// Record.LockedAt): the call then acts only while that lock still holds
-	// the key, so a request whose key was taken over cannot touch the newer
-	// request's record. Zero acts on the record whatever holds it.
+	// LockedAt, when set, is the lock the caller holds (Begin's
+	// Record.LockedAt, or its last Extend's): the call then acts only
+	// while that lock still holds the key, so a request whose key was
+	// taken over cannot touch the newer request's record. Zero acts on the
+	// record whatever holds it.
 	LockedAt time.Time
 }
 
@@ -999,11 +1019,31 @@ type IdempotencyBeginResult struct {
 	Record twicetype.IdempotencyRecord
 }
 
+// IdempotencyExtendParams name the lock to refresh.
+type IdempotencyExtendParams struct {
+	Principal string
+	Key       string
+	// LockedAt is the caller's current lock: Begin's Record.LockedAt, or
+	// the LockedAt of its last Extend. Required.
+	LockedAt time.Time
+	// Now is the lock's new time; zero means the store's clock. The new
+	// lock is always later than LockedAt (by a microsecond when Now is
+	// not), so each Extend gives the holder a new identity.
+	Now time.Time
+}
+
+// IdempotencyExtendResult is the refreshed lock.
+type IdempotencyExtendResult struct {
+	// LockedAt is the new lock, in UTC at microsecond precision: pass it
+	// to the next Extend and to Complete or Release.
+	LockedAt time.Time
+}
+
 // IdempotencyCompleteParams carry the response to store.
 type IdempotencyCompleteParams struct {
 	Principal string
 	Key       string
-	// LockedAt, when set, is the lock the caller took: the response is
+	// LockedAt, when set, is the lock the caller holds: the response is
 	// stored only while that lock still holds the key, else the call fails
 	// with ErrNotFound (see IdempotencyKeyParams.LockedAt).
 	LockedAt time.Time

@@ -10,7 +10,7 @@ import (
 // capable stands for a driver's store with one optional capability.
 type capable struct{ twicestore.Store }
 
-func (capable) ListenInserts(ctx context.Context, notify func(string)) error { return nil }
+func (capable) ListenInserts(context.Context, func(string)) error { return nil }
 
 // wrapper embeds Store, so it has only Store's methods, and names what it
 // wraps.

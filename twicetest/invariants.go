@@ -90,7 +90,7 @@ func EffectBeforeClaim[T twice.Args](t testing.TB, c Case[T]) {
 		err            error
 	}
 	var at sample // at the handler's return, on its first success
-	p.around = func(ctx context.Context, job *twicetype.JobRow, next func(context.Context) error) error {
+	p.around = func(ctx context.Context, _ *twicetype.JobRow, next func(context.Context) error) error {
 		err := next(ctx)
 		if err != nil || at.taken || p.strategy() != twice.ClaimAfter {
 			return err

@@ -290,7 +290,7 @@ func (t *spyTx) Commit(ctx context.Context) error {
 	}
 	t.p.mu.Unlock()
 	if crash {
-		_ = t.Tx.Rollback(ctx)
+		_ = t.Rollback(ctx)
 		return errInjectedCrash
 	}
 	return t.Tx.Commit(ctx)

@@ -178,10 +178,10 @@ func judge(s twice.Strategy, scenario string, fresh bool, n int, outcome twicety
 	if !fresh {
 		lo = 0 // an earlier scenario's marker may rightly make this one a no-op
 	}
-	switch {
-	case lo == hi:
+	switch lo {
+	case hi:
 		promise = fmt.Sprintf("exactly %d effect", lo)
-	case lo == 0:
+	case 0:
 		promise = fmt.Sprintf("at most %d effect", hi)
 	default:
 		promise = fmt.Sprintf("between %d and %d effect", lo, hi)

@@ -1,7 +1,7 @@
 package twiceweb
 
 import (
-	"context"
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/internal/toggles"
 	"github.com/twicejobs/twice/twicestore"
@@ -46,9 +47,15 @@ func confirmed(r *http.Request, c *confirmation) (bool, *confirmation) {
 	return false, c
 }
 
-// parseFilter reads state, kind and queue from a query or form.
+// parseFilter reads state, timing, kind and queue from a query or form.
 func parseFilter(q url.Values, withState bool) (twicestore.JobFilter, error) {
-	f := twicestore.JobFilter{Kind: strings.TrimSpace(q.Get("kind")), Queue: strings.TrimSpace(q.Get("queue"))}
+	f := twicestore.JobFilter{Kind: strings.TrimSpace(q.Get("kind")), Queue: strings.TrimSpace(q.Get("queue")), Node: strings.TrimSpace(q.Get("node"))}
+	switch t := twice.JobTiming(strings.TrimSpace(q.Get("timing"))); t {
+	case "", twice.JobDue, twice.JobScheduled:
+		f.Timing = t
+	default:
+		return f, badInputf("timing %q is not %q or %q: say which available jobs to list", t, twice.JobDue, twice.JobScheduled)
+	}
 	if s := strings.TrimSpace(q.Get("state")); s != "" && withState {
 		f.State = twicetype.JobState(s)
 		if !f.State.Valid() {
@@ -73,6 +80,12 @@ func filterQuery(f twicestore.JobFilter) url.Values {
 	}
 	if f.Queue != "" {
 		q.Set("queue", f.Queue)
+	}
+	if f.Timing != "" {
+		q.Set("timing", string(f.Timing))
+	}
+	if f.Node != "" {
+		q.Set("node", f.Node)
 	}
 	return q
 }
@@ -122,17 +135,19 @@ func (h *Handler) deadSelection(r *http.Request) (twicestore.JobFilter, string, 
 	return f, what, nil
 }
 
-func (h *Handler) retryDead(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
-	return h.bulkDead(r, who, "retry", h.store.JobRetry)
+func (h *Handler) retryDead(r *http.Request, who string) (string, *confirmation, error) {
+	return h.bulkDead(r, who, "retry")
 }
 
-func (h *Handler) discardDead(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
-	return h.bulkDead(r, who, "discard", h.store.JobDiscard)
+func (h *Handler) discardDead(r *http.Request, who string) (string, *confirmation, error) {
+	return h.bulkDead(r, who, "discard")
 }
 
-// bulkDead retries or discards the selected dead jobs once confirmed.
-func (h *Handler) bulkDead(r *http.Request, who, verb string,
-	do func(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error)) (string, *confirmation, error) {
+// bulkDead retries or discards the selected dead jobs once confirmed. A
+// retry goes through the admin API, which retries each job on its own (a
+// unique-key conflict refuses that job only); the admin API has no
+// discard, so a discard goes to the store.
+func (h *Handler) bulkDead(r *http.Request, who, verb string) (string, *confirmation, error) {
 	f, what, err := h.deadSelection(r)
 	if err != nil {
 		return "", nil, err
@@ -148,19 +163,43 @@ func (h *Handler) bulkDead(r *http.Request, who, verb string,
 	}); !ok {
 		return "", c, nil
 	}
-	res, err := do(r.Context(), &twicestore.JobBulkParams{Filter: f, Now: time.Now()})
-	if err != nil {
-		return "", nil, err
+	var ids []int64
+	var refused error
+	if verb == "retry" {
+		res, err := h.client.JobRetry(r.Context(), &twice.JobActionParams{
+			IDs: f.IDs, Filter: &twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue}, By: who, Reason: reason,
+		})
+		if err != nil {
+			return "", nil, err
+		}
+		ids, refused = res.Changed(), res.Err()
+	} else {
+		res, err := h.store.JobDiscard(r.Context(), &twicestore.JobBulkParams{Filter: f, Now: time.Now()})
+		if err != nil {
+			return "", nil, err
+		}
+		ids = res.IDs
 	}
-	if len(res.IDs) == 0 {
+	if len(ids) == 0 {
+		if refused != nil {
+			return "", nil, &stateConflict{fmt.Errorf("nothing to %s: %w", verb, refused)}
+		}
 		return "", nil, badInputf("nothing to %s: %s matched no dead job (already retried or discarded?)", verb, what)
 	}
 	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", verb+" dead jobs",
-		"what", what, "ids", res.IDs, "kind", f.Kind, "queue", f.Queue, "reason", reason)
+		"what", what, "ids", ids, "kind", f.Kind, "queue", f.Queue, "reason", reason, "refused", errString(refused))
 	if len(f.IDs) == 1 {
 		return "/jobs/" + strconv.FormatInt(f.IDs[0], 10), nil, nil
 	}
 	return "/dead" + queryOf(filterQuery(f)), nil, nil
+}
+
+// errString is err's message, or empty for nil: a log attribute.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func queryOf(q url.Values) string {
@@ -170,7 +209,7 @@ func queryOf(q url.Values) string {
 	return "?" + q.Encode()
 }
 
-func (h *Handler) setSwitch(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) setSwitch(r *http.Request, who string) (string, *confirmation, error) {
 	kind := strings.TrimSpace(r.PostForm.Get("kind"))
 	state := r.PostForm.Get("state")
 	reason := strings.TrimSpace(r.PostForm.Get("reason"))
@@ -188,41 +227,57 @@ func (h *Handler) setSwitch(w http.ResponseWriter, r *http.Request, who string) 
 		return "", nil, err
 	}
 	if !cat.Known(kind) {
-		msg := fmt.Sprintf("kind %q is neither registered here nor handled by a live worker, so the switch would switch nothing", kind)
+		msg := fmt.Sprintf("kind %q is in no catalog, not registered here and handled by no live worker, so the switch would switch nothing", kind)
 		if u := toggles.Unknown([]string{kind}, cat.Kinds); len(u) == 1 && u[0].Suggestion != "" {
 			msg += "; did you mean " + u[0].Suggestion + "?"
 		}
-		return "", nil, badInputf("%s (use twice toggles set --force for a kind whose workers are not running)", msg)
+		return "", nil, badInputf("%s (use twice toggles set --force for a kind whose workers have never run)", msg)
 	}
 	enable := state == "on"
-	if enable && cat.FailClosed(kind) {
-		current := "off"
-		for _, row := range rows {
-			if strings.EqualFold(row.Kind, kind) {
-				current = row.State
-			}
+	var row switchRow
+	for _, rw := range rows {
+		if strings.EqualFold(rw.Kind, kind) {
+			row = rw
+		}
+	}
+	// A kind in no catalog may be fail-closed: ask, as for one that is.
+	if failClosed := cat.FailClosed(kind) || !row.Catalogued; enable && failClosed {
+		why := "It is registered fail-closed because its jobs move money or cannot be undone"
+		if !row.Catalogued {
+			why = "No catalog says whether it is fail-closed (its workers publish none), so it is treated as one"
 		}
 		if ok, c := confirmed(r, &confirmation{
 			Message: fmt.Sprintf("Turn on %s, a fail-closed kind?", kind),
-			Detail: fmt.Sprintf("It is %s now. It is registered fail-closed because its jobs move money or cannot be undone: "+
-				"once on, its held jobs start running on every worker within seconds. Reason given: %q.", current, reason),
+			Detail: fmt.Sprintf("It is %s now. %s: once on, its held jobs start running on every worker within seconds. Reason given: %q.",
+				cmp.Or(row.State, "off"), why, reason),
 			Button: "Yes, turn " + kind + " on", Cancel: "/switches",
 		}); !ok {
 			return "", c, nil
 		}
 	}
-	err = h.store.ToggleSet(r.Context(), &twicestore.ToggleSetParams{Toggle: twicetype.Toggle{
-		Kind: kind, Enabled: enable, Reason: reason, By: who, At: time.Now(),
-	}})
+	var expires time.Time
+	if s := strings.TrimSpace(r.PostForm.Get("for")); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return "", nil, badInputf("for=%q is not a positive duration: give one like 30m or 4h, or leave it empty for no expiry", s)
+		}
+		expires = time.Now().Add(d)
+	}
+	err = h.client.ToggleSet(r.Context(), &twice.ToggleSetParams{
+		Kind: kind, Enabled: enable, Reason: reason, By: who, ExpiresAt: expires, Source: "dashboard",
+	})
 	if err != nil {
 		return "", nil, err
 	}
-	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", "set kill switch",
-		"what", kind+" "+ops.OnOff(enable), "reason", reason)
+	attrs := []any{"who", who, "action", "set kill switch", "what", kind + " " + ops.OnOff(enable), "reason", reason}
+	if !expires.IsZero() {
+		attrs = append(attrs, "expires_at", expires)
+	}
+	h.logger.InfoContext(r.Context(), "dashboard action", attrs...)
 	return "/switches", nil, nil
 }
 
-func (h *Handler) unsetSwitch(w http.ResponseWriter, r *http.Request, who string) (string, *confirmation, error) {
+func (h *Handler) unsetSwitch(r *http.Request, who string) (string, *confirmation, error) {
 	kind := strings.ToLower(strings.TrimSpace(r.PostForm.Get("kind")))
 	reason := strings.TrimSpace(r.PostForm.Get("reason"))
 	if kind == "" {
@@ -231,7 +286,7 @@ func (h *Handler) unsetSwitch(w http.ResponseWriter, r *http.Request, who string
 	if reason == "" {
 		return "", nil, badInputf("a reason is required: say why the stored switch is removed")
 	}
-	if err := h.store.ToggleDelete(r.Context(), &twicestore.ToggleDeleteParams{Kind: kind}); err != nil {
+	if _, err := h.client.ToggleUnset(r.Context(), &twice.ToggleUnsetParams{Kind: kind, By: who, Reason: reason, Source: "dashboard"}); err != nil {
 		return "", nil, err
 	}
 	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", "unset kill switch",

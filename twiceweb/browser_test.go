@@ -119,7 +119,9 @@ func TestBrowser(t *testing.T) {
 		return err == nil && len(res.Ticks) >= 2
 	})
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	e.client.Stop(stopCtx) // a still store: the page and the store must agree
+	if err := e.client.Stop(stopCtx); err != nil { // a still store: the page and the store must agree
+		t.Fatal(err)
+	}
 	cancel()
 	srv := httptest.NewServer(e.handler(twiceweb.Options{RefreshInterval: -1}))
 	defer srv.Close()
@@ -249,8 +251,11 @@ func testLiveRefresh(t *testing.T, e *env, ctx context.Context) {
 	live := httptest.NewServer(e.handler(twiceweb.Options{RefreshInterval: 200 * time.Millisecond}))
 	defer live.Close()
 	sel := chromedp.CSS(`[data-count="completed"]`)
+	// Read in one evaluation: the refresh may replace the node between a
+	// query and a read of it.
+	read := chromedp.Evaluate[string](`(document.querySelector('[data-count="completed"]') || {}).textContent || ""`)
 	do(t, ctx, "open live overview", chromedp.Navigate(live.URL+"/"), chromedp.WaitVisible(sel))
-	before, err := strconv.Atoi(run(t, ctx, "read completed", chromedp.Text(sel)))
+	before, err := strconv.Atoi(strings.TrimSpace(run(t, ctx, "read completed", read)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,9 +265,6 @@ func testLiveRefresh(t *testing.T, e *env, ctx context.Context) {
 	deadline := time.After(20 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	// Read in one evaluation: the refresh may replace the node between a
-	// query and a read of it.
-	read := chromedp.Evaluate[string](`(document.querySelector('[data-count="completed"]') || {}).textContent || ""`)
 	for {
 		if got := strings.TrimSpace(run(t, ctx, "read completed", read)); got == want {
 			return

@@ -1,7 +1,15 @@
 // Package twiceweb is twice's dashboard: an http.Handler that shows the
-// queues, jobs, dead letters, recurring schedules, kill switches, orphaned
-// kinds and markers of a store, and lets an operator retry or discard dead
-// jobs and flip kill switches.
+// queues, jobs, dead letters, recurring schedules, kill switches and their
+// history, orphaned kinds, stranded queues and markers of a store, and
+// lets an operator act on them: retry or discard dead jobs, cancel or
+// delete a job, pause and resume queues, flip kill switches, remove or
+// trigger a schedule.
+//
+// It is built on a *twice.Client's admin API, the same one the CLI uses:
+// a Client made by NewClient without Start serves it, so a dashboard needs
+// no worker. Kinds this binary does not register are described by the kind
+// catalog the workers publish: their switches, fail-closed flags and
+// sensitive fields.
 //
 // Pages are rendered on the server with html/template and read without
 // JavaScript; a few lines of plain JavaScript refresh them live. Every
@@ -9,14 +17,19 @@
 //
 // Mount it under any prefix with http.StripPrefix:
 //
-//	dash, err := twiceweb.New(store, twiceweb.Options{Registry: reg, Authenticate: myAuth})
+//	client, err := twice.NewClient(store, twice.Config{Registry: reg})
+//	dash, err := twiceweb.New(client, twiceweb.Options{Authenticate: myAuth})
 //	mux.Handle("/admin/jobs/", http.StripPrefix("/admin/jobs", dash))
 //
 // It is safe by default: every state-changing action is a POST carrying a
 // CSRF token (and refused cross-origin), ReadOnly turns the actions off,
 // every action is logged with who did what and why, and Listen refuses to
 // serve on an address other than loopback unless authentication is
-// configured.
+// configured. Without authentication it also answers only requests whose
+// Host is localhost or a loopback address, so a web page that rebinds its
+// own name to 127.0.0.1 (DNS rebinding) cannot read or drive it. Every
+// parameter is checked to be UTF-8 text without NUL bytes before any page
+// or action sees it, and every response forbids framing and MIME sniffing.
 package twiceweb
 
 import (
@@ -30,6 +43,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,13 +58,6 @@ const RefreshIntervalDefault = 5 * time.Second
 // Options configure the dashboard. The zero value serves a read-write
 // dashboard with no authentication, which Listen allows on loopback only.
 type Options struct {
-	// Registry, when set, tells which kinds this binary registers, which
-	// are fail-closed and which args fields are sensitive (redacted on the
-	// job page). Kinds handled by live workers are known without it.
-	// Defaults to none: fail-closed flags show as unknown, and only fields
-	// of registered kinds can be redacted, so args of other kinds are
-	// hidden entirely.
-	Registry *twice.Registry
 	// TogglesFile is the workers' TOML kill switch file, included in the
 	// effective states shown. Defaults to none.
 	TogglesFile string
@@ -77,6 +84,20 @@ type Options struct {
 	// RefreshInterval is how often open pages refresh themselves; negative
 	// turns live refresh off. Defaults to RefreshIntervalDefault.
 	RefreshInterval time.Duration
+	// AllowedHosts are host names (or addresses), without a port, that a
+	// request's Host header may name besides localhost, *.localhost and
+	// loopback addresses, which are always allowed. Without authentication
+	// no other Host is answered: a browser tricked by DNS rebinding into
+	// treating an attacker's name as this dashboard sends that name. With
+	// authentication, an empty list allows any Host and a non-empty one
+	// still restricts it. A leading "*." allows every subdomain. Defaults
+	// to none.
+	AllowedHosts []string
+	// SecureCookie marks the CSRF cookie Secure even when the request came
+	// in over plain HTTP, as it does behind a proxy that terminates TLS;
+	// the browser then never sends it over plain HTTP. Requests that came
+	// in over TLS always get a Secure cookie. Defaults to false.
+	SecureCookie bool
 }
 
 // BasicAuth is a user and password for HTTP basic authentication.
@@ -87,6 +108,10 @@ type BasicAuth struct {
 
 // Handler is the dashboard. Create it with New.
 type Handler struct {
+	// client carries every action and the reads its admin API offers;
+	// store (the client's) serves the remaining reads: counts, throughput,
+	// nodes, ticks and markers.
+	client *twice.Client
 	store  twicestore.Store
 	opts   Options
 	logger *slog.Logger
@@ -97,11 +122,12 @@ type Handler struct {
 	pages   *pages
 }
 
-// New returns the dashboard over store. It refuses incomplete
-// authentication settings.
-func New(store twicestore.Store, opts Options) (*Handler, error) {
-	if store == nil {
-		return nil, errors.New("twiceweb: store is nil")
+// New returns the dashboard over client's store. The client's registry
+// tells which kinds this binary knows beyond the kind catalog; it need not
+// be started. New refuses incomplete authentication settings.
+func New(client *twice.Client, opts Options) (*Handler, error) {
+	if client == nil {
+		return nil, errors.New("twiceweb: client is nil: make one with twice.NewClient (it need not be started)")
 	}
 	if b := opts.BasicAuth; b != nil && (b.User == "" || b.Password == "") {
 		return nil, errors.New("twiceweb: BasicAuth needs both a user and a password")
@@ -117,7 +143,8 @@ func New(store twicestore.Store, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{
-		store:   store,
+		client:  client,
+		store:   client.Store(),
 		opts:    opts,
 		logger:  opts.Logger.With(logattr.Component, "dashboard"),
 		mux:     http.NewServeMux(),
@@ -135,16 +162,33 @@ func (h *Handler) RequiresAuth() bool {
 	return h.opts.Authenticate != nil || h.opts.BasicAuth != nil || h.opts.BearerToken != ""
 }
 
-// ServeHTTP authenticates the request, then serves the page or action.
+// ServeHTTP checks the Host, authenticates the request and checks its
+// parameters, then serves the page or action. The security headers go on
+// every response, refusals included.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	hd.Set("Referrer-Policy", "same-origin")
+	if err := h.checkHost(r); err != nil {
+		h.logger.WarnContext(r.Context(), "dashboard request refused: host not allowed",
+			"remote", r.RemoteAddr, "host", r.Host, "path", r.URL.Path)
+		// A plain message: the refused page must carry no CSRF token.
+		http.Error(w, "403 forbidden: "+err.Error(), http.StatusForbidden)
+		return
+	}
 	who, ok := h.authenticate(w, r)
 	if !ok {
 		return
 	}
 	r = r.WithContext(withRequestInfo(r.Context(), &requestInfo{who: who, base: basePath(r)}))
-	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
-	w.Header().Set("Referrer-Policy", "same-origin")
+	if err := checkInput(w, r); err != nil {
+		h.logger.WarnContext(r.Context(), "dashboard request refused: bad input",
+			"who", who, "path", strconv.QuoteToASCII(r.URL.Path), logattr.Err, err)
+		h.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -173,7 +217,9 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 		}
 	}
 	if tok := h.opts.BearerToken; tok != "" {
-		if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && equal(got, tok) {
+		// The scheme is case-insensitive (RFC 9110, section 11.1).
+		scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		if strings.EqualFold(scheme, "Bearer") && equal(strings.TrimSpace(got), tok) {
 			return "bearer-token", true
 		}
 	}
@@ -218,7 +264,7 @@ func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
 		nonce = hex.EncodeToString(b)
 		http.SetCookie(w, &http.Cookie{
 			Name: csrfCookie, Value: nonce, Path: info(r).base + "/",
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || h.opts.SecureCookie,
 		})
 	}
 	return h.sign(nonce)
@@ -249,13 +295,15 @@ func (h *Handler) checkCSRF(r *http.Request) error {
 // routes registers the pages and actions. Actions are POSTs only, behind
 // the CSRF check and the standard library's cross-origin protection.
 func (h *Handler) routes() {
-	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assetFS)))
+	h.mux.HandleFunc("GET /assets/", serveAsset)
 	h.mux.HandleFunc("GET /{$}", h.page(h.overview))
 	h.mux.HandleFunc("GET /jobs", h.page(h.jobs))
 	h.mux.HandleFunc("GET /jobs/{id}", h.page(h.job))
 	h.mux.HandleFunc("GET /dead", h.page(h.dead))
+	h.mux.HandleFunc("GET /queues", h.page(h.queues))
 	h.mux.HandleFunc("GET /recurring", h.page(h.recurring))
 	h.mux.HandleFunc("GET /switches", h.page(h.switches))
+	h.mux.HandleFunc("GET /switches/history", h.page(h.history))
 	h.mux.HandleFunc("GET /orphans", h.page(h.orphans))
 	h.mux.HandleFunc("GET /markers", h.page(h.markers))
 	if h.opts.Metrics != nil {
@@ -263,10 +311,17 @@ func (h *Handler) routes() {
 	}
 	cop := http.NewCrossOriginProtection()
 	for path, fn := range map[string]actionFunc{
-		"POST /dead/retry":     h.retryDead,
-		"POST /dead/discard":   h.discardDead,
-		"POST /switches/set":   h.setSwitch,
-		"POST /switches/unset": h.unsetSwitch,
+		"POST /dead/retry":        h.retryDead,
+		"POST /dead/discard":      h.discardDead,
+		"POST /jobs/cancel":       h.cancelJob,
+		"POST /jobs/delete":       h.deleteJob,
+		"POST /jobs/retry":        h.retryJob,
+		"POST /queues/pause":      h.pauseQueue,
+		"POST /queues/resume":     h.resumeQueue,
+		"POST /switches/set":      h.setSwitch,
+		"POST /switches/unset":    h.unsetSwitch,
+		"POST /recurring/remove":  h.removeSchedule,
+		"POST /recurring/trigger": h.triggerSchedule,
 	} {
 		h.mux.Handle(path, cop.Handler(h.action(fn)))
 	}
@@ -274,7 +329,7 @@ func (h *Handler) routes() {
 
 // actionFunc carries out one action and returns where to go next, or a
 // confirmation page to show instead (when confirm is non-nil).
-type actionFunc func(w http.ResponseWriter, r *http.Request, who string) (next string, confirm *confirmation, err error)
+type actionFunc func(r *http.Request, who string) (next string, confirm *confirmation, err error)
 
 // action wraps an actionFunc with the read-only, CSRF and input checks.
 func (h *Handler) action(fn actionFunc) http.HandlerFunc {
@@ -283,27 +338,28 @@ func (h *Handler) action(fn actionFunc) http.HandlerFunc {
 			h.fail(w, r, http.StatusForbidden, errors.New("the dashboard is read-only"))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-		if err := r.ParseForm(); err != nil {
-			h.fail(w, r, http.StatusBadRequest, fmt.Errorf("unreadable form: %w", err))
-			return
-		}
+		// ServeHTTP has parsed and checked the form.
 		if err := h.checkCSRF(r); err != nil {
 			h.logger.WarnContext(r.Context(), "dashboard action refused: CSRF check failed",
 				"who", info(r).who, "path", r.URL.Path, logattr.Err, err)
 			h.fail(w, r, http.StatusForbidden, err)
 			return
 		}
-		next, confirm, err := fn(w, r, info(r).who)
+		next, confirm, err := fn(r, info(r).who)
 		var bad *badInput
+		var conflict *stateConflict
 		switch {
 		case errors.As(err, &bad):
 			h.fail(w, r, http.StatusBadRequest, err)
-		case errors.Is(err, twicestore.ErrNotFound):
+		case errors.Is(err, twice.ErrJobNotFound), errors.Is(err, twicestore.ErrNotFound):
 			h.fail(w, r, http.StatusNotFound, err)
+		case errors.Is(err, twice.ErrInvalidInput):
+			h.fail(w, r, http.StatusBadRequest, err)
+		case errors.As(err, &conflict):
+			h.fail(w, r, http.StatusConflict, err)
 		case err != nil:
 			h.logger.ErrorContext(r.Context(), "dashboard action failed", "who", info(r).who, "path", r.URL.Path, logattr.Err, err)
-			h.fail(w, r, http.StatusInternalServerError, err)
+			h.fail(w, r, http.StatusInternalServerError, internalError("the action "+r.URL.Path))
 		case confirm != nil:
 			h.render(w, r, "confirm", "Confirm", confirm)
 		default:
@@ -318,3 +374,10 @@ type badInput struct{ msg string }
 func (e *badInput) Error() string { return e.msg }
 
 func badInputf(format string, args ...any) error { return &badInput{msg: fmt.Sprintf(format, args...)} }
+
+// stateConflict is an action the state of the system refused (a finished
+// job cannot be cancelled): a 409 with the message.
+type stateConflict struct{ err error }
+
+func (e *stateConflict) Error() string { return e.err.Error() }
+func (e *stateConflict) Unwrap() error { return e.err }

@@ -2,7 +2,9 @@ package twiceweb
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/ops"
-	"github.com/twicejobs/twice/internal/toggles"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -30,9 +31,13 @@ type overviewData struct {
 	Nodes      []*twicetype.Node
 	Orphans    int
 	OrphanJobs int
+	Stranded   int // queues
 }
 
 func (overviewData) page() string { return "overview" }
+
+// stranded reports a queue whose jobs wait with no live node to work it.
+func stranded(q twice.QueueInfo) bool { return len(q.Nodes) == 0 && q.Due+q.Scheduled > 0 }
 
 type stateCount struct {
 	State twicetype.JobState
@@ -46,6 +51,9 @@ type queueRow struct {
 	Due       int
 	Scheduled int
 	OldestDue time.Time
+	Paused    bool
+	Until     time.Time // when Paused: zero until resumed
+	Stranded  bool      // jobs wait and no live node works the queue
 }
 
 func (h *Handler) overview(r *http.Request) (string, any, error) {
@@ -79,6 +87,19 @@ func (h *Handler) overview(r *http.Request) (string, any, error) {
 	for _, q := range qs.Queues {
 		row := queueOf(q.Queue)
 		row.Due, row.Scheduled, row.OldestDue = q.Due, q.Scheduled, q.OldestDue
+	}
+	infos, err := h.client.QueueList(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, q := range infos {
+		if row := queues[q.Name]; row != nil {
+			row.Paused, row.Until = q.Paused, q.Until
+			row.Stranded = stranded(q)
+			if row.Stranded {
+				d.Stranded++
+			}
+		}
 	}
 	for _, q := range queues {
 		d.Queues = append(d.Queues, *q)
@@ -121,12 +142,19 @@ type jobsData struct {
 	Filter  twicestore.JobFilter
 	Kinds   []string
 	Queues  []string
+	Nodes   []string // the live nodes, and the filter's
 	States  []twicetype.JobState
 	Jobs    []*twicetype.JobRow
 	Before  int64 // the page continues below this id; 0 is the newest
 	Next    int64 // the id to continue from; 0 when this is the last page
 	Matches int   // dead letters: how many match the filter
+	// Paused lists the paused queues: their jobs wait on purpose.
+	Paused []string
+	Now    time.Time // available jobs due after it are scheduled
 }
+
+// IsPaused reports whether queue is paused, for a listing's rows.
+func (d jobsData) IsPaused(queue string) bool { return slices.Contains(d.Paused, queue) }
 
 func (d jobsData) page() string {
 	if d.Dead {
@@ -158,58 +186,62 @@ func (h *Handler) dead(r *http.Request) (string, any, error) {
 }
 
 func (h *Handler) listJobs(r *http.Request, dead bool) (jobsData, error) {
-	f, err := parseFilter(r.URL.Query(), !dead)
+	q := r.URL.Query()
+	f, err := parseFilter(q, !dead)
 	if err != nil {
 		return jobsData{}, err
 	}
 	if dead {
 		f.State = twicetype.JobStateDead
 	}
-	d := jobsData{Base: info(r).base, Dead: dead, Filter: f, States: twicetype.AllJobStates}
-	if s := r.URL.Query().Get("before"); s != "" {
+	d := jobsData{Base: info(r).base, Dead: dead, Filter: f, States: twicetype.AllJobStates, Now: time.Now()}
+	if s := q.Get("before"); s != "" {
 		if d.Before, err = strconv.ParseInt(s, 10, 64); err != nil || d.Before <= 0 {
 			return d, badInputf("before=%q is not a job id: give a positive integer", s)
 		}
 	}
-	// One more than a page tells whether there is a next one.
-	res, err := h.store.JobList(r.Context(), &twicestore.JobListParams{Filter: f, BeforeID: d.Before, Limit: pageSize + 1})
+	res, err := h.client.JobList(r.Context(), &twice.JobListParams{
+		JobFilter: twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue, Timing: f.Timing, Node: f.Node},
+		BeforeID:  d.Before, Limit: pageSize,
+	})
 	if err != nil {
 		return d, err
 	}
-	d.Jobs = res.Jobs
-	if len(d.Jobs) > pageSize {
-		d.Jobs = d.Jobs[:pageSize]
-		d.Next = d.Jobs[pageSize-1].ID
-	}
-	// The filter's choices come from what is cheap to know — the kinds
-	// registered here and handled by live workers, their queues, the
-	// standard queues — never from a scan of every job.
+	d.Jobs, d.Next = res.Jobs, res.Next
+	// The filter's choices come from what is cheap to know — the
+	// catalogued kinds, the known queues — never from a scan of every job.
 	add := func(list *[]string, v string) {
 		if v != "" && !slices.Contains(*list, v) {
 			*list = append(*list, v)
 		}
 	}
-	var reg ops.Kinds
-	if h.opts.Registry != nil {
-		reg = h.opts.Registry
+	kc, err := h.catalog(r.Context())
+	if err != nil {
+		return d, err
+	}
+	for _, k := range kc.kinds {
+		add(&d.Kinds, k)
+	}
+	queues, err := h.client.QueueList(r.Context())
+	if err != nil {
+		return d, err
+	}
+	for _, q := range queues {
+		add(&d.Queues, q.Name)
+		if q.Paused {
+			d.Paused = append(d.Paused, q.Name)
+		}
 	}
 	nodes, err := h.store.NodeList(r.Context(), &twicestore.NodeListParams{AliveSince: time.Now().Add(-ops.NodeAliveWindow)})
 	if err != nil {
 		return d, err
 	}
-	for _, k := range ops.NewCatalog(reg, nodes).Kinds {
-		add(&d.Kinds, k)
-	}
-	for _, q := range []string{twice.QueueCritical, twice.QueueDefault, twice.QueueBulk} {
-		add(&d.Queues, q)
-	}
 	for _, n := range nodes {
-		for _, q := range n.Queues {
-			add(&d.Queues, q)
-		}
+		add(&d.Nodes, n.ID)
 	}
 	add(&d.Kinds, f.Kind)
 	add(&d.Queues, f.Queue)
+	add(&d.Nodes, f.Node)
 	if dead { // dead jobs are few and indexed by state: count them, and offer their kinds
 		counts, err := h.store.JobCount(r.Context(), &twicestore.JobCountParams{Filter: twicestore.JobFilter{State: twicetype.JobStateDead}})
 		if err != nil {
@@ -235,7 +267,7 @@ type jobData struct {
 	// empty when they are hidden.
 	Args         string
 	Redacted     []string
-	ArgsHidden   bool // the kind is not registered: no field can be recognised as sensitive
+	ArgsHidden   bool // the kind is in no catalog: no field can be recognised as sensitive
 	LatestErrors []twicetype.AttemptError
 }
 
@@ -246,13 +278,17 @@ func (h *Handler) job(r *http.Request) (string, any, error) {
 	if err != nil || id <= 0 {
 		return "", nil, badInputf("%q is not a job id: give a positive integer", r.PathValue("id"))
 	}
-	j, err := h.store.JobGet(r.Context(), &twicestore.JobGetParams{ID: id})
+	j, err := h.client.JobGet(r.Context(), id)
 	if err != nil {
 		return "", nil, err
 	}
 	d := jobData{Job: j}
-	fields, registered := h.opts.Registry.SensitiveFields(j.Kind)
-	if !registered {
+	kc, err := h.catalog(r.Context())
+	if err != nil {
+		return "", nil, err
+	}
+	fields, catalogued := kc.sensitive(j.Kind)
+	if !catalogued {
 		d.ArgsHidden = true
 	} else {
 		args, redacted := ops.Redact(j.Args, fields)
@@ -278,9 +314,12 @@ type recurringData struct{ Schedules []scheduleRow }
 
 // scheduleRow is a schedule with its recent ticks, newest first.
 type scheduleRow struct {
-	twicetype.Schedule
+	twice.ScheduleInfo
 	Ticks   []twicetype.ScheduleTick
 	Skipped int // among Ticks
+	// Removable: the store records it and no code here or in the catalog
+	// defines it any more, so removing it does not bring it back.
+	Removable bool
 }
 
 func (recurringData) page() string { return "recurring" }
@@ -289,18 +328,21 @@ func (recurringData) page() string { return "recurring" }
 const recentTicks = 10
 
 func (h *Handler) recurring(r *http.Request) (string, any, error) {
-	res, err := h.store.ScheduleList(r.Context(), &twicestore.ScheduleListParams{})
+	list, err := h.client.ScheduleList(r.Context())
 	if err != nil {
 		return "", nil, err
 	}
 	d := recurringData{}
-	for _, sc := range res.Schedules {
-		ticks, err := h.store.ScheduleTicks(r.Context(), &twicestore.ScheduleTicksParams{Name: sc.Name, Limit: recentTicks})
-		if err != nil {
-			return "", nil, err
+	for _, sc := range list {
+		row := scheduleRow{ScheduleInfo: sc, Removable: sc.Recorded && !sc.Registered}
+		if sc.Recorded {
+			ticks, err := h.store.ScheduleTicks(r.Context(), &twicestore.ScheduleTicksParams{Name: sc.Name, Limit: recentTicks})
+			if err != nil {
+				return "", nil, err
+			}
+			row.Ticks = ticks.Ticks
 		}
-		row := scheduleRow{Schedule: sc, Ticks: ticks.Ticks}
-		for _, t := range ticks.Ticks {
+		for _, t := range row.Ticks {
 			if t.Outcome == twicetype.ScheduleSkipped {
 				row.Skipped++
 			}
@@ -312,8 +354,8 @@ func (h *Handler) recurring(r *http.Request) (string, any, error) {
 
 // switchesData is the kill switches page.
 type switchesData struct {
-	Known   []ops.ToggleRow
-	Unknown []ops.ToggleRow
+	Known   []switchRow
+	Unknown []switchRow
 	File    string
 	// Waiting counts each kind's available jobs: held while it is off.
 	Waiting map[string]int
@@ -344,41 +386,95 @@ func (h *Handler) switches(r *http.Request) (string, any, error) {
 	return "Kill switches", d, nil
 }
 
-// toggleRows computes the switches as 'twice toggles ls' does.
-func (h *Handler) toggleRows(r *http.Request) ([]ops.ToggleRow, *ops.Catalog, error) {
-	var file map[string]bool
-	if h.opts.TogglesFile != "" {
-		var err error
-		if file, err = toggles.LoadFile(h.opts.TogglesFile); err != nil {
-			return nil, nil, err
-		}
-	}
-	var reg ops.Kinds
-	if h.opts.Registry != nil {
-		reg = h.opts.Registry
-	}
-	cat, err := ops.LoadCatalog(r.Context(), h.store, reg)
-	if err != nil {
-		return nil, nil, err
-	}
-	res, err := h.store.ToggleList(r.Context(), &twicestore.ToggleListParams{})
-	if err != nil {
-		return nil, nil, err
-	}
-	return ops.ToggleRows(cat, file, res.Toggles), cat, nil
+// historyData is a page of the switch history.
+type historyData struct {
+	Kind    string // empty: every kind
+	Changes []twicetype.ToggleChange
+	Before  int64
+	Next    int64
 }
 
-// orphansData is the orphaned kinds page.
-type orphansData struct{ Kinds []twicetype.OrphanKind }
+func (historyData) page() string { return "history" }
+
+// Query renders the kind (and a page start) as a query string.
+func (d historyData) Query(before int64) string {
+	q := url.Values{}
+	if d.Kind != "" {
+		q.Set("kind", d.Kind)
+	}
+	if before > 0 {
+		q.Set("before", strconv.FormatInt(before, 10))
+	}
+	return queryOf(q)
+}
+
+func (h *Handler) history(r *http.Request) (string, any, error) {
+	q := r.URL.Query()
+	d := historyData{Kind: strings.TrimSpace(q.Get("kind"))}
+	if s := q.Get("before"); s != "" {
+		var err error
+		if d.Before, err = strconv.ParseInt(s, 10, 64); err != nil || d.Before <= 0 {
+			return "", nil, badInputf("before=%q is not a history entry: give a positive integer", s)
+		}
+	}
+	res, err := h.client.ToggleHistory(r.Context(), &twice.ToggleHistoryParams{Kind: d.Kind, BeforeID: d.Before, Limit: pageSize})
+	if errors.Is(err, twice.ErrInvalidInput) {
+		return "", nil, badInputf("%v", err)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	d.Changes, d.Next = res.Changes, res.Next
+	title := "Switch history"
+	if d.Kind != "" {
+		title += " of " + d.Kind
+	}
+	return title, d, nil
+}
+
+// queuesData is the queues page.
+type queuesData struct {
+	Queues []queueInfoRow
+}
+
+// queueInfoRow is one queue as the queues page shows it.
+type queueInfoRow struct {
+	twice.QueueInfo
+	Stranded bool
+}
+
+func (queuesData) page() string { return "queues" }
+
+func (h *Handler) queues(r *http.Request) (string, any, error) {
+	list, err := h.client.QueueList(r.Context())
+	if err != nil {
+		return "", nil, err
+	}
+	d := queuesData{}
+	for _, q := range list {
+		d.Queues = append(d.Queues, queueInfoRow{QueueInfo: q, Stranded: stranded(q)})
+	}
+	return "Queues", d, nil
+}
+
+// orphansData is the orphaned kinds and stranded queues page.
+type orphansData struct {
+	Kinds    []twicetype.OrphanKind
+	Stranded []twicetype.StrandedQueue
+}
 
 func (orphansData) page() string { return "orphans" }
 
 func (h *Handler) orphans(r *http.Request) (string, any, error) {
-	res, err := h.store.JobOrphans(r.Context(), &twicestore.JobOrphansParams{AliveSince: time.Now().Add(-ops.NodeAliveWindow)})
+	kinds, err := h.client.Orphans(r.Context())
 	if err != nil {
 		return "", nil, err
 	}
-	return "Orphaned kinds", orphansData{Kinds: res.Kinds}, nil
+	stranded, err := h.client.StrandedQueues(r.Context())
+	if err != nil {
+		return "", nil, err
+	}
+	return "Orphaned kinds and stranded queues", orphansData{Kinds: kinds, Stranded: stranded}, nil
 }
 
 // markersData is the marker lookup page.

@@ -3,7 +3,9 @@ package twiceweb
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -12,8 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/logattr"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 //go:embed assets
@@ -53,7 +57,7 @@ type pages struct {
 	set map[string]*template.Template
 }
 
-var pageNames = []string{"overview", "jobs", "job", "dead", "recurring", "switches", "orphans", "markers", "confirm", "error"}
+var pageNames = []string{"overview", "jobs", "job", "dead", "recurring", "switches", "history", "queues", "orphans", "markers", "confirm", "error"}
 
 func parsePages() (*pages, error) {
 	p := &pages{set: map[string]*template.Template{}}
@@ -104,7 +108,8 @@ func (h *Handler) renderStatus(w http.ResponseWriter, r *http.Request, status in
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	buf.WriteTo(w)
+	// A write error is the client gone: nobody is left to tell.
+	_, _ = buf.WriteTo(w)
 }
 
 // fail renders an error page with the status and the error's message.
@@ -113,6 +118,23 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 		Status int
 		Msg    string
 	}{status, err.Error()})
+}
+
+// internalError is what a page says when the store (or another part the
+// operator cannot fix from the page) failed: what failed, never the
+// driver's text, which the log has.
+func internalError(what string) error {
+	return fmt.Errorf("%s failed: the job store or the toggle file returned an error; the details are in the server log", what)
+}
+
+// serveAsset serves an embedded file, never a directory listing.
+func serveAsset(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/assets/")
+	if st, err := fs.Stat(assetFS, name); name == "" || err != nil || st.IsDir() {
+		http.NotFound(w, r)
+		return
+	}
+	http.ServeFileFS(w, r, assetFS, name)
 }
 
 // pageFunc loads a page's data, or fails with an error (a *badInput is a
@@ -127,12 +149,15 @@ func (h *Handler) page(fn pageFunc) http.HandlerFunc {
 		case errors.As(err, &bad):
 			h.fail(w, r, http.StatusBadRequest, err)
 			return
-		case errors.Is(err, twicestore.ErrNotFound):
+		case errors.Is(err, twice.ErrJobNotFound), errors.Is(err, twicestore.ErrNotFound):
 			h.fail(w, r, http.StatusNotFound, err)
+			return
+		case errors.Is(err, twice.ErrInvalidInput):
+			h.fail(w, r, http.StatusBadRequest, err)
 			return
 		case err != nil:
 			h.logger.ErrorContext(r.Context(), "loading a dashboard page failed", "path", r.URL.Path, logattr.Err, err)
-			h.fail(w, r, http.StatusInternalServerError, err)
+			h.fail(w, r, http.StatusInternalServerError, internalError("loading the page "+r.URL.Path))
 			return
 		}
 		h.render(w, r, pageOf(data), title, data)
@@ -155,6 +180,48 @@ var funcs = template.FuncMap{
 	"join":  strings.Join,
 	"add":   func(a, b int) int { return a + b },
 	"deref": func(b *bool) bool { return b != nil && *b },
+	"brief": brief,
+	"nonce": nonce,
+	"lastError": func(j *twicetype.JobRow) string {
+		if len(j.Errors) == 0 {
+			return ""
+		}
+		return j.Errors[len(j.Errors)-1].Error
+	},
+}
+
+// nonce is a random id for a form whose resubmission must not act twice.
+func nonce() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// briefRunes is how much of an error a listing shows.
+const briefRunes = 160
+
+// brief is the first line of s, cut to briefRunes with an ellipsis: a
+// listing shows what went wrong at a glance, and the job page has the
+// whole stored text. Without it a page of jobs that failed with a
+// megabyte of error each is a page of tens of megabytes.
+func brief(s string) string {
+	line, rest, more := strings.Cut(strings.TrimSpace(s), "\n")
+	line = strings.TrimSpace(line)
+	cut := more && strings.TrimSpace(rest) != ""
+	if len(line) > briefRunes { // fewer bytes are fewer runes
+		n := 0
+		for i := range line {
+			if n == briefRunes {
+				line, cut = line[:i], true
+				break
+			}
+			n++
+		}
+	}
+	if cut {
+		line += " …"
+	}
+	return line
 }
 
 // stamp formats a time for a table cell, "-" when zero.

@@ -67,7 +67,7 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler) error {
 	if err := srv.Shutdown(sctx); err != nil {
 		// A browser's speculative connection that never sent a request
 		// counts as busy for a while; a dashboard can drop it.
-		srv.Close()
+		_ = srv.Close() // nothing more to do if closing fails: Serve returns below
 	}
 	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("twiceweb: serve: %w", err)

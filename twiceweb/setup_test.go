@@ -43,6 +43,11 @@ type okArgs struct{ N int }
 
 func (okArgs) Kind() string { return "web.ok.v1" }
 
+// slowArgs run until their context ends.
+type slowArgs struct{ N int }
+
+func (slowArgs) Kind() string { return "web.slow.v1" }
+
 // moneyArgs are fail-closed.
 type moneyArgs struct{ N int }
 
@@ -56,6 +61,10 @@ type env struct {
 	client *twice.Client
 	logs   *syncBuffer
 	ran    chan int // N of every okArgs job run
+	// started gets the id of every slowArgs job that starts; ended the
+	// cause of its context once it ends.
+	started chan int64
+	ended   chan error
 }
 
 // newEnv is an env on a fresh SQLite store.
@@ -65,7 +74,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() {
+		if err := store.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return newEnvOn(t, store)
 }
 
@@ -78,13 +91,18 @@ func newPostgresEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() {
+		if err := store.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return newEnvOn(t, store)
 }
 
 func newEnvOn(t *testing.T, store twicestore.Store) *env {
 	t.Helper()
-	e := &env{t: t, store: store, reg: twice.NewRegistry(), logs: &syncBuffer{}, ran: make(chan int, 100)}
+	e := &env{t: t, store: store, reg: twice.NewRegistry(), logs: &syncBuffer{}, ran: make(chan int, 100),
+		started: make(chan int64, 10), ended: make(chan error, 10)}
 	twice.MustRegister(e.reg, twice.HandlerFunc[boomArgs](func(context.Context, *twice.Job[boomArgs]) error {
 		return twice.Permanent(errors.New("boom: the provider said no"))
 	}), &twice.KindOpts{Strategy: twice.None})
@@ -92,6 +110,12 @@ func newEnvOn(t *testing.T, store twicestore.Store) *env {
 		e.ran <- j.Args.N
 		return nil
 	}), nil)
+	twice.MustRegister(e.reg, twice.HandlerFunc[slowArgs](func(ctx context.Context, j *twice.Job[slowArgs]) error {
+		e.started <- j.ID
+		<-ctx.Done()
+		e.ended <- context.Cause(ctx)
+		return ctx.Err()
+	}), &twice.KindOpts{Strategy: twice.None})
 	twice.MustRegister(e.reg, twice.HandlerFunc[moneyArgs](func(context.Context, *twice.Job[moneyArgs]) error {
 		return nil
 	}), &twice.KindOpts{Strategy: twice.None, FailClosed: true})
@@ -103,10 +127,18 @@ func newEnvOn(t *testing.T, store twicestore.Store) *env {
 // start starts a worker on the env's store.
 func (e *env) start() {
 	e.t.Helper()
+	e.startWith(0)
+}
+
+// startWith starts a worker whose leases last lease (0 for the default):
+// its heartbeat, which brings cancels on SQLite, beats every third of it.
+func (e *env) startWith(lease time.Duration) {
+	e.t.Helper()
 	c, err := twice.NewClient(e.store, twice.Config{
 		Registry: e.reg, PollInterval: 20 * time.Millisecond, TogglePollInterval: 50 * time.Millisecond,
-		Backoff: func(int) time.Duration { return time.Millisecond },
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Backoff:       func(int) time.Duration { return time.Millisecond },
+		LeaseDuration: lease,
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -118,7 +150,9 @@ func (e *env) start() {
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c.Stop(ctx)
+		if err := c.Stop(ctx); err != nil {
+			e.t.Errorf("stop the worker: %v", err)
+		}
 	})
 }
 
@@ -171,14 +205,24 @@ func (e *env) dead(n int) int64 {
 	return id
 }
 
-// handler builds the dashboard with opts on top of the env's defaults.
+// handler builds the dashboard with opts on top of the env's defaults,
+// over a client of the env's registry that is not started, as a
+// dashboard-only binary runs it.
 func (e *env) handler(opts twiceweb.Options) *twiceweb.Handler {
 	e.t.Helper()
-	if opts.Registry == nil {
-		opts.Registry = e.reg
+	return e.handlerWith(e.reg, opts)
+}
+
+// handlerWith builds the dashboard over a client of reg (nil for none).
+func (e *env) handlerWith(reg *twice.Registry, opts twiceweb.Options) *twiceweb.Handler {
+	e.t.Helper()
+	logger := slog.New(slog.NewTextHandler(e.logs, nil))
+	opts.Logger = logger
+	c, err := twice.NewClient(e.store, twice.Config{Registry: reg, Logger: logger})
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	opts.Logger = slog.New(slog.NewTextHandler(e.logs, nil))
-	h, err := twiceweb.New(e.store, opts)
+	h, err := twiceweb.New(c, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -206,7 +250,7 @@ func (b *browser) get(path string) (int, string) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end below
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
@@ -232,7 +276,7 @@ func (b *browser) postRaw(action string, form url.Values) (int, string) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end below
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const emailKind = "email.partner-verification.v1"
@@ -206,7 +207,7 @@ func TestHelp(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, cmd := range []string{"demo", "serve", "migrate", "enqueue", "jobs", "dlq", "orphans", "--db"} {
+	for _, cmd := range []string{"demo", "serve", "dashboard", "migrate", "enqueue", "jobs", "dlq", "queues", "orphans", "recurring", "toggles", "--db"} {
 		if !strings.Contains(r.stdout, cmd) {
 			t.Errorf("help does not mention %s:\n%s", cmd, r.stdout)
 		}
@@ -247,4 +248,40 @@ func TestDashboardRefusesNonLoopbackWithoutAuth(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d with a --dashboard error:\n%s", args, r.code, ExitUsage, r.stderr)
 		}
 	}
+}
+
+// TestBadBytes (issue 12 item 2): a flag value or argument that is not
+// UTF-8 or holds a NUL byte is a usage error (exit 2) for every command,
+// checked before the database is asked, so it never answers with a raw
+// error; nothing changes.
+func TestBadBytes(t *testing.T) {
+	t.Parallel()
+	s, before := withJob(t)
+	for _, args := range [][]string{
+		{"jobs", "--kind", "\xff"},
+		{"jobs", "--queue", "a\x00b"},
+		{"jobs", "show", "\xff"},
+		{"dlq", "ls", "--kind", "email\x00"},
+		{"dlq", "retry", "--all", "--kind", "\xfe"},
+		{"enqueue", emailKind, "{\"user_id\": 1, \"x\": \"\xff\"}"},
+		{"enqueue", "email\x00.v1", `{"user_id": 1}`},
+		{"enqueue", emailKind, `{"user_id": 1}`, "--unique-key", "k\xff"},
+		{"toggles", "set", emailKind, "off", "--reason", "bad \xff bytes"},
+		{"toggles", "ls", "--file", "x\x00"},
+		{"markers", "get", "h\xff", "k"},
+		{"orphans", "--log-level", "\xff"},
+	} {
+		r := s.run(args...)
+		wantError(t, r, ExitUsage, "--help")
+		if !strings.Contains(r.stderr, "not UTF-8") && !strings.Contains(r.stderr, "NUL byte") {
+			t.Errorf("twice %q: %s does not say what is wrong with the bytes", args, r.stderr)
+		}
+		if !utf8.ValidString(r.stderr) {
+			t.Errorf("twice %q: the error echoes the bad bytes: %q", args, r.stderr)
+		}
+	}
+	// The database URL, from the flag or the environment, too.
+	r := runCLI(t, t.Context(), "jobs", "--db", "postgres://x/\xff")
+	wantError(t, r, ExitUsage, "--db", "not UTF-8")
+	sameJobs(t, s.db, before)
 }

@@ -76,14 +76,14 @@ completed jobs (retention deletes them); use a scratch database.`,
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			cfg.Store, cfg.Progress = store, c.stderr
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
 					return err
 				}
-				defer f.Close()
+				defer func() { _ = f.Close() }()
 				if err := pprof.StartCPUProfile(f); err != nil {
 					return err
 				}

@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/twicejobs/twice/internal/demo"
+
 	_ "github.com/twicejobs/twice/twicesqlite" // registers the "sqlite" driver for snapshots
 )
 
@@ -23,11 +25,28 @@ type result struct {
 	stdout, stderr string
 }
 
-// runCLI runs the CLI in process with args.
+// runCLI runs in process, with args, the CLI of a team whose registry
+// holds the demo's kinds (with handlers that dead-letter what they are
+// given: never serve it), as twicecli.Main(reg) builds it.
 func runCLI(t *testing.T, ctx context.Context, args ...string) result {
 	t.Helper()
+	reg, err := demo.NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runWith(t, ctx, Options{Registry: reg, Demo: true}, args...)
+}
+
+// runStock runs the stock binary's CLI in process: no registry, and demo.
+func runStock(t *testing.T, ctx context.Context, args ...string) result {
+	t.Helper()
+	return runWith(t, ctx, Options{Demo: true}, args...)
+}
+
+func runWith(t *testing.T, ctx context.Context, opts Options, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := Main(ctx, args, &out, &errb)
+	code := Main(ctx, opts, args, &out, &errb)
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
@@ -86,12 +105,12 @@ func jobsSnapshot(t *testing.T, path string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	rows, err := db.QueryContext(t.Context(), `SELECT id, kind, queue, state, attempt, epoch, args, errors, note FROM twice_jobs ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	var jobs []string
 	for rows.Next() {
 		var (

@@ -11,37 +11,57 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/twicejobs/twice/internal/demo"
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicemetrics"
-	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twiceweb"
 )
 
 // dashboardFlags are the flags of serve and demo that serve the dashboard.
 type dashboardFlags struct {
+	flag      string // the address flag's name, for messages
 	addr      string
 	basicAuth string
 	token     string
 	readOnly  bool
+	hosts     []string
+	secure    bool
+	file      string
 }
 
-func (d *dashboardFlags) register(cmd *cobra.Command, defaultAddr, what string) {
+// register adds the flags to cmd: --PREFIX (the address), and
+// --PREFIX-basic-auth, --PREFIX-token and --PREFIX-read-only; with an
+// empty prefix --addr, --basic-auth, --token and --read-only.
+func (d *dashboardFlags) register(cmd *cobra.Command, prefix, defaultAddr, what string) {
 	f := cmd.Flags()
-	f.StringVar(&d.addr, "dashboard", defaultAddr, what)
-	f.StringVar(&d.basicAuth, "dashboard-basic-auth", os.Getenv("TWICE_DASHBOARD_BASIC_AUTH"),
+	name := func(s string) string {
+		if prefix == "" {
+			return s
+		}
+		return prefix + "-" + s
+	}
+	addr := prefix
+	if addr == "" {
+		addr = "addr"
+	}
+	d.flag = "--" + addr
+	f.StringVar(&d.addr, addr, defaultAddr, what)
+	f.StringVar(&d.basicAuth, name("basic-auth"), os.Getenv("TWICE_DASHBOARD_BASIC_AUTH"),
 		"USER:PASSWORD the dashboard requires (env TWICE_DASHBOARD_BASIC_AUTH, which keeps it out of ps)")
-	f.StringVar(&d.token, "dashboard-token", os.Getenv("TWICE_DASHBOARD_TOKEN"),
+	f.StringVar(&d.token, name("token"), os.Getenv("TWICE_DASHBOARD_TOKEN"),
 		"bearer token the dashboard requires (env TWICE_DASHBOARD_TOKEN, which keeps it out of ps)")
-	f.BoolVar(&d.readOnly, "dashboard-read-only", false, "serve the dashboard without its actions (retry, discard, kill switches)")
+	f.BoolVar(&d.readOnly, name("read-only"), false, "serve the dashboard without its actions (retry, cancel, discard, pause, kill switches)")
+	f.StringSliceVar(&d.hosts, name("allowed-host"), nil,
+		"a host name the dashboard answers besides localhost and loopback addresses (repeatable; a leading *. allows subdomains); without authentication no other name is answered, which stops DNS rebinding")
+	f.BoolVar(&d.secure, name("secure-cookie"), false, "mark the CSRF cookie Secure, for a dashboard behind a proxy that terminates TLS")
+	f.StringVar(&d.file, name("toggles-file"), "", "the workers' TOML kill switch file, included in the switches the dashboard shows")
 }
 
 // options checks the flags and turns them into the dashboard's options.
 func (d *dashboardFlags) options(logger *slog.Logger, metrics *twicemetrics.Metrics) (twiceweb.Options, error) {
-	reg, err := demo.NewRegistry(nil)
-	if err != nil {
-		return twiceweb.Options{}, err
+	o := twiceweb.Options{ReadOnly: d.readOnly, BearerToken: d.token, Logger: logger, AllowedHosts: d.hosts, SecureCookie: d.secure, TogglesFile: d.file}
+	if metrics != nil {
+		o.Metrics = metrics.Handler()
 	}
-	o := twiceweb.Options{Registry: reg, ReadOnly: d.readOnly, BearerToken: d.token, Logger: logger, Metrics: metrics.Handler()}
 	if d.basicAuth != "" {
 		user, pass, ok := strings.Cut(d.basicAuth, ":")
 		if !ok || user == "" || pass == "" {
@@ -53,11 +73,13 @@ func (d *dashboardFlags) options(logger *slog.Logger, metrics *twicemetrics.Metr
 }
 
 // start serves the dashboard and /metrics on --dashboard until ctx ends,
-// and returns a func that waits for the server to shut down. It refuses a
-// non-loopback address without authentication before serving anything.
-// When the address is only the default (optional), a port already taken
-// is reported and the command goes on without a dashboard.
-func (d *dashboardFlags) start(ctx context.Context, store twicestore.Store, metrics *twicemetrics.Metrics,
+// and returns a func that waits for the server to shut down. The dashboard
+// acts through client's admin API (a worker's own client, or one that is
+// not started: it runs no worker). It refuses a non-loopback address
+// without authentication before serving anything. When the address is only
+// the default (optional), a port already taken is reported and the command
+// goes on without a dashboard.
+func (d *dashboardFlags) start(ctx context.Context, client *twice.Client, metrics *twicemetrics.Metrics,
 	logger *slog.Logger, out io.Writer, optional bool) (wait func(), err error) {
 	if d.addr == "" {
 		return func() {}, nil
@@ -66,17 +88,17 @@ func (d *dashboardFlags) start(ctx context.Context, store twicestore.Store, metr
 	if err != nil {
 		return nil, err
 	}
-	h, err := twiceweb.New(store, o)
+	h, err := twiceweb.New(client, o)
 	if err != nil {
 		return nil, err
 	}
 	ln, err := twiceweb.Listen(d.addr, h)
 	if err != nil && optional && !errors.Is(err, twiceweb.ErrNeedsAuth) {
-		fmt.Fprintf(out, "dashboard: not served (%v); pass --dashboard with a free address\n", err)
+		fmt.Fprintf(out, "dashboard: not served (%v); pass %s with a free address\n", err, d.flag)
 		return func() {}, nil
 	}
 	if err != nil {
-		return nil, &usageError{err: fmt.Errorf("--dashboard %s: %w", d.addr, err)}
+		return nil, &usageError{err: fmt.Errorf("%s %s: %w", d.flag, d.addr, err)}
 	}
 	fmt.Fprintf(out, "dashboard: http://%s/ (metrics at /metrics)\n", ln.Addr())
 	done := make(chan struct{})
@@ -87,4 +109,57 @@ func (d *dashboardFlags) start(ctx context.Context, store twicestore.Store, metr
 		}
 	}()
 	return func() { <-done }, nil
+}
+
+func (c *cli) dashboardCommand() *cobra.Command {
+	var dash dashboardFlags
+	cmd := &cobra.Command{
+		Use:   "dashboard",
+		Short: "Serve the dashboard and /metrics on --db, without a worker, until SIGINT or SIGTERM",
+		Long: `Serve the dashboard and Prometheus metrics (/metrics) on --addr for the
+database --db, until SIGINT or SIGTERM. It starts no worker: it works no
+job, writes no switch and creates no table; the only writes are the
+actions an operator takes on its pages (retry, cancel, pause, switches),
+each logged with who and why. --read-only hides those too.
+
+Kinds this binary does not register are described by the catalog the
+workers publish: their switches, fail-closed flags and sensitive fields.
+An address other than loopback needs --basic-auth or --token.`,
+		Example: `  twice dashboard --db postgres://twice@db/prod --addr 127.0.0.1:8090
+  TWICE_DASHBOARD_TOKEN=s3cret twice dashboard --addr 0.0.0.0:8090 --read-only`,
+		Args: unknownSubcommand,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if dash.addr == "" {
+				return usagef("--addr is empty: give the address to serve on, e.g. %s", twiceweb.AddrDefault)
+			}
+			logger, err := c.logger(cmd, slog.LevelInfo)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			store, err := c.openStore(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = store.Close() }()
+			cfg := twice.Config{Registry: c.reg, Logger: logger, Queues: c.cfg.Queues, DefaultQueue: c.cfg.DefaultQueue}
+			if len(cfg.Queues) == 0 {
+				if cfg.Queues, err = c.defaultQueues(ctx, store); err != nil {
+					return err
+				}
+			}
+			client, err := twice.NewClient(store, cfg) // never started: no worker
+			if err != nil {
+				return err
+			}
+			wait, err := dash.start(ctx, client, twicemetrics.New(store), logger, c.stdout, false)
+			if err != nil {
+				return err
+			}
+			wait()
+			return nil
+		}),
+	}
+	dash.register(cmd, "", twiceweb.AddrDefault, "address to serve the dashboard and /metrics on")
+	return cmd
 }

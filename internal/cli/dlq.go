@@ -19,7 +19,12 @@ func (c *cli) dlqCommand() *cobra.Command {
 		Use:   "dlq",
 		Short: "The dead-letter queue: list, retry or discard dead jobs",
 	})
-	cmd.AddCommand(c.dlqListCommand(), c.dlqActionCommand(retryAction), c.dlqActionCommand(discardAction))
+	retry := c.jobActionCommand(retryJobAction)
+	retry.Short = "Put dead jobs back in their queue with their attempts reset and their error history kept (as 'jobs retry')"
+	retry.Example = `  twice dlq retry 42 43
+  twice dlq retry --all --kind email.partner-verification.v1`
+	retry.Flags().Bool("json", false, "print JSON")
+	cmd.AddCommand(c.dlqListCommand(), retry, c.dlqActionCommand(discardAction))
 	return cmd
 }
 
@@ -37,6 +42,7 @@ func (c *cli) dlqListCommand() *cobra.Command {
 	}
 	l.register(cmd, false)
 	cmd.Flags().BoolVar(&l.json, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&l.showArgs, "show-args", false, "show the args of kinds neither this binary nor any worker's catalog describes")
 	return cmd
 }
 
@@ -50,12 +56,6 @@ type dlqAction struct {
 }
 
 var (
-	retryAction = dlqAction{
-		name: "retry", done: "retried",
-		short:    "Put dead jobs back in their queue with their attempts reset and their error history kept",
-		apply:    twicestore.Executor.JobRetry,
-		eligible: []twicetype.JobState{twicetype.JobStateDead, twicetype.JobStateDiscarded},
-	}
 	discardAction = dlqAction{
 		name: "discard", done: "discarded",
 		short:    "Mark dead jobs discarded: kept for the record, never retried",
@@ -97,7 +97,7 @@ func (c *cli) dlqActionCommand(act dlqAction) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			res, err := act.apply(store, cmd.Context(), &twicestore.JobBulkParams{Filter: filter, Now: time.Now()})
 			if err != nil {
 				return err

@@ -1,61 +1,111 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicetype"
 )
 
 // listFlags are the filters and output options of a job listing.
 type listFlags struct {
-	state, kind, queue string
-	limit              int
-	before             int64
-	json               bool
+	state, kind, queue, node string
+	due, scheduled           bool
+	limit                    int
+	before                   int64
+	json                     bool
+	showArgs                 bool
 }
 
-func (l *listFlags) register(cmd *cobra.Command, withState bool) {
+// stateNames lists the job states for messages.
+func stateNames() string {
+	s := ""
+	for i, st := range twicetype.AllJobStates {
+		if i > 0 {
+			s += ", "
+		}
+		s += string(st)
+	}
+	return s
+}
+
+// registerFilters adds the flags that select jobs: a listing's, and an
+// action's with --all.
+func (l *listFlags) registerFilters(cmd *cobra.Command, withState bool) {
 	f := cmd.Flags()
 	if withState {
-		f.StringVar(&l.state, "state", "", "only jobs in this state: available, running, completed, dead or discarded")
+		f.StringVar(&l.state, "state", "", "only jobs in this state: "+stateNames())
 	}
 	f.StringVar(&l.kind, "kind", "", "only jobs of this kind")
 	f.StringVar(&l.queue, "queue", "", "only jobs in this queue")
-	f.IntVar(&l.limit, "limit", 50, "list at most this many jobs, newest first")
+	f.StringVar(&l.node, "node", "", "only jobs this node runs, or last ran")
+	f.BoolVar(&l.due, "due", false, "only available jobs due now")
+	f.BoolVar(&l.scheduled, "scheduled", false, "only available jobs due later (delays, backoffs, snoozes)")
+}
+
+func (l *listFlags) register(cmd *cobra.Command, withState bool) {
+	l.registerFilters(cmd, withState)
+	f := cmd.Flags()
+	f.IntVar(&l.limit, "limit", 50, fmt.Sprintf("list at most this many jobs, newest first (at most %d)", twice.JobListLimitMax))
 	f.Int64Var(&l.before, "before", 0, "list only jobs with a smaller id (the next page)")
 }
 
-// params checks the flags and turns them into a store listing.
-func (l *listFlags) params() (*twicestore.JobListParams, error) {
+// filter checks the filter flags and turns them into the admin API's.
+func (l *listFlags) filter() (*twice.JobFilter, error) {
 	state := twicetype.JobState(l.state)
 	if state != "" && !state.Valid() {
-		return nil, usagef("--state %q: use one of available, running, completed, dead, discarded", l.state)
+		return nil, usagef("--state %q: use one of %s", l.state, stateNames())
 	}
-	if l.limit < 1 {
-		return nil, usagef("--limit %d: use a positive number", l.limit)
+	f := &twice.JobFilter{State: state, Kind: l.kind, Queue: l.queue, Node: l.node}
+	switch {
+	case l.due && l.scheduled:
+		return nil, usagef("--due and --scheduled exclude each other: give one, or neither for both")
+	case l.due:
+		f.Timing = twice.JobDue
+	case l.scheduled:
+		f.Timing = twice.JobScheduled
+	}
+	if f.Timing != "" && state != "" && state != twicetype.JobStateAvailable {
+		return nil, usagef("--%s applies to available jobs, not to --state %s", f.Timing, state)
+	}
+	return f, nil
+}
+
+// params checks the flags and turns them into a listing.
+func (l *listFlags) params() (*twice.JobListParams, error) {
+	f, err := l.filter()
+	if err != nil {
+		return nil, err
+	}
+	if l.limit < 1 || l.limit > twice.JobListLimitMax {
+		return nil, usagef("--limit %d: use a number from 1 to %d", l.limit, twice.JobListLimitMax)
 	}
 	if l.before < 0 {
 		return nil, usagef("--before %d: use a job id", l.before)
 	}
-	return &twicestore.JobListParams{
-		Filter:   twicestore.JobFilter{State: state, Kind: l.kind, Queue: l.queue},
-		BeforeID: l.before,
-		Limit:    l.limit,
-	}, nil
+	return &twice.JobListParams{JobFilter: *f, BeforeID: l.before, Limit: l.limit}, nil
 }
 
 func (c *cli) jobsCommand() *cobra.Command {
 	var l listFlags
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List jobs, newest first; 'jobs show ID' shows one",
+		Short: "List jobs, newest first; show, cancel, delete or retry them",
+		Long: `List jobs, newest first. A job waiting for a later run time shows as
+scheduled, apart from the available jobs that are due; a listing shows only
+the first line of a job's last error ('jobs show' shows every attempt's).
+
+Args of a kind that neither this binary registers nor any worker has
+published to the catalog are hidden (their sensitive fields cannot be
+known) unless --show-args is given; sensitive fields of known kinds are
+always redacted.`,
 		Example: `  twice jobs --state dead --kind email.partner-verification.v1
-  twice jobs --limit 20 --before 120
+  twice jobs --scheduled --queue bulk
+  twice jobs --limit 20 --before 120 --json
   twice jobs show 42`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
@@ -64,7 +114,8 @@ func (c *cli) jobsCommand() *cobra.Command {
 	}
 	l.register(cmd, true)
 	cmd.PersistentFlags().BoolVar(&l.json, "json", false, "print JSON")
-	cmd.AddCommand(c.jobsShowCommand(&l.json))
+	cmd.PersistentFlags().BoolVar(&l.showArgs, "show-args", false, "show the args of kinds neither this binary nor any worker's catalog describes (their sensitive fields cannot be redacted)")
+	cmd.AddCommand(c.jobsShowCommand(&l), c.jobActionCommand(cancelAction), c.jobActionCommand(deleteAction), c.jobActionCommand(retryJobAction))
 	return cmd
 }
 
@@ -74,30 +125,37 @@ func (c *cli) listJobs(cmd *cobra.Command, l *listFlags) error {
 	if err != nil {
 		return err
 	}
-	store, err := c.openStore(cmd.Context(), false)
+	client, done, err := c.openClient(cmd)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	res, err := store.JobList(cmd.Context(), p)
+	defer done()
+	res, err := client.JobList(cmd.Context(), p)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	book, err := c.loadKindBook(cmd.Context(), client, l.showArgs)
 	if err != nil {
 		return err
 	}
 	if l.json {
-		return writeJSON(c.stdout, jobsJSON(res.Jobs))
+		return writeJSON(c.stdout, book.jobsJSON(res.Jobs, now))
 	}
 	if len(res.Jobs) == 0 {
 		fmt.Fprintln(c.stdout, "no jobs match")
 		return nil
 	}
-	printJobTable(c.stdout, res.Jobs)
-	if len(res.Jobs) == p.Limit {
-		fmt.Fprintf(c.stderr, "more may follow: add --before %d\n", res.Jobs[len(res.Jobs)-1].ID)
+	if err := book.printJobTable(c.stdout, res.Jobs, now); err != nil {
+		return err
+	}
+	if res.Next != 0 {
+		fmt.Fprintf(c.stderr, "more may follow: add --before %d\n", res.Next)
 	}
 	return nil
 }
 
-func (c *cli) jobsShowCommand(asJSON *bool) *cobra.Command {
+func (c *cli) jobsShowCommand(l *listFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
 		Short: "Show a job: envelope, args (sensitive fields redacted) and every attempt's error",
@@ -107,23 +165,23 @@ func (c *cli) jobsShowCommand(asJSON *bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := c.openStore(cmd.Context(), false)
+			client, done, err := c.openClient(cmd)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			job, err := store.JobGet(cmd.Context(), &twicestore.JobGetParams{ID: id})
-			if errors.Is(err, twicestore.ErrNotFound) {
-				return fmt.Errorf("job %d does not exist", id)
-			}
+			defer done()
+			job, err := client.JobGet(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
-			if *asJSON {
-				return writeJSON(c.stdout, newJobJSON(job))
+			book, err := c.loadKindBook(cmd.Context(), client, l.showArgs)
+			if err != nil {
+				return err
 			}
-			printJob(c.stdout, job)
-			return nil
+			if l.json {
+				return writeJSON(c.stdout, book.newJobJSON(job, true, time.Now()))
+			}
+			return book.printJob(c.stdout, job, time.Now())
 		}),
 	}
 }

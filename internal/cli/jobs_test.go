@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -54,7 +55,7 @@ func TestEnqueueListShow(t *testing.T) {
 			t.Fatalf("table:\n%s", r.stdout)
 		}
 		for i, want := range [][]string{
-			{strconv.FormatInt(credit, 10), "balance.credit.v1", "bulk", "available", "0/20"},
+			{strconv.FormatInt(credit, 10), "balance.credit.v1", "bulk", "scheduled", "0/20"}, // --delay 1h: due later
 			{strconv.FormatInt(email, 10), emailKind, "critical", "available", "0/7"},
 		} {
 			if got := strings.Fields(lines[i+1])[:5]; !reflect.DeepEqual(got, want) {
@@ -106,7 +107,7 @@ func TestEnqueueListShow(t *testing.T) {
 				t.Errorf("jobs show does not show %q:\n%s", want, text)
 			}
 		}
-		wantError(t, s.run("jobs", "show", "999"), ExitFailure, "job 999 does not exist")
+		wantError(t, s.run("jobs", "show", "999"), ExitFailure, "job 999: job not found")
 	})
 }
 
@@ -119,7 +120,7 @@ func deadJobs(t *testing.T, path string, n int) []int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	now := time.Now()
 	var params []*twicestore.JobInsertParams
 	for i := range n {
@@ -186,7 +187,7 @@ func TestDLQ(t *testing.T) {
 	}
 
 	r = s.ok("dlq", "retry", id(0))
-	if r.stdout != "retried 1 job: "+id(0)+"\n" {
+	if r.stdout != "job "+id(0)+": retried\n" {
 		t.Errorf("dlq retry: %q", r.stdout)
 	}
 	if st := jobState(t, s, dead[0]); st != twicetype.JobStateAvailable {
@@ -208,19 +209,19 @@ func TestDLQ(t *testing.T) {
 	// Naming a job that is not dead: the others are still retried, and the
 	// command fails saying why.
 	r = s.run("dlq", "retry", id(2), strconv.FormatInt(live, 10), "999")
-	wantError(t, r, ExitFailure, fmt.Sprintf("job %d is available, not dead", live), "job 999 does not exist")
-	if r.stdout != "retried 1 job: "+id(2)+"\n" {
+	wantError(t, r, ExitFailure, fmt.Sprintf("job %d is available: job is not dead", live), "job 999: job not found")
+	if r.stdout != "job "+id(2)+": retried\n" {
 		t.Errorf("partial retry printed %q", r.stdout)
 	}
 	wantError(t, s.run("dlq", "discard", id(1)), ExitFailure, "is discarded, not dead")
 
 	// In bulk, narrowed: only dead jobs, never the discarded one.
 	r = s.ok("dlq", "retry", "--all", "--kind", emailKind)
-	if r.stdout != "no dead jobs match\n" {
+	if r.stdout != "no jobs match\n" {
 		t.Errorf("retry --all of another kind: %q", r.stdout)
 	}
 	r = s.ok("dlq", "retry", "--all", "--kind", "ads.image-watermark.v1", "--queue", "bulk")
-	if r.stdout != "retried 1 job: "+id(3)+"\n" {
+	if r.stdout != "job "+id(3)+": retried\n" {
 		t.Errorf("retry --all: %q", r.stdout)
 	}
 	if st := jobState(t, s, dead[1]); st != twicetype.JobStateDiscarded {
@@ -247,22 +248,34 @@ func TestOrphans(t *testing.T) {
 	s.enqueue(emailKind, `{"user_id": 2}`)
 	r = s.ok("orphans")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 2 || !reflect.DeepEqual(strings.Fields(lines[1])[:3], []string{emailKind, "critical", "2"}) {
+	if len(lines) < 2 || !reflect.DeepEqual(strings.Fields(lines[1])[:3], []string{emailKind, "critical", "2"}) {
 		t.Errorf("orphans:\n%s", r.stdout)
+	}
+	// No live worker serves "critical" either: the queue is stranded.
+	if !strings.Contains(r.stdout, "STRANDED QUEUE") || !strings.Contains(tableLine(t, r.stdout, "critical"), "2") {
+		t.Errorf("orphans does not report the stranded queue:\n%s", r.stdout)
+	}
+	var out orphansJSON
+	if err := json.Unmarshal([]byte(s.ok("orphans", "--json").stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Kinds) != 1 || out.Kinds[0].Kind != emailKind || out.Kinds[0].Count != 2 ||
+		len(out.Queues) != 1 || out.Queues[0].Queue != "critical" || out.Queues[0].Count != 2 {
+		t.Errorf("orphans --json = %+v", out)
 	}
 }
 
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	raw := []byte(`{"user_id":7,"reset_token":"s3cr3t","note":"hi"}`)
-	got, names := redact(raw, []string{"reset_token", "absent"})
+	got, names := ops.Redact(raw, []string{"reset_token", "absent"})
 	if string(got) != `{"note":"hi","reset_token":"[redacted]","user_id":7}` || !reflect.DeepEqual(names, []string{"reset_token"}) {
 		t.Errorf("redact = %s, %v", got, names)
 	}
-	if got, names := redact(raw, nil); string(got) != string(raw) || names != nil {
+	if got, names := ops.Redact(raw, nil); string(got) != string(raw) || names != nil {
 		t.Errorf("redact with no sensitive fields changed the args: %s", got)
 	}
-	if got, _ := redact([]byte(`[1]`), []string{"x"}); string(got) != `[1]` {
+	if got, _ := ops.Redact([]byte(`[1]`), []string{"x"}); string(got) != `[1]` {
 		t.Errorf("redact of a non-object = %s", got)
 	}
 }
@@ -276,33 +289,73 @@ func compact(t *testing.T, raw []byte) string {
 	return b.String()
 }
 
-// TestEnqueueKindOfLiveWorker: a kind this binary does not register is
-// accepted when a live worker handles it, and shown unredacted with a
-// warning, since its sensitive fields cannot be known here.
-func TestEnqueueKindOfLiveWorker(t *testing.T) {
+// TestEnqueueCataloguedKind (issue 11 items 1 and 5): a kind this binary
+// does not register but a worker published to the catalog (its worker
+// stopped since) is enqueued with its args checked against the catalogued
+// fields, and shown with its sensitive fields redacted; a kind in no
+// catalog, or a queue nobody serves, needs --force; bad input changes
+// nothing.
+func TestEnqueueCataloguedKind(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	const kind = "pdf.cv.v1"
-	wantError(t, s.run("enqueue", kind, `{"cv_id": 3}`), ExitUsage, "unknown job kind")
+	publishCatalog(t, s, "pdf-worker", time.Now().Add(-time.Hour), twicetype.KindInfo{
+		Kind: kind, Queue: "documents", MaxAttempts: 5,
+		Args: []twicetype.ArgField{{Name: "cv_id", Type: twicetype.ArgTypeInteger}, {Name: "reset_token", Type: twicetype.ArgTypeString, Sensitive: true}},
+	})
+	before := jobsSnapshot(t, s.db)
+	for _, tc := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{kind, `{"cv_id": 3, "email": "a@example.com"}`}, []string{`"email"`}},
+		{[]string{kind, `{"cv_id": "3"}`}, []string{`"cv_id"`, "integer"}},
+		{[]string{kind, `{"cv_id": 3, "pad": "` + strings.Repeat("x", 3000) + `"}`}, []string{"2048-byte limit"}},
+		{[]string{"pdf.vc.v1", `{"cv_id": 3}`}, []string{"in no catalog", "did you mean pdf.cv.v1?", "--force"}},
+		{[]string{"pdf.other.v1", `{"password": "x"}`, "--force"}, []string{"password"}},
+		{[]string{kind, `{"cv_id": 3}`, "--queue", "documnets"}, []string{"no live worker serves it", "did you mean documents?", "--force"}},
+		{[]string{kind, `{"cv_id": 3}`, "--run-at", "tomorrow"}, []string{"--run-at"}},
+		{[]string{kind, `{"cv_id": 3}`, "--run-at", "2030-01-01T00:00:00Z", "--delay", "1m"}, []string{"exclude each other"}},
+	} {
+		wantError(t, s.run(append([]string{"enqueue"}, tc.args...)...), ExitUsage, tc.wants...)
+	}
+	sameJobs(t, s.db, before)
 
-	store, err := twicesqlite.Open(t.Context(), s.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	err = store.NodeHeartbeat(t.Context(), &twicestore.NodeHeartbeatParams{Node: &twicetype.Node{
-		ID: "pdf-worker", Kinds: []string{kind}, Queues: []string{"default"}, StartedAt: now, HeartbeatAt: now,
-	}})
-	store.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := s.enqueue(kind, `{"cv_id": 3}`)
+	id := s.enqueue(kind, `{"cv_id": 3, "reset_token": "s3cr3t"}`, "--run-at", "2030-01-01T00:00:00Z")
+	other := s.enqueue("pdf.other.v1", `{"doc_id": 4}`, "--force", "--queue", "nowhere")
 	show := s.ok("jobs", "show", strconv.FormatInt(id, 10)).stdout
-	if !strings.Contains(show, "does not register pdf.cv.v1") || !strings.Contains(show, `"cv_id": 3`) {
-		t.Errorf("jobs show of a kind this binary does not know:\n%s", show)
+	if strings.Contains(show, "s3cr3t") || !strings.Contains(show, `"reset_token": "[redacted]"`) || !strings.Contains(show, `"cv_id": 3`) {
+		t.Errorf("jobs show of a catalogued kind does not redact its sensitive field:\n%s", show)
 	}
-	if r := s.ok("orphans"); !strings.HasPrefix(r.stdout, "no orphaned kinds") {
-		t.Errorf("a kind with a live worker is reported orphaned:\n%s", r.stdout)
+	if !strings.Contains(show, "scheduled (available from") || !strings.Contains(show, "documents") {
+		t.Errorf("jobs show of a job due in 2030:\n%s", show)
+	}
+	var jobs []jobJSON
+	out := s.ok("jobs", "--json").stdout
+	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "s3cr3t") || len(jobs) != 2 {
+		t.Fatalf("jobs --json shows a sensitive field:\n%s", out)
+	}
+	for _, j := range jobs {
+		switch j.ID {
+		case id:
+			if !j.ArgsTypeKnown || !j.Scheduled || !reflect.DeepEqual(j.ArgsRedacted, []string{"reset_token"}) || j.MaxAttempts != 5 {
+				t.Errorf("catalogued job in --json: %+v", j)
+			}
+		case other:
+			if !j.ArgsHidden || string(j.Args) != "null" || j.Queue != "nowhere" {
+				t.Errorf("a kind known nowhere in --json: %+v (args %s)", j, j.Args)
+			}
+		}
+	}
+	show = s.ok("jobs", "show", strconv.FormatInt(other, 10)).stdout
+	if !strings.Contains(show, "hidden: no live or past worker catalogued pdf.other.v1") || strings.Contains(show, "doc_id") {
+		t.Errorf("jobs show of a kind known nowhere does not hide its args:\n%s", show)
+	}
+	show = s.ok("jobs", "show", strconv.FormatInt(other, 10), "--show-args").stdout
+	if !strings.Contains(show, "nothing is redacted") || !strings.Contains(show, `"doc_id": 4`) {
+		t.Errorf("jobs show --show-args of a kind known nowhere:\n%s", show)
 	}
 }

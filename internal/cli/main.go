@@ -1,7 +1,9 @@
-// Package cli is the twice command line: it parses the arguments of the
-// twice binary and runs its commands (demo, serve, migrate, enqueue, jobs,
-// dlq, orphans, recurring, toggles, bench) against a SQLite database or
-// PostgreSQL, reporting failures as one line and an exit code.
+// Package cli is the twice command line: it parses the arguments of a
+// twice binary and runs its commands (serve, dashboard, migrate, enqueue,
+// jobs, dlq, queues, orphans, recurring, toggles, markers, bench, and in
+// the stock binary demo) against a SQLite database or PostgreSQL,
+// reporting failures as one line and an exit code. The public face is
+// package twicecli; the stock binary adds the demo.
 package cli
 
 import (
@@ -12,8 +14,12 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/twicejobs/twice"
 )
 
 // Exit codes.
@@ -27,12 +33,30 @@ const (
 // TWICE_DB environment variable is set.
 const DBDefault = "./twice.db"
 
+// Options is what a twice binary is built with.
+type Options struct {
+	// Registry holds the binary's own kinds: serve works them, and every
+	// command knows their args types, sensitive fields and fail-closed
+	// flags without asking the catalog. Nil means none (the stock binary).
+	Registry *twice.Registry
+	// Config is the base of the client serve starts (queues, middleware,
+	// observer...); its Registry is replaced by Registry.
+	Config twice.Config
+	// Demo adds 'twice demo', which runs on the demo's own registry; only
+	// the stock binary sets it.
+	Demo bool
+}
+
 // Main runs the twice command line with args (without the program name),
 // writing output to stdout and errors, as one line "twice: <message>", to
 // stderr. It returns the exit code. ctx ends long-running commands (serve,
-// demo), which then shut down cleanly.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr}
+// dashboard, demo), which then shut down cleanly.
+func Main(ctx context.Context, opts Options, args []string, stdout, stderr io.Writer) int {
+	reg := opts.Registry
+	if reg == nil {
+		reg = twice.NewRegistry()
+	}
+	c := &cli{stdout: stdout, stderr: stderr, reg: reg, stock: opts.Registry == nil, cfg: opts.Config, demo: opts.Demo}
 	root := c.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -65,6 +89,12 @@ type cli struct {
 	stdout, stderr io.Writer
 	db             string
 	logLevel       string
+	// reg is the binary's registry, never nil; stock reports that the
+	// binary was built without one.
+	reg   *twice.Registry
+	stock bool
+	cfg   twice.Config
+	demo  bool
 }
 
 func (c *cli) rootCommand() *cobra.Command {
@@ -74,10 +104,16 @@ func (c *cli) rootCommand() *cobra.Command {
 		Long: `twice runs background jobs that converge when delivered twice.
 
 The database is a SQLite file or a postgres:// URL: --db, else $TWICE_DB,
-else ` + DBDefault + `.`,
-		SilenceErrors: true,
-		SilenceUsage:  true,
-		Args:          unknownSubcommand,
+else ` + DBDefault + `.
+
+This command line knows the kinds of the binary it is built into (a team
+builds its own with twicecli.Main(registry)) and, for any other kind, the
+catalog every worker publishes to the database: their fail-closed flags,
+args fields and sensitive fields.`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		PersistentPreRunE: checkText,
+		Args:              unknownSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usagef("missing command: one of %s", strings.Join(subcommandNames(cmd), ", "))
 		},
@@ -88,14 +124,18 @@ else ` + DBDefault + `.`,
 		db = env
 	}
 	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file, or a postgres:// URL (env TWICE_DB)")
-	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level of serve and demo: debug, info, warn or error (default info; warn for demo --once)")
+	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level: debug, info, warn or error (default info for serve, dashboard and demo, warn for demo --once, error elsewhere; info logs every action with who and why)")
+	if c.demo {
+		root.AddCommand(c.demoCommand())
+	}
 	root.AddCommand(
-		c.demoCommand(),
 		c.serveCommand(),
+		c.dashboardCommand(),
 		c.migrateCommand(),
 		c.enqueueCommand(),
 		c.jobsCommand(),
 		c.dlqCommand(),
+		c.queuesCommand(),
 		c.orphansCommand(),
 		c.recurringCommand(),
 		c.togglesCommand(),
@@ -103,6 +143,42 @@ else ` + DBDefault + `.`,
 		c.benchCommand(),
 	)
 	return root
+}
+
+// checkText refuses, before any command runs, a flag value or argument
+// that is not UTF-8 text or holds a NUL byte: no kind, queue, key or path
+// has one, and a database given one answers with a raw error (PostgreSQL
+// refuses both) rather than "no such kind". It checks every flag, set or
+// defaulted from the environment.
+func checkText(cmd *cobra.Command, args []string) error {
+	var bad error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if bad == nil {
+			if err := textError(f.Value.String()); err != nil {
+				bad = usagef("--%s %q: %v", f.Name, f.Value.String(), err)
+			}
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	for i, a := range args {
+		if err := textError(a); err != nil {
+			return usagef("argument %d %q: %v", i+1, a, err)
+		}
+	}
+	return nil
+}
+
+// textError says what is wrong with s as text, or nil.
+func textError(s string) error {
+	switch {
+	case !utf8.ValidString(s):
+		return errors.New("not UTF-8 text: retype it, or fix the terminal's encoding")
+	case strings.ContainsRune(s, 0):
+		return errors.New("contains a NUL byte: remove it")
+	}
+	return nil
 }
 
 // group makes cmd a command that only holds subcommands: run bare or with
@@ -137,13 +213,22 @@ func subcommandNames(cmd *cobra.Command) []string {
 }
 
 // run adapts a command's function: an error it returns is a runtime
-// failure (exit 1) unless it is a usage error.
+// failure (exit 1) unless it is a usage error, or an error of the admin
+// API or enqueue that the input caused (but for a job id that names no
+// job, which is the database's state).
 func run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		err := fn(cmd, args)
 		var u *usageError
-		if err == nil || errors.As(err, &u) {
+		switch {
+		case err == nil || errors.As(err, &u):
 			return err
+		case errors.Is(err, twice.ErrJobNotFound):
+			// The API calls it bad input; for an operator naming a job by
+			// id it is the database's state: the job is gone.
+			return &failure{err: err}
+		case errors.Is(err, twice.ErrInvalidInput), errors.Is(err, twice.ErrInvalidArgs), errors.Is(err, twice.ErrUnknownKind):
+			return &usageError{err: err}
 		}
 		return &failure{err: err}
 	}

@@ -38,7 +38,7 @@ func (c *cli) markersGetCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			res, err := store.MarkerPeek(cmd.Context(), &twicestore.MarkerParams{Handler: args[0], Key: args[1]})
 			if err != nil {
 				return err
@@ -75,7 +75,7 @@ func (c *cli) markersReleaseCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			p := &twicestore.MarkerParams{Handler: args[0], Key: args[1]}
 			res, err := store.MarkerPeek(cmd.Context(), p)
 			if err != nil {

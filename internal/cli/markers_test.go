@@ -17,7 +17,7 @@ func TestMarkersGetAndRelease(t *testing.T) {
 	}
 	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	_, err = store.MarkerClaim(t.Context(), &twicestore.MarkerParams{Handler: "payment.charge.v1", Key: "order-7", Now: at, JobID: 12, Epoch: 3})
-	store.Close()
+	_ = store.Close()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestPostgresURLWorksForTheAdminCommands(t *testing.T) {
 func TestPostgresURLWorksForServeAndDemo(t *testing.T) {
 	t.Parallel()
 	s := newPostgresSetup(t)
-	testServe(t, s, "--objects", t.TempDir())
+	testServe(t, s)
 
 	r := s.ok("demo", "--once", "--objects", t.TempDir())
 	for _, want := range []string{"converged: every effect is what its strategy promises",

@@ -1,63 +1,189 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice"
 )
 
 func (c *cli) recurringCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "recurring",
-		Short: "Recurring schedules: their last tick, its outcome and the next run",
+		Short: "Recurring schedules: list them with their last tick; remove one the code dropped; trigger one now",
 	})
+	cmd.AddCommand(c.recurringListCommand(), c.recurringRemoveCommand(), c.recurringTriggerCommand())
+	return cmd
+}
+
+// scheduleJSON is one schedule as 'recurring ls --json' prints it.
+type scheduleJSON struct {
+	Name        string     `json:"name"`
+	Kind        string     `json:"kind"`
+	Spec        string     `json:"spec"`
+	LastTickAt  *time.Time `json:"last_tick_at,omitempty"`
+	LastOutcome string     `json:"last_outcome,omitempty"`
+	LastJobID   int64      `json:"last_job_id,omitempty"`
+	NextAt      *time.Time `json:"next_at,omitempty"`
+	UpdatedAt   *time.Time `json:"updated_at,omitempty"`
+	// Recorded: the store has it. Registered: this binary defines it.
+	// Published: a worker's catalog defines it.
+	Recorded   bool `json:"recorded"`
+	Registered bool `json:"registered"`
+	Published  bool `json:"published"`
+}
+
+func (c *cli) recurringListCommand() *cobra.Command {
 	var asJSON bool
-	ls := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List the schedules every node's scheduler has recorded",
-		Long: `List the recurring schedules the schedulers have recorded: each one's spec,
-its last tick and what became of it (enqueued, with the job id, or skipped
-because its kind was switched off), and its next run. A schedule appears
-once a scheduler has recorded its first tick.`,
+		Short:   "List the schedules: recorded by a scheduler, registered here or published by a worker",
+		Long: `List the recurring schedules: those a scheduler recorded (each one's spec,
+its last tick and what became of it: enqueued, with the job id, or skipped
+because its kind was switched off; and its next run), those this binary
+registers and those a worker published to the catalog. A schedule that is
+recorded but neither registered nor published was removed from the code:
+'recurring rm' removes its record.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			store, err := c.openStore(cmd.Context(), false)
+			client, done, err := c.openClient(cmd)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			res, err := store.ScheduleList(cmd.Context(), &twicestore.ScheduleListParams{})
+			defer done()
+			list, err := client.ScheduleList(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(c.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res.Schedules)
+				out := make([]scheduleJSON, len(list))
+				for i, s := range list {
+					out[i] = scheduleJSON{Name: s.Name, Kind: s.Kind, Spec: s.Spec,
+						LastTickAt: timePtr(s.LastTickAt), LastOutcome: s.LastOutcome, LastJobID: s.LastJobID,
+						NextAt: timePtr(s.NextAt), UpdatedAt: timePtr(s.UpdatedAt),
+						Recorded: s.Recorded, Registered: s.Registered, Published: s.Published}
+				}
+				return writeJSON(c.stdout, out)
 			}
-			if len(res.Schedules) == 0 {
-				fmt.Fprintln(c.stdout, "no schedule has ticked yet")
+			if len(list) == 0 {
+				fmt.Fprintln(c.stdout, "no schedules: none has ticked, and none is registered here or published by a worker")
 				return nil
 			}
 			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tKIND\tSPEC\tLAST TICK\tOUTCOME\tJOB\tNEXT RUN")
-			for _, s := range res.Schedules {
-				job := "-"
+			fmt.Fprintln(tw, "NAME\tKIND\tSPEC\tLAST TICK\tOUTCOME\tJOB\tNEXT RUN\tDEFINED BY")
+			for _, s := range list {
+				job, outcome := "-", "-"
 				if s.LastJobID != 0 {
 					job = fmt.Sprint(s.LastJobID)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.Spec,
-					formatTime(s.LastTickAt), s.LastOutcome, job, formatTime(s.NextAt))
+				if s.LastOutcome != "" {
+					outcome = s.LastOutcome
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.Spec,
+					formatTime(s.LastTickAt), outcome, job, formatTime(s.NextAt), definedBy(s))
 			}
 			return tw.Flush()
 		}),
 	}
-	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(ls)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// definedBy says where a schedule is still defined.
+func definedBy(s twice.ScheduleInfo) string {
+	var where []string
+	if s.Registered {
+		where = append(where, "this binary")
+	}
+	if s.Published {
+		where = append(where, "a worker")
+	}
+	if len(where) == 0 {
+		return "nothing (removed from the code: 'recurring rm')"
+	}
+	return strings.Join(where, ", ")
+}
+
+func (c *cli) recurringRemoveCommand() *cobra.Command {
+	var (
+		reason, by string
+		force      bool
+	)
+	cmd := &cobra.Command{
+		Use:     "rm NAME",
+		Aliases: []string{"remove"},
+		Short:   "Remove the record of a schedule removed from the code, and its ticks",
+		Long: `Remove the store's record of schedule NAME and its ticks: for a schedule
+removed from the code, which would otherwise be listed forever. A schedule
+this binary still registers is refused unless --force (its scheduler
+records it again at its next tick).`,
+		Example: `  twice recurring rm nightly-report --reason "report retired"`,
+		Args:    exactArgs(1, "NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			who, err := byFlag(cmd, by)
+			if err != nil {
+				return err
+			}
+			client, done, err := c.openClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			err = client.ScheduleRemove(cmd.Context(), &twice.ScheduleRemoveParams{Name: args[0], By: who, Reason: reason, Force: force})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "removed schedule %s and its ticks\n", args[0])
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why it is removed")
+	cmd.Flags().StringVar(&by, "by", "", "who removes it (default $USER@hostname)")
+	cmd.Flags().BoolVar(&force, "force", false, "remove a schedule this binary still registers")
+	return cmd
+}
+
+func (c *cli) recurringTriggerCommand() *cobra.Command {
+	var reason, by, requestID string
+	cmd := &cobra.Command{
+		Use:   "trigger NAME",
+		Short: "Run one tick of a schedule now, once cluster-wide",
+		Long: `Enqueue schedule NAME's job now, with its args and options, once
+cluster-wide: a retry with the same --request-id enqueues nothing while the
+first job is unfinished. Its regular ticks are not touched. The args come
+from this binary's registry, or else from the last job the schedule
+enqueued.`,
+		Example: `  twice recurring trigger nightly-report --reason "rerun after the fix"`,
+		Args:    exactArgs(1, "NAME"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			who, err := byFlag(cmd, by)
+			if err != nil {
+				return err
+			}
+			client, done, err := c.openClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := client.ScheduleTrigger(cmd.Context(), &twice.ScheduleTriggerParams{Name: args[0], RequestID: requestID, By: who, Reason: reason})
+			if err != nil {
+				return err
+			}
+			if res.Duplicate {
+				fmt.Fprintf(c.stdout, "already triggered: job %d of request %q is unfinished; nothing enqueued\n", res.Job.ID, requestID)
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "triggered %s: enqueued job %d (%s, queue %s)\n", args[0], res.Job.ID, res.Job.Kind, res.Job.Queue)
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why it is triggered")
+	cmd.Flags().StringVar(&by, "by", "", "who triggers it (default $USER@hostname)")
+	cmd.Flags().StringVar(&requestID, "request-id", "", "identifies the request: repeating it enqueues no second job while the first is unfinished (default: a new request)")
 	return cmd
 }

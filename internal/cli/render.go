@@ -5,55 +5,90 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
-	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/demo"
 	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// jobJSON is a job as the CLI prints it with --json.
+// jobJSON is a job as the CLI prints it with --json: in full for 'jobs
+// show', and without its attempts' errors (only the last one's first line)
+// in a listing, so a listing stays small whatever the jobs failed with.
 type jobJSON struct {
-	ID            int64                    `json:"id"`
-	Kind          string                   `json:"kind"`
-	Queue         string                   `json:"queue"`
-	Priority      int                      `json:"priority"`
-	State         twicetype.JobState       `json:"state"`
-	Attempt       int                      `json:"attempt"`
-	MaxAttempts   int                      `json:"max_attempts"`
-	Epoch         int64                    `json:"epoch"`
-	MessageID     string                   `json:"message_id"`
-	Key           string                   `json:"key"`
-	CorrelationID string                   `json:"correlation_id"`
-	UniqueKey     string                   `json:"unique_key,omitempty"`
-	Args          json.RawMessage          `json:"args"`
-	ArgsRedacted  []string                 `json:"args_redacted,omitempty"`
-	ArgsTypeKnown bool                     `json:"args_type_known"`
-	RunAt         time.Time                `json:"run_at"`
-	LeaseUntil    *time.Time               `json:"lease_until,omitempty"`
-	AttemptedBy   string                   `json:"attempted_by,omitempty"`
-	Note          string                   `json:"note,omitempty"`
-	Errors        []twicetype.AttemptError `json:"errors"`
-	CreatedAt     time.Time                `json:"created_at"`
-	FinishedAt    *time.Time               `json:"finished_at,omitempty"`
+	ID            int64              `json:"id"`
+	Kind          string             `json:"kind"`
+	Queue         string             `json:"queue"`
+	Priority      int                `json:"priority"`
+	State         twicetype.JobState `json:"state"`
+	Attempt       int                `json:"attempt"`
+	MaxAttempts   int                `json:"max_attempts"`
+	Epoch         int64              `json:"epoch"`
+	MessageID     string             `json:"message_id"`
+	Key           string             `json:"key"`
+	CorrelationID string             `json:"correlation_id"`
+	UniqueKey     string             `json:"unique_key,omitempty"`
+	// Args are the job's args with sensitive fields redacted; null when
+	// they are hidden (ArgsHidden) or unreadable (ArgsUnreadable).
+	Args           json.RawMessage `json:"args"`
+	ArgsRedacted   []string        `json:"args_redacted,omitempty"`
+	ArgsTypeKnown  bool            `json:"args_type_known"`
+	ArgsHidden     bool            `json:"args_hidden,omitempty"`
+	ArgsUnreadable bool            `json:"args_unreadable,omitempty"`
+	RunAt          time.Time       `json:"run_at"`
+	// Scheduled reports a job waiting for a later run_at, as opposed to a
+	// due one.
+	Scheduled bool `json:"scheduled"`
+	// QueuePaused reports that the job's queue is paused: a waiting job is
+	// held there, not stuck.
+	QueuePaused bool                     `json:"queue_paused"`
+	LeaseUntil  *time.Time               `json:"lease_until,omitempty"`
+	AttemptedBy string                   `json:"attempted_by,omitempty"`
+	Note        string                   `json:"note,omitempty"`
+	LastError   string                   `json:"last_error,omitempty"`
+	ErrorCount  int                      `json:"error_count"`
+	Errors      []twicetype.AttemptError `json:"errors,omitempty"`
+	Snoozes     int                      `json:"snoozes"`
+	// Cancel is the cancel an operator asked for: who, when, why. On a
+	// running job it is pending: the job ends cancelled unless it finishes
+	// first.
+	Cancel     *cancelJSON `json:"cancel,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+	FinishedAt *time.Time  `json:"finished_at,omitempty"`
 }
 
-func newJobJSON(j *twicetype.JobRow) *jobJSON {
-	args, redacted, known := redactedArgs(j.Kind, j.Args)
+// cancelJSON is a job's cancel request.
+type cancelJSON struct {
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+}
+
+// newJobJSON is j as --json prints it; full includes every attempt's
+// error.
+func (k *kindBook) newJobJSON(j *twicetype.JobRow, full bool, now time.Time) *jobJSON {
+	a := k.args(j)
 	out := &jobJSON{
 		ID: j.ID, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, State: j.State,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Epoch: j.Epoch,
 		MessageID: j.MessageID, Key: j.Key, CorrelationID: j.CorrelationID, UniqueKey: j.UniqueKey,
-		Args: args, ArgsRedacted: redacted, ArgsTypeKnown: known,
-		RunAt: j.RunAt, AttemptedBy: j.AttemptedBy, Note: j.Note,
-		Errors: j.Errors, CreatedAt: j.CreatedAt,
+		Args: a.json, ArgsRedacted: a.redacted, ArgsTypeKnown: a.known, ArgsHidden: a.hidden, ArgsUnreadable: a.unreadable,
+		RunAt: j.RunAt, Scheduled: scheduled(j, now), QueuePaused: k.paused[j.Queue], AttemptedBy: j.AttemptedBy, Note: j.Note,
+		ErrorCount: len(j.Errors), Snoozes: j.Snoozes, CreatedAt: j.CreatedAt,
 	}
-	if out.Errors == nil {
-		out.Errors = []twicetype.AttemptError{}
+	if c := j.Cancel; c != nil {
+		out.Cancel = &cancelJSON{At: c.At, By: c.By, Reason: c.Reason}
+	}
+	if n := len(j.Errors); n > 0 {
+		out.LastError = firstLine(j.Errors[n-1].Error, listErrorRunes)
+	}
+	if full {
+		out.Errors = j.Errors
+		if out.Errors == nil {
+			out.Errors = []twicetype.AttemptError{}
+		}
 	}
 	if !j.LeaseUntil.IsZero() {
 		out.LeaseUntil = &j.LeaseUntil
@@ -64,10 +99,31 @@ func newJobJSON(j *twicetype.JobRow) *jobJSON {
 	return out
 }
 
-func jobsJSON(jobs []*twicetype.JobRow) []*jobJSON {
+// listErrorRunes bounds the error a listing shows per job.
+const listErrorRunes = 200
+
+// state is j's state as a listing shows it.
+func (k *kindBook) state(j *twicetype.JobRow, now time.Time) string {
+	switch {
+	case scheduled(j, now):
+		return "scheduled"
+	case j.State == twicetype.JobStateAvailable && k.paused[j.Queue]:
+		return "paused"
+	case j.State == twicetype.JobStateRunning && j.Cancel != nil:
+		return "cancelling"
+	}
+	return string(j.State)
+}
+
+// scheduled reports whether j waits for a run_at still to come.
+func scheduled(j *twicetype.JobRow, now time.Time) bool {
+	return j.State == twicetype.JobStateAvailable && j.RunAt.After(now)
+}
+
+func (k *kindBook) jobsJSON(jobs []*twicetype.JobRow, now time.Time) []*jobJSON {
 	out := make([]*jobJSON, len(jobs))
 	for i, j := range jobs {
-		out[i] = newJobJSON(j)
+		out[i] = k.newJobJSON(j, false, now)
 	}
 	return out
 }
@@ -78,42 +134,45 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// argsTypes maps the kinds this binary knows to their args types, whose
-// tags say which fields are sensitive.
-var argsTypes = func() map[string]reflect.Type {
-	m := map[string]reflect.Type{}
-	for _, a := range demo.Kinds() {
-		m[a.Kind()] = reflect.TypeOf(a)
-	}
-	return m
-}()
-
-// redactedArgs returns a job's args with the fields its type tags
-// `twice:"sensitive"` replaced by ops.RedactedMark, the names of those
-// fields, and whether the kind's type is known to this binary (when it is
-// not, no field can be recognised as sensitive).
-func redactedArgs(kind string, raw []byte) (json.RawMessage, []string, bool) {
-	t, known := argsTypes[kind]
-	if !known {
-		return json.RawMessage(raw), nil, false
-	}
-	args, redacted := redact(raw, twice.SensitiveFields(t))
-	return args, redacted, true
+// shownArgs are a job's args as the CLI may show them.
+type shownArgs struct {
+	json       json.RawMessage // nil when hidden or unreadable
+	redacted   []string        // the sensitive fields replaced
+	known      bool            // the kind's fields are known: registered or catalogued
+	hidden     bool            // unknown kind, and no --show-args
+	unreadable bool            // the stored bytes are not JSON
 }
 
-// redact replaces the named top-level fields of a JSON object; see
-// ops.Redact.
-func redact(raw []byte, fields []string) (json.RawMessage, []string) { return ops.Redact(raw, fields) }
+// args returns j's args with the fields its kind marks sensitive replaced
+// by ops.RedactedMark. The args of a kind neither registered nor
+// catalogued are hidden unless showUnknown (--show-args): no field of
+// theirs can be recognised as sensitive. Stored bytes that are not JSON
+// are reported unreadable rather than failing the whole output.
+func (k *kindBook) args(j *twicetype.JobRow) shownArgs {
+	if !json.Valid(j.Args) {
+		return shownArgs{unreadable: true}
+	}
+	fields, known := k.sensitive(j.Kind)
+	if !known && !k.showUnknown {
+		return shownArgs{hidden: true}
+	}
+	args, redacted := ops.Redact(j.Args, fields)
+	return shownArgs{json: args, redacted: redacted, known: known}
+}
 
 // printJobTable prints jobs one per line.
-func printJobTable(w io.Writer, jobs []*twicetype.JobRow) {
+// The state column tells apart what "available" hides, so a waiting job is
+// never mistaken for a stuck one: scheduled (its run_at is still to come),
+// paused (due, in a paused queue); and a running job with a pending cancel
+// is cancelling.
+func (k *kindBook) printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNOTE / LAST ERROR")
 	for _, j := range jobs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			j.ID, j.Kind, j.Queue, j.State, j.Attempt, j.MaxAttempts, formatTime(j.RunAt), truncate(noteOrError(j), 70))
+			j.ID, j.Kind, j.Queue, k.state(j, now), j.Attempt, j.MaxAttempts, formatTime(j.RunAt), firstLine(noteOrError(j), 70))
 	}
-	tw.Flush()
+	return tw.Flush()
 }
 
 func noteOrError(j *twicetype.JobRow) string {
@@ -128,16 +187,44 @@ func noteOrError(j *twicetype.JobRow) string {
 
 // truncate shortens s to one line of at most n runes.
 func truncate(s string, n int) string {
-	s = oneLine(s)
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+	return cut(oneLine(s), n)
+}
+
+// firstLine is the first non-empty line of s, at most n runes: what a
+// listing shows of an error that may be megabytes long. It reads no more
+// of s than it shows.
+func firstLine(s string, n int) string {
+	s = strings.TrimLeft(s, " \t\r\n")
+	more := false
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s, more = s[:i], true
 	}
-	return s
+	s = strings.TrimSpace(s)
+	if more && utf8.RuneCountInString(s) < n {
+		return s + " …"
+	}
+	return cut(s, n)
+}
+
+// cut shortens s to at most n runes, marking the cut.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s[:min(len(s), 4*n)])
+	return string(r[:n-1]) + "…"
 }
 
 // printJob prints one job in full.
-func printJob(w io.Writer, j *twicetype.JobRow) {
-	fmt.Fprintf(w, "job %d  %s  %s\n\n", j.ID, j.Kind, j.State)
+func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) error {
+	state := k.state(j, now)
+	switch state {
+	case "scheduled":
+		state = "scheduled (available from " + formatTime(j.RunAt) + ")"
+	case "paused":
+		state = "paused (available, in paused queue " + j.Queue + ")"
+	}
+	fmt.Fprintf(w, "job %d  %s  %s\n\n", j.ID, j.Kind, state)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
 	row("message id", j.MessageID)
@@ -163,19 +250,38 @@ func printJob(w io.Writer, j *twicetype.JobRow) {
 	if j.Note != "" {
 		row("note", j.Note)
 	}
-	tw.Flush()
+	if c := j.Cancel; c != nil {
+		what := "cancelled"
+		if j.State == twicetype.JobStateRunning {
+			what = "cancel requested (it ends cancelled unless it finishes first)"
+		}
+		row("cancel", fmt.Sprintf("%s by %s at %s: %q", what, c.By, formatTime(c.At), c.Reason))
+	}
+	if j.Snoozes > 0 {
+		row("snoozes", fmt.Sprint(j.Snoozes))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 
-	args, _, known := redactedArgs(j.Kind, j.Args)
+	a := k.args(j)
 	fmt.Fprintln(w, "\nargs")
-	if !known {
-		fmt.Fprintf(w, "  (this binary does not register %s, so fields tagged sensitive cannot be recognised and nothing is redacted)\n", j.Kind)
+	switch {
+	case a.unreadable:
+		fmt.Fprintf(w, "  (unreadable: the %d stored bytes are not valid JSON)\n", len(j.Args))
+	case a.hidden:
+		fmt.Fprintf(w, "  (hidden: no live or past worker catalogued %s and this binary does not register it, so its sensitive fields are unknown; --show-args shows them unredacted)\n", j.Kind)
+	default:
+		if !a.known {
+			fmt.Fprintf(w, "  (shown by --show-args: %s is neither registered nor catalogued, so nothing is redacted)\n", j.Kind)
+		}
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, a.json, "  ", "  "); err != nil {
+			pretty.Reset()
+			pretty.Write(a.json)
+		}
+		fmt.Fprintf(w, "  %s\n", pretty.String())
 	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, args, "  ", "  "); err != nil {
-		pretty.Reset()
-		pretty.Write(args)
-	}
-	fmt.Fprintf(w, "  %s\n", pretty.String())
 
 	fmt.Fprintf(w, "\nerrors (%d)\n", len(j.Errors))
 	for _, e := range j.Errors {
@@ -186,4 +292,5 @@ func printJob(w io.Writer, j *twicetype.JobRow) {
 			}
 		}
 	}
+	return nil
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
-	"github.com/twicejobs/twice/internal/demo"
+	"github.com/spf13/cobra"
+
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
@@ -37,7 +41,9 @@ func (c *cli) openStore(ctx context.Context, create bool) (twicestore.Store, err
 }
 
 // isPostgresURL reports whether --db names a PostgreSQL database.
-func isPostgresURL(db string) bool { return demo.IsPostgresURL(db) }
+func isPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
 
 // displayDB is --db as it may be printed: a URL loses its password.
 func displayDB(db string) string {
@@ -54,4 +60,27 @@ func displayDB(db string) string {
 func dirExists(dir string) bool {
 	fi, err := os.Stat(dir)
 	return err == nil && fi.IsDir()
+}
+
+// openClient opens the --db database and a client on it, with this
+// binary's registry, that serves the admin API without running a worker:
+// what every command that reads or acts on jobs, queues, switches and
+// schedules goes through. Its log (every admin action, with who and why)
+// goes to stderr at --log-level, by default error: a command's own output
+// says what it did, and a failure is one line. close closes the store.
+func (c *cli) openClient(cmd *cobra.Command) (client *twice.Client, closeFn func(), err error) {
+	logger, err := c.logger(cmd, slog.LevelError)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := c.openStore(cmd.Context(), false)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err = twice.NewClient(store, twice.Config{Registry: c.reg, Logger: logger, Queues: c.cfg.Queues, DefaultQueue: c.cfg.DefaultQueue})
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, err
+	}
+	return client, func() { _ = store.Close() }, nil // a read's close fails nothing
 }

@@ -21,7 +21,7 @@ func storedToggles(t *testing.T, s *setup) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	res, err := store.ToggleList(t.Context(), &twicestore.ToggleListParams{})
 	if err != nil {
 		t.Fatal(err)
@@ -43,14 +43,14 @@ func sameToggles(t *testing.T, s *setup, before []string) {
 
 // lsRows runs 'toggles ls --json' with extra args and returns its rows by
 // kind.
-func lsRows(t *testing.T, s *setup, args ...string) map[string]toggleRow {
+func lsRows(t *testing.T, s *setup, args ...string) map[string]toggleJSON {
 	t.Helper()
 	r := s.ok(append([]string{"toggles", "ls", "--json"}, args...)...)
-	var rows []toggleRow
+	var rows []toggleJSON
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 		t.Fatalf("toggles ls --json is not JSON: %v\n%s", err, r.stdout)
 	}
-	m := map[string]toggleRow{}
+	m := map[string]toggleJSON{}
 	for _, row := range rows {
 		m[row.Kind] = row
 	}
@@ -143,7 +143,7 @@ func testTogglesRoundTrip(t *testing.T, s *setup) {
 	if got := storedToggles(t, s); len(got) != 0 {
 		t.Errorf("after unset the store holds %q", got)
 	}
-	wantError(t, s.run("toggles", "unset", "balance.credit.v1"), ExitFailure, "nothing to unset")
+	wantError(t, s.run("toggles", "unset", "balance.credit.v1"), ExitUsage, "nothing to unset")
 }
 
 func TestTogglesSetRefusesBadInput(t *testing.T) {
@@ -158,7 +158,7 @@ func TestTogglesSetRefusesBadInput(t *testing.T) {
 		{[]string{"balance.credit.v1", "off"}, []string{"--reason is required"}},
 		{[]string{"balance.credit.v1", "off", "--reason", "  "}, []string{"--reason is required"}},
 		{[]string{"balance.credt.v1", "off", "--reason", "incident"}, []string{"did you mean balance.credit.v1?", "--force"}},
-		{[]string{"nothing.like.it.v1", "off", "--reason", "incident"}, []string{"neither registered", "--force"}},
+		{[]string{"nothing.like.it.v1", "off", "--reason", "incident"}, []string{"in no catalog", "--force"}},
 		{[]string{"balance.credit.v1", "disable", "--reason", "incident"}, []string{`"disable"`, "on or off"}},
 		{[]string{"balance.credit.v1", "true", "--reason", "incident"}, []string{"on or off"}},
 		{[]string{"Balance.Credit.v1", "off", "--reason", "incident"}, []string{"upper-case"}},
@@ -184,7 +184,7 @@ func TestTogglesForceStoresAnUnknownKey(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	r := s.ok("toggles", "set", "balance.credt.v1", "off", "--reason", "typo on purpose", "--force")
-	if !strings.Contains(r.stdout, "balance.credt.v1 off (store") || !strings.Contains(r.stdout, "no effect") {
+	if !strings.Contains(r.stdout, "balance.credt.v1 off (store") || !strings.Contains(r.stdout, "no effect until a worker for it starts") {
 		t.Errorf("forced set prints %q", r.stdout)
 	}
 	rows := lsRows(t, s)
@@ -265,43 +265,107 @@ func TestTogglesFile(t *testing.T) {
 	sameToggles(t, s, before)
 }
 
-// TestTogglesKnowsLiveWorkersKinds: a kind this binary does not register
-// but a live worker handles may be switched without --force, and its
-// fail-closed default is shown as unknown.
-func TestTogglesKnowsLiveWorkersKinds(t *testing.T) {
-	t.Parallel()
-	s := newSetup(t)
+// publishCatalog records kinds in s's catalog as a worker of another
+// binary does at its start and heartbeats: at, with node's id.
+func publishCatalog(t *testing.T, s *setup, node string, at time.Time, kinds ...twicetype.KindInfo) {
+	t.Helper()
 	store, err := (&cli{db: s.db}).openStore(t.Context(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	for _, n := range []*twicetype.Node{
-		{ID: "live", Host: "h", PID: 1, Kinds: []string{"reports.nightly.v1"}, StartedAt: now, HeartbeatAt: now},
-		{ID: "gone", Host: "h", PID: 2, Kinds: []string{"reports.weekly.v1"}, StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-time.Hour)},
-	} {
-		if err := store.NodeHeartbeat(t.Context(), &twicestore.NodeHeartbeatParams{Node: n}); err != nil {
-			t.Fatal(err)
-		}
+	defer func() { _ = store.Close() }()
+	if err := store.CatalogPublish(t.Context(), &twicestore.CatalogPublishParams{Node: node, Now: at, Kinds: kinds}); err != nil {
+		t.Fatal(err)
 	}
-	store.Close()
+}
+
+// TestTogglesKnowsCataloguedKinds (issue 11 item 1): a kind this binary
+// does not register but a worker published to the catalog, live or not,
+// shows with its effective state and fail-closed flag, and may be switched
+// without --force; a kind in no catalog needs --force.
+func TestTogglesKnowsCataloguedKinds(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	now := time.Now()
+	publishCatalog(t, s, "live", now, twicetype.KindInfo{Kind: "reports.nightly.v1", Queue: "default", FailClosed: true, MaxAttempts: 3})
+	publishCatalog(t, s, "gone", now.Add(-time.Hour), twicetype.KindInfo{Kind: "reports.weekly.v1", Queue: "default", MaxAttempts: 3})
 
 	rows := lsRows(t, s)
 	n, ok := rows["reports.nightly.v1"]
-	if !ok || !n.Known || !n.Live || n.Registered || n.State != "?" || n.FailClosed != nil {
-		t.Errorf("live worker's kind: %+v (present %v)", n, ok)
+	if !ok || !n.Known || !n.Live || !n.Catalogued || n.Registered || n.State != "off" || n.DecidedBy != "default" || n.FailClosed == nil || !*n.FailClosed {
+		t.Errorf("live worker's fail-closed kind: %+v (present %v)", n, ok)
 	}
-	if _, ok := rows["reports.weekly.v1"]; ok {
-		t.Error("a dead worker's kind is listed as known")
+	w, ok := rows["reports.weekly.v1"]
+	if !ok || !w.Known || w.Live || !w.Catalogued || w.State != "on" || w.FailClosed == nil || *w.FailClosed || w.LastSeen == nil {
+		t.Errorf("a stopped worker's kind: %+v (present %v)", w, ok)
 	}
 	r := s.ok("toggles", "ls")
-	if f := strings.Fields(tableLine(t, r.stdout, "reports.nightly.v1")); f[1] != "?" || f[3] != "?" {
-		t.Errorf("live worker's kind line: %q", f)
+	if f := strings.Fields(tableLine(t, r.stdout, "reports.nightly.v1")); f[1] != "off" || f[3] != "yes" {
+		t.Errorf("catalogued fail-closed kind line: %q", f)
+	}
+	if strings.Contains(r.stdout, "?") {
+		t.Errorf("toggles ls still shows an unknown state or flag:\n%s", r.stdout)
 	}
 
-	s.ok("toggles", "set", "reports.nightly.v1", "off", "--reason", "slow")
-	if n := lsRows(t, s)["reports.nightly.v1"]; n.State != "off" || n.DecidedBy != "store" {
-		t.Errorf("live worker's kind after set off: %+v", n)
+	s.ok("toggles", "set", "reports.nightly.v1", "on", "--reason", "ready")
+	if n := lsRows(t, s)["reports.nightly.v1"]; n.State != "on" || n.DecidedBy != "store" {
+		t.Errorf("catalogued kind after set on: %+v", n)
 	}
-	wantError(t, s.run("toggles", "set", "reports.weekly.v1", "off", "--reason", "slow"), ExitUsage, "neither registered")
+	r = s.ok("toggles", "set", "reports.weekly.v1", "off", "--reason", "slow")
+	if !strings.Contains(r.stdout, "no live worker handles reports.weekly.v1") {
+		t.Errorf("set of a kind whose workers are gone does not say so: %q", r.stdout)
+	}
+	wantError(t, s.run("toggles", "set", "reports.monthly.v1", "off", "--reason", "slow"), ExitUsage, "in no catalog")
+}
+
+// TestTogglesExpiryAndHistory (issue 11 items 3 and 4): a switch may
+// expire; the history says who flipped it before the last flip; bad input
+// (an expiry in the past, a history of an unknown kind) exits 2 and
+// changes nothing.
+func TestTogglesExpiryAndHistory(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	const kind = "email.partner-verification.v1"
+	s.ok("toggles", "set", kind, "off", "--reason", "incident 42", "--by", "alice@ops")
+	r := s.ok("toggles", "set", kind, "off", "--reason", "maintenance", "--by", "bob@ops", "--expires", "2h")
+	if !strings.Contains(r.stdout, "stored "+kind+" off until ") {
+		t.Errorf("set --expires prints %q", r.stdout)
+	}
+	row := lsRows(t, s)[kind]
+	if row.Store == nil || row.Store.ExpiresAt == nil || row.Store.ExpiresAt.Before(time.Now().Add(time.Hour)) {
+		t.Errorf("ls --json of an expiring switch: %+v", row.Store)
+	}
+	s.ok("toggles", "unset", kind, "--reason", "over", "--by", "carol@ops")
+
+	var changes []toggleChangeJSON
+	if err := json.Unmarshal([]byte(s.ok("toggles", "history", kind, "--json").stdout), &changes); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ch := range changes {
+		got = append(got, fmt.Sprintf("%s %s>%s %q %v", ch.By, ch.Previous, ch.New, ch.Reason, ch.ExpiresAt != nil))
+	}
+	want := []string{`carol@ops off>none "over" false`, `bob@ops off>off "maintenance" true`, `alice@ops none>off "incident 42" false`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("history, newest first:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	table := s.ok("toggles", "history", kind).stdout
+	for _, want := range []string{"alice@ops", "none → off", `"incident 42"`, "bob@ops", "carol@ops"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("history table lacks %q:\n%s", want, table)
+		}
+	}
+	if !strings.Contains(s.ok("toggles", "history", "ads.image-watermark.v1").stdout, "no switch changes recorded") {
+		t.Error("history of a known kind never switched")
+	}
+
+	before := storedToggles(t, s)
+	wantError(t, s.run("toggles", "history", "email.partner-verfication.v1"), ExitUsage, "did you mean "+kind)
+	wantError(t, s.run("toggles", "set", kind, "off", "--reason", "x", "--expires", "2020-01-01T00:00:00Z"), ExitUsage, "not in the future")
+	wantError(t, s.run("toggles", "set", kind, "off", "--reason", "x", "--expires", "-5m"), ExitUsage, "not in the future")
+	wantError(t, s.run("toggles", "set", kind, "off", "--reason", "x", "--expires", "soon"), ExitUsage, "--expires")
+	sameToggles(t, s, before)
+	if n := len(lsRows(t, s)); n == 0 {
+		t.Error("no rows")
+	}
 }

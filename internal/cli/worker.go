@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,16 +23,20 @@ import (
 func (c *cli) serveCommand() *cobra.Command {
 	var (
 		grace     time.Duration
-		objects   string
 		redeliver bool
 		dash      dashboardFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Work the jobs of the kinds this binary knows until SIGINT or SIGTERM",
-		Long: `Work the jobs of the kinds this binary knows (the demo's: ` + kindList() + `)
-until SIGINT or SIGTERM. Then stop fetching, let running jobs finish for
---grace, and put back, without spending an attempt, those that did not.
+		Short: "Work the jobs of the kinds this binary registers until SIGINT or SIGTERM",
+		Long: `Work the jobs of the kinds this binary was built with until SIGINT or
+SIGTERM. Then stop fetching, let running jobs finish for --grace, and put
+back, without spending an attempt, those that did not.
+
+The stock twice binary registers no kinds, so its serve refuses to start:
+build your own binary with twicecli.Main(registry) and run its serve, or
+run 'twice dashboard' for the dashboard alone. serve never creates tables
+other than twice's own, and never writes a switch.
 
 With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 (/metrics) on ADDR. An address other than loopback needs
@@ -40,28 +46,45 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 			if grace < 0 {
 				return usagef("--grace %s is negative", grace)
 			}
+			if len(c.reg.Kinds()) == 0 {
+				return usagef("this twice binary registers no job kinds, so serve has nothing to work: " +
+					"build your own binary with twicecli.Main(registry) and run its serve, or run 'twice dashboard --db ...' for the dashboard alone")
+			}
 			logger, err := c.logger(cmd, slog.LevelInfo)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			app, err := demo.Open(ctx, c.db, objects)
+			store, err := c.openStore(ctx, true)
 			if err != nil {
 				return err
 			}
-			defer app.Close()
-			reg, err := demo.NewRegistry(app)
-			if err != nil {
-				return err
+			defer func() { _ = store.Close() }()
+			cfg := c.cfg
+			cfg.Registry, cfg.Redeliver = c.reg, cfg.Redeliver || redeliver
+			if len(cfg.Queues) == 0 {
+				if cfg.Queues, err = c.defaultQueues(ctx, store); err != nil {
+					return err
+				}
 			}
-			metrics := twicemetrics.New(app.Store())
-			client, err := twice.NewClient(app.Store(), twice.Config{Registry: reg, Logger: logger, Redeliver: redeliver, Observer: metrics})
+			if cfg.Logger == nil {
+				cfg.Logger = logger
+			}
+			var metrics *twicemetrics.Metrics
+			if cfg.Observer == nil {
+				metrics = twicemetrics.New(store)
+				cfg.Observer = metrics
+			}
+			client, err := twice.NewClient(store, cfg)
 			if err != nil {
 				return err
 			}
 			dashCtx, stopDash := context.WithCancel(ctx)
 			defer stopDash()
-			waitDash, err := dash.start(dashCtx, app.Store(), metrics, logger, c.stdout, false)
+			if dash.file == "" {
+				dash.file = cfg.TogglesFile // the worker's own file, shown by its dashboard
+			}
+			waitDash, err := dash.start(dashCtx, client, metrics, cfg.Logger, c.stdout, false)
 			if err != nil {
 				return err
 			}
@@ -69,29 +92,40 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 			if err := client.Start(ctx); err != nil {
 				return err
 			}
+			fmt.Fprintf(c.stdout, "serving %s on %s\n", strings.Join(c.reg.Kinds(), ", "), displayDB(c.db))
 			<-ctx.Done()
-			logger.Info("shutting down: running jobs have the grace period to finish", "grace", grace)
+			cfg.Logger.Info("shutting down: running jobs have the grace period to finish", "grace", grace)
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 			defer cancel()
 			return client.Stop(sctx)
 		}),
 	}
 	cmd.Flags().DurationVar(&grace, "grace", twice.ShutdownGraceDefault, "how long running jobs may take to finish on shutdown")
-	dash.register(cmd, "", "serve the dashboard and /metrics on this address, e.g. 127.0.0.1:8090 (default: none)")
+	dash.register(cmd, "dashboard", "", "serve the dashboard and /metrics on this address, e.g. 127.0.0.1:8090 (default: none)")
 	cmd.Flags().BoolVar(&redeliver, "redeliver", false, "deliver every job a second time, sometimes at once, so a handler that does not converge shows it (development and staging only)")
-	cmd.Flags().StringVar(&objects, "objects", "", "directory for watermarked images (default: "+demo.ObjectsDirName+" next to a SQLite --db; for a URL, one of its own under the temporary directory)")
 	return cmd
 }
 
-func kindList() string {
-	s := ""
-	for i, k := range demo.Kinds() {
-		if i > 0 {
-			s += ", "
-		}
-		s += k.Kind()
+// defaultQueues are the queues serve works when the binary's Config names
+// none: the client's default queues, and every queue a registered kind
+// goes to, so twicecli.Main(reg) alone works every kind it registers.
+func (c *cli) defaultQueues(ctx context.Context, store twicestore.Store) ([]twice.QueueConfig, error) {
+	probe, err := twice.NewClient(store, twice.Config{Registry: c.reg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
 	}
-	return s
+	kinds, err := probe.Catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Config's own default, spelled out to be extended.
+	queues := []twice.QueueConfig{{Name: twice.QueueCritical, Concurrency: 10}, {Name: twice.QueueDefault, Concurrency: 10}, {Name: twice.QueueBulk, Concurrency: 5}}
+	for _, k := range kinds {
+		if k.Registered && !slices.ContainsFunc(queues, func(q twice.QueueConfig) bool { return q.Name == k.Queue }) {
+			queues = append(queues, twice.QueueConfig{Name: k.Queue})
+		}
+	}
+	return queues, nil
 }
 
 func (c *cli) demoCommand() *cobra.Command {
@@ -153,7 +187,15 @@ system's temporary directory.`,
 					return metrics
 				},
 				Started: func(ctx context.Context, store twicestore.Store) (err error) {
-					waitDash, err = dash.start(ctx, store, metrics, logger, c.stdout, !cmd.Flags().Changed("dashboard"))
+					reg, err := demo.NewRegistry(nil)
+					if err != nil {
+						return err
+					}
+					client, err := twice.NewClient(store, twice.Config{Registry: reg, Logger: logger})
+					if err != nil {
+						return err
+					}
+					waitDash, err = dash.start(ctx, client, metrics, logger, c.stdout, !cmd.Flags().Changed("dashboard"))
 					return err
 				},
 			})
@@ -164,7 +206,7 @@ system's temporary directory.`,
 	cmd.Flags().DurationVar(&interval, "interval", 700*time.Millisecond, "time between two signups (without --once)")
 	cmd.Flags().BoolVar(&redeliver, "redeliver", false, "deliver every job a second time, sometimes at once: the demo's handlers must still converge")
 	cmd.Flags().StringVar(&httpAddr, "http", demo.HTTPAddrDefault, "address of the demo's HTTP API, POST /signups behind the Idempotency-Key middleware ('' for none; without --once)")
-	dash.register(cmd, twiceweb.AddrDefault, "serve the dashboard and /metrics on this address (without --once); empty for none")
+	dash.register(cmd, "dashboard", twiceweb.AddrDefault, "serve the dashboard and /metrics on this address (without --once); empty for none")
 	return cmd
 }
 
@@ -179,7 +221,7 @@ func (c *cli) demoOnce(cmd *cobra.Command, objects string, redeliver bool) error
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		path = filepath.Join(dir, "demo.db")
 		fmt.Fprintln(c.stdout, "using a fresh database, removed at exit (pass --db to keep one)")
 	}

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/demo"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
@@ -36,7 +39,7 @@ func waitFinished(t *testing.T, db string, id int64) *twicetype.JobRow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	deadline := time.After(30 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -56,33 +59,55 @@ func waitFinished(t *testing.T, db string, id int64) *twicetype.JobRow {
 	}
 }
 
+// reportArgs is a kind of the team whose CLI TestServe builds: the demo's
+// kinds are the stock binary's, and its serve works none of them.
+type reportArgs struct {
+	ReportID int64 `json:"report_id"`
+}
+
+func (reportArgs) Kind() string { return "report.build.v1" }
+
 func TestServe(t *testing.T) {
 	t.Parallel()
 	testServe(t, newSetup(t))
 }
 
-// testServe starts serve on s's database, with extra arguments, checks it
-// works two jobs, and stops it the way SIGINT does.
+// testServe starts the serve of a CLI built with a registry of its own on
+// s's database, with extra arguments, checks it works two jobs with the
+// registry's handler, in the kind's own queue, and stops it the way SIGINT
+// does.
 func testServe(t *testing.T, s *setup, extra ...string) {
 	t.Helper()
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[reportArgs](func(_ context.Context, j *twice.Job[reportArgs]) error {
+		return twice.NoOp(fmt.Sprintf("report %d built", j.Args.ReportID))
+	}), &twice.KindOpts{Queue: "reports"}) // no Config: serve works the kind's queue all the same
+	opts := Options{Registry: reg}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	args := append([]string{"serve", "--db", s.db, "--grace", "5s"}, extra...)
-	go func() { done <- Main(ctx, args, &stdout, &stderr) }()
+	go func() { done <- Main(ctx, opts, args, &stdout, &stderr) }()
 
-	// Neither the user nor the image exists: both jobs complete as no-ops.
-	email := s.enqueue(emailKind, `{"user_id": 404}`)
-	image := s.enqueue("ads.image-watermark.v1", `{"image_id": 404}`)
-	for id, note := range map[int64]string{email: "user deleted", image: "image deleted"} {
+	var ids []int64
+	for _, a := range []string{`{"report_id": 1}`, `{"report_id": 2}`} {
+		r := runWith(t, t.Context(), opts, "enqueue", "report.build.v1", a, "--db", s.db)
+		m := enqueuedID.FindStringSubmatch(r.stdout)
+		if r.code != ExitOK || m == nil {
+			t.Fatalf("enqueue: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		id, _ := strconv.ParseInt(m[1], 10, 64)
+		ids = append(ids, id)
+	}
+	for i, id := range ids {
 		j := waitFinished(t, s.db, id)
-		if j.State != twicetype.JobStateCompleted || j.Note != note {
-			t.Errorf("job %d: %s %q, want completed %q", id, j.State, j.Note, note)
+		if want := fmt.Sprintf("report %d built", i+1); j.State != twicetype.JobStateCompleted || j.Note != want {
+			t.Errorf("job %d: %s %q, want completed %q", id, j.State, j.Note, want)
 		}
 	}
 
-	cancel() // what SIGINT does through cmd/twice's signal.NotifyContext
+	cancel() // what SIGINT does through twicecli.Main's signal.NotifyContext
 	select {
 	case code := <-done:
 		if code != ExitOK {
@@ -93,6 +118,9 @@ func testServe(t *testing.T, s *setup, extra ...string) {
 	}
 	if !strings.Contains(stderr.String(), "twice worker stopped") {
 		t.Errorf("serve did not log its stop:\n%s", stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "serving report.build.v1") {
+		t.Errorf("serve did not say what it serves:\n%s", stdout.String())
 	}
 }
 
@@ -151,7 +179,7 @@ func runDemoLive(t *testing.T, args ...string) string {
 	done := make(chan int, 1)
 	args = append([]string{"demo", "--interval", "20ms", "--log-level", "error"}, args...)
 	go func() {
-		done <- Main(ctx, args, stdout, io.Discard)
+		done <- Main(ctx, Options{Demo: true}, args, stdout, io.Discard)
 	}()
 	select {
 	case <-stdout.seen:
@@ -178,7 +206,7 @@ func runDemoLive(t *testing.T, args ...string) string {
 func TestDemoGoesOnWhenTheDashboardPortIsTaken(t *testing.T) {
 	t.Parallel()
 	if ln, err := net.Listen("tcp", twiceweb.AddrDefault); err == nil {
-		defer ln.Close()
+		defer func() { _ = ln.Close() }()
 	} // else something holds it already, which is the case under test too
 	out := runDemoLive(t, "--db", filepath.Join(t.TempDir(), "demo.db"), "--http", "127.0.0.1:0")
 	if !strings.Contains(out, "dashboard: not served") {
@@ -193,7 +221,7 @@ func TestDemoAPIPortTaken(t *testing.T) {
 	t.Parallel()
 	t.Run("default", func(t *testing.T) {
 		if ln, err := net.Listen("tcp", demo.HTTPAddrDefault); err == nil {
-			defer ln.Close()
+			defer func() { _ = ln.Close() }()
 		} // else something holds it already, which is the case under test too
 		out := runDemoLive(t, "--db", filepath.Join(t.TempDir(), "demo.db"), "--dashboard", "127.0.0.1:0")
 		if !strings.Contains(out, "demo API: not served") {
@@ -205,7 +233,7 @@ func TestDemoAPIPortTaken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
+		defer func() { _ = ln.Close() }()
 		s := &setup{t: t, db: filepath.Join(t.TempDir(), "demo.db")}
 		wantError(t, s.run("demo", "--http", ln.Addr().String(), "--dashboard", ""), ExitFailure,
 			"serve the demo API on "+ln.Addr().String(), "pass --http with a free address")

@@ -243,9 +243,10 @@ func TestClusterLimitsHoldThroughKill(t *testing.T) {
 // starts a second for 10 seconds, with more jobs waiting than they may
 // start. The store's own log of the starts (twice_rate_starts, copied by a
 // trigger before the fetches prune it, stamped with each fetch's Now)
-// never holds more than 100 in any one-second window; the rate measured
-// from the handlers' starts is logged against the limit, not asserted (it
-// depends on the poll cadence and the machine).
+// never holds more than 100 in any one-second window. The rate measured
+// (steady, from the store's log; and from the handlers' starts, whose
+// clock lags the fetch by a variable delay) is logged against the limit,
+// not asserted: it depends on the machine.
 func TestClusterRateLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
@@ -314,9 +315,22 @@ func TestClusterRateLimit(t *testing.T) {
 		FROM limit_log) w`).Scan(&handlerDensest); err != nil {
 		t.Fatal(err)
 	}
+	// The steady rate by the store's own clock: every start but the first
+	// window's burst, over the time from the first start to the last.
+	var (
+		total       int
+		first0, end time.Time
+	)
+	if err := c.admin.QueryRow(ctx, `SELECT count(*), min(at), max(at) FROM rate_audit WHERE key = ''`).
+		Scan(&total, &first0, &end); err != nil {
+		t.Fatal(err)
+	}
+	steady := float64(total-ratedLimit) / end.Sub(first0).Seconds()
 	if densest > ratedLimit {
 		t.Errorf("the store started %d jobs in one second, over the limit of %d", densest, ratedLimit)
 	}
-	t.Logf("limit %d/s, 3 processes, %s: %d started, %.1f/s measured (%.1f%% of the limit); densest 1 s window: %d by the fetches' clock, %d by the handlers' start times",
-		ratedLimit, run, started, rate, 100*rate/ratedLimit, densest, handlerDensest)
+	t.Logf("limit %d/s, 3 processes, %s: steady rate by the fetches' clock %.1f/s (%.1f%% of the limit, %d starts over %s); "+
+		"by the handlers' clock %d started in the %s from the first, %.1f/s; densest 1 s window: %d by the fetches' clock, %d by the handlers' start times",
+		ratedLimit, run, steady, 100*steady/ratedLimit, total, end.Sub(first0).Round(time.Millisecond),
+		started, run, rate, densest, handlerDensest)
 }

@@ -122,7 +122,7 @@ func TestRetriesAFailedWrite(t *testing.T) {
 	c := New(store, discard(), 10)
 	c.Start(context.Background())
 	done := make(chan error, 1)
-	c.Add(completed(rows[0]), func(ok bool, err error) { done <- err })
+	c.Add(completed(rows[0]), func(_ bool, err error) { done <- err })
 	if err := <-done; err != nil {
 		t.Fatalf("outcome not written after retries: %v", err)
 	}
@@ -157,7 +157,7 @@ func TestAbortEndsTheRetries(t *testing.T) {
 	c := New(hang, discard(), 10)
 	c.Start(ctx)
 	done := make(chan error, 1)
-	c.Add(completed(rows[0]), func(ok bool, err error) { done <- err })
+	c.Add(completed(rows[0]), func(_ bool, err error) { done <- err })
 	<-store.entered
 	abort()
 	select {

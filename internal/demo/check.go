@@ -62,7 +62,7 @@ func (r *Report) Print(w io.Writer) {
 	for _, k := range r.Kinds {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", k.Kind, k.Strategy, k.Messages, k.Jobs, k.Deliveries, k.Effects, k.Promise)
 	}
-	tw.Flush()
+	_ = tw.Flush() // output, as the Fprint calls around it
 	fmt.Fprintln(w)
 	if r.Converged() {
 		fmt.Fprintln(w, "converged: every effect is what its strategy promises")
@@ -255,7 +255,7 @@ func objectImage(path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	line, err := bufio.NewReader(f).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, err

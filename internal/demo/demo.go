@@ -108,18 +108,18 @@ func Open(ctx context.Context, db, objectsDir string) (*App, error) {
 		return nil, err
 	}
 	if err := createSchema(ctx, a.db, a.postgres); err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, err
 	}
 	if err := switchCreditsOn(ctx, a.store); err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, err
 	}
 	if objectsDir == "" {
 		objectsDir = DefaultObjectsDir(db)
 	}
 	if err := os.MkdirAll(objectsDir, 0o755); err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, fmt.Errorf("create objects directory: %w", err)
 	}
 	a.objects = objectsDir
@@ -151,7 +151,7 @@ func openSQLite(ctx context.Context, path string) (*App, error) {
 	db.SetMaxIdleConns(16)
 	store, err := twicesqlite.New(ctx, db)
 	if err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
 	return &App{db: db, store: store}, nil
@@ -171,11 +171,11 @@ func openPostgres(ctx context.Context, connString string) (*App, error) {
 	if err == nil {
 		err = db.PingContext(ctx)
 		if err != nil {
-			db.Close()
+			_ = db.Close()
 		}
 	}
 	if err != nil {
-		store.Close()
+		_ = store.Close()
 		return nil, fmt.Errorf("open demo database: %w", err)
 	}
 	db.SetMaxIdleConns(16)
@@ -249,8 +249,9 @@ func switchCreditsOn(ctx context.Context, store twicestore.Store) error {
 
 // NewRegistry returns a registry of the demo's kinds, each with the
 // strategy its effect needs and a's handler. With a nil App the registry
-// only validates enqueues (the CLI's use): its handlers dead-letter any job
-// they are given, so never start a worker on it.
+// only describes the kinds (the dashboard of 'twice demo' uses it so): its
+// handlers dead-letter any job they are given, so never start a worker on
+// it.
 func NewRegistry(a *App) (*twice.Registry, error) {
 	reg := twice.NewRegistry()
 	err := errors.Join(

@@ -27,7 +27,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }()
 	// The API's address is taken before the worker starts, so a taken
 	// port stops nothing that ran.
 	var api net.Listener
@@ -42,14 +42,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if err := client.Start(ctx); err != nil {
 		if api != nil {
-			api.Close()
+			_ = api.Close()
 		}
 		return err
 	}
 	if api != nil {
 		srv := &http.Server{Handler: a.Handler(client), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(api) }()
-		defer srv.Close()
+		defer func() { _ = srv.Close() }()
 		printAPIBanner(opts.Out, "http://"+api.Addr().String())
 	}
 	if opts.Started != nil {
@@ -267,7 +267,7 @@ func (a *App) printSummary(ctx context.Context, w io.Writer, db string) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	tw.Flush()
+	_ = tw.Flush() // output, as the Fprint calls around it
 	var emails, ledger, images int
 	err = a.db.QueryRowContext(ctx, `SELECT
 		(SELECT COUNT(*) FROM demo_outbox), (SELECT COUNT(*) FROM demo_ledger), (SELECT COUNT(*) FROM demo_images WHERE object_key <> '')`).

@@ -98,7 +98,7 @@ func RunOnce(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }()
 	fmt.Fprintf(opts.Out, "twice demo: scripted signup flow on %s (objects in %s)\n", displayDB(opts.DB), a.objects)
 
 	p := &plan{}

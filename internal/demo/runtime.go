@@ -93,7 +93,7 @@ func open(ctx context.Context, opts Options) (*App, *twice.Client, error) {
 	a.faults.logger = opts.Logger
 	reg, err := NewRegistry(a)
 	if err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, nil, err
 	}
 	client, err := twice.NewClient(a.Store(), twice.Config{
@@ -112,7 +112,7 @@ func open(ctx context.Context, opts Options) (*App, *twice.Client, error) {
 		},
 	})
 	if err != nil {
-		a.Close()
+		_ = a.Close()
 		return nil, nil, err
 	}
 	return a, client, nil

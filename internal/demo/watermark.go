@@ -86,9 +86,9 @@ func (a *App) putObject(content []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(tmp.Name()) // gone after the rename; cleans up on failure
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone after the rename; cleans up on failure
 	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return "", err
 	}
 	if err := tmp.Close(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twicejobs/twice/internal/logattr"
@@ -98,7 +99,10 @@ type Producer struct {
 	// handoff passes a dispatched job to an idle worker; unbuffered, so a
 	// job is only handed to a worker that is waiting for one.
 	handoff chan Fetched
-	workers sync.WaitGroup // worker goroutines, busy or idle
+	// throttled is set when the last fetch round's fetches left due jobs
+	// that a limit held back.
+	throttled atomic.Bool
+	workers   sync.WaitGroup // worker goroutines, busy or idle
 }
 
 // New returns a producer; Run starts it.
@@ -118,6 +122,17 @@ func (p *Producer) Notify() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
+	}
+}
+
+// NotifyThrottled asks for a fetch soon if the last fetch round left due
+// jobs that a limit held back (twicestore.JobFetchResult.Throttled): a
+// limited kind's slot was freed, and they may start now. When nothing was
+// held back it does nothing, so a burn-down under a limit that never
+// binds fetches no more often than one without.
+func (p *Producer) NotifyThrottled() {
+	if p.throttled.Load() {
+		p.Notify()
 	}
 }
 
@@ -175,6 +190,8 @@ func (p *Producer) Running() int {
 // retryAt is the earliest time a rate limit frees a start for jobs it held
 // back (twicestore.JobFetchResult.RetryAt), zero when none did.
 func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time, err error) {
+	throttled := false
+	defer func() { p.throttled.Store(throttled) }()
 	kinds := p.cfg.Kinds()
 	if len(kinds) == 0 {
 		return false, time.Time{}, nil
@@ -220,6 +237,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time
 		if len(res.Jobs) == limit || res.Throttled {
 			full = true
 		}
+		throttled = throttled || res.Throttled
 		if !res.RetryAt.IsZero() && (retryAt.IsZero() || res.RetryAt.Before(retryAt)) {
 			retryAt = res.RetryAt
 		}

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -31,7 +32,7 @@ func TestRunsEachJobOnceWithinConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	params := make([]*twicestore.JobInsertParams, jobs)
 	for i := range params {
 		params[i] = &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
@@ -177,7 +178,7 @@ func fetchPeeks(t *testing.T, wrap func(twicestore.Executor) twicestore.Executor
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	var params []*twicestore.JobInsertParams
 	for _, key := range []string{"done", "new"} {
 		params = append(params, &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), Key: key, MaxAttempts: 1})
@@ -220,4 +221,65 @@ func fetchPeeks(t *testing.T, wrap func(twicestore.Executor) twicestore.Executor
 	mu.Lock()
 	defer mu.Unlock()
 	return maps.Clone(got)
+}
+
+// TestQueueOrder: with one slot and two queues full of jobs, strict order
+// works the first queue empty before the second, and round robin
+// alternates, starting each round with the next queue. The test runs the
+// rounds itself, one job each, holding the job until its round is over and
+// freeing the slot between rounds, so nothing but the order decides what
+// is fetched.
+func TestQueueOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		roundRobin bool
+		want       string
+	}{
+		{"strict", false, "aaabbb"},
+		{"round robin", true, "ababab"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = store.Close() }()
+			var params []*twicestore.JobInsertParams
+			for _, q := range []string{"a", "b"} {
+				for range 3 {
+					params = append(params, &twicestore.JobInsertParams{Kind: "k.v1", Queue: q, Args: []byte(`{}`), MaxAttempts: 1})
+				}
+			}
+			if _, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
+				t.Fatal(err)
+			}
+			started := make(chan string, 1)
+			release := make(chan struct{})
+			p := New(Config{
+				Exec: store, Queues: []Queue{{Name: "a", Concurrency: 1}, {Name: "b", Concurrency: 1}}, MaxWorkers: 1,
+				RoundRobin: tc.roundRobin,
+				Kinds:      func() []string { return []string{"k.v1"} }, Node: "n", Lease: time.Minute,
+				FetchLimit: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Run: func(f Fetched) {
+					started <- f.Row.Queue
+					<-release // held until the round is over, so the slot stays taken
+				},
+			})
+			var order string
+			for range len(params) {
+				if _, _, err := p.fetchRound(ctx); err != nil {
+					t.Fatal(err)
+				}
+				order += waitfor.Recv(t, started, "the round's job to start")
+				release <- struct{}{}
+				waitfor.Recv(t, p.freed, "the round's job to free its slot")
+			}
+			close(p.done) // no Run loop: no more dispatches
+			p.Wait()
+			if order != tc.want {
+				t.Errorf("queues in run order %q, want %q", order, tc.want)
+			}
+		})
+	}
 }

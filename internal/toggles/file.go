@@ -3,6 +3,7 @@ package toggles
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -12,6 +13,17 @@ import (
 
 // fileFormat is the hint every file error ends with.
 const fileFormat = `the format is a [toggles] table of "kind" = true (on) or false (off) lines`
+
+// MaxFileBytes is the largest toggles file ParseFile and LoadFile accept,
+// 1 MiB: room for some ten thousand kinds, while a larger file is surely
+// not a toggles file and would only cost time to decode.
+const MaxFileBytes = 1 << 20
+
+// errTooLarge is the error for a file of size bytes, over MaxFileBytes.
+func errTooLarge(size int64) error {
+	return fmt.Errorf("the file has %d bytes or more, over the limit of %d (1 MiB): a toggles file holds one short line per kind; %s",
+		size, MaxFileBytes, fileFormat)
+}
 
 // ParseFile parses a toggles file:
 //
@@ -27,8 +39,21 @@ const fileFormat = `the format is a [toggles] table of "kind" = true (on) or fal
 // is not a boolean and two keys differing only in case are all errors, each
 // naming its line and key and saying how to fix it (all problems at once,
 // joined).
+//
+// A file over MaxFileBytes is refused, and so is one with a line of more
+// than 64 dots outside quotes or brackets nested more than 16 deep: the
+// TOML library takes time quadratic (or worse) in those, and no toggles
+// file needs them. The file is scanned once for those limits and for the
+// line of each key, then decoded once.
 func ParseFile(data []byte) (map[string]bool, error) {
+	if len(data) > MaxFileBytes {
+		return nil, errTooLarge(int64(len(data)))
+	}
 	text := string(data)
+	lines, err := scanFile(text)
+	if err != nil {
+		return nil, err
+	}
 	var raw map[string]any
 	md, err := toml.Decode(text, &raw)
 	if err != nil {
@@ -39,7 +64,6 @@ func ParseFile(data []byte) (map[string]bool, error) {
 		return nil, fmt.Errorf("invalid TOML: %w; %s", err, fileFormat)
 	}
 
-	lines := keyLines(text)
 	at := func(k toml.Key) string {
 		if n := lines[k.String()]; n > 0 {
 			return fmt.Sprintf("line %d: ", n)
@@ -130,10 +154,17 @@ func ParseFile(data []byte) (map[string]bool, error) {
 // to stop the process at startup call LoadFile before Watch, which only
 // reports errors.
 func LoadFile(path string) (map[string]bool, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]bool{}, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("read toggles file: %w", err)
+	}
+	defer func() { _ = f.Close() }() // read only: nothing to lose
+	// One byte past the limit is enough to refuse the file, without
+	// reading a huge one into memory.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read toggles file: %w", err)
 	}
@@ -177,62 +208,4 @@ func dottedLeaf(path []string, m map[string]any) string {
 		}
 	}
 	return strings.Join(parts, ".")
-}
-
-// keyLines maps each key the document defines (as toml.Key.String()) to the
-// line it is first defined on. The TOML library does not export key
-// positions, so each line is decoded on its own: a table header or a
-// key = value line is a TOML document by itself, which lets the library, not
-// a hand-written lexer, interpret quoting and escapes. Lines that do not
-// stand alone (inside multi-line values) are skipped; a key not found just
-// gets an error message without a line number.
-func keyLines(text string) map[string]int {
-	lines := make(map[string]int)
-	var table []string
-	for i, line := range strings.Split(text, "\n") {
-		t := strings.TrimSpace(line)
-		if t == "" || strings.HasPrefix(t, "#") {
-			continue
-		}
-		var m map[string]any
-		if _, err := toml.Decode(t, &m); err != nil {
-			continue
-		}
-		path := singlePath(m)
-		if len(path) == 0 {
-			continue
-		}
-		full := path
-		if strings.HasPrefix(t, "[") {
-			table = path
-		} else {
-			full = append(append([]string(nil), table...), path...)
-		}
-		for n := 1; n <= len(full); n++ {
-			k := toml.Key(full[:n]).String()
-			if _, ok := lines[k]; !ok {
-				lines[k] = i + 1
-			}
-		}
-	}
-	return lines
-}
-
-// singlePath follows a decoded one-line document down through tables that
-// each hold one key, returning the keys: [a.b] and a.b = 1 both give [a b].
-func singlePath(m map[string]any) []string {
-	var path []string
-	for len(m) == 1 {
-		var next any
-		for k, v := range m {
-			path = append(path, k)
-			next = v
-		}
-		sub, ok := next.(map[string]any)
-		if !ok {
-			break
-		}
-		m = sub
-	}
-	return path
 }

@@ -44,7 +44,7 @@ func Watch(ctx context.Context, path string, debounce time.Duration, onLoad func
 	if err != nil {
 		return fmt.Errorf("watch toggles file %s: %w", path, err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }() // a watcher that fails to close has nothing left to tell
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("watch toggles file %s: watch its directory: %w; create the directory or fix the path", path, err)
 	}

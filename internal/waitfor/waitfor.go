@@ -47,7 +47,14 @@ func Closed[T any](t testing.TB, ch <-chan T, what string) {
 // channel when there is one.
 func Cond(t testing.TB, what string, cond func() bool, last func() string) {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
+	CondWithin(t, Timeout, what, cond, last)
+}
+
+// CondWithin is Cond with a deadline of its own, for the few waits known
+// to take longer than Timeout (a stress run under the race detector).
+func CondWithin(t testing.TB, timeout time.Duration, what string, cond func() bool, last func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	for !cond() {
@@ -56,7 +63,7 @@ func Cond(t testing.TB, what string, cond func() bool, last func() string) {
 			if last != nil {
 				msg = "; last seen: " + last()
 			}
-			t.Fatalf("waited %s for %s%s", Timeout, what, msg)
+			t.Fatalf("waited %s for %s%s", timeout, what, msg)
 		}
 		<-ticker.C
 	}

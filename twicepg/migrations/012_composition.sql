@@ -13,6 +13,9 @@
 -- (finish, rescue, cancel, retry) keeps them right without knowing of them.
 -- The WHEN clauses keep plain jobs from queueing any trigger call. Jobs the
 -- triggers insert notify the schema's insert channel, as JobInsertMany does.
+-- They are created (and due) at the database's clock when the edge fires,
+-- or at the parent's finish time if that is later: never before the write
+-- that fired them, whatever the workers' clocks say.
 --
 -- Additive only: new columns with NULL or '' defaults and new tables.
 
@@ -133,7 +136,7 @@ BEGIN
             INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key, correlation_id,
                 max_attempts, run_at, created_at, metadata, concurrency_key, workflow_id, workflow_task)
             SELECT kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-                max_attempts, coalesce(NEW.finished_at, now()), coalesce(NEW.finished_at, now()), metadata,
+                max_attempts, greatest(NEW.finished_at, clock_timestamp()), greatest(NEW.finished_at, clock_timestamp()), metadata,
                 concurrency_key, workflow_id, name
             FROM ready WHERE state = 'enqueued' ORDER BY name
             RETURNING queue
@@ -219,11 +222,11 @@ BEGIN
         INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key, correlation_id,
             max_attempts, run_at, created_at, metadata, concurrency_key, parent_id)
         VALUES (b.kind, b.queue, b.priority, b.args, b.message_id, b.idempotency_key, b.correlation_id,
-            b.max_attempts, coalesce(NEW.finished_at, now()), coalesce(NEW.finished_at, now()), b.metadata,
+            b.max_attempts, greatest(NEW.finished_at, clock_timestamp()), greatest(NEW.finished_at, clock_timestamp()), b.metadata,
             b.concurrency_key, NEW.id)
         RETURNING id INTO cb;
         UPDATE twice_batches SET callback_state = 2, callback_job_id = cb,
-            finished_at = coalesce(NEW.finished_at, now())
+            finished_at = greatest(NEW.finished_at, clock_timestamp())
         WHERE id = NEW.batch_id;
         PERFORM pg_notify(twice_insert_channel(), b.queue);
     END IF;

@@ -11,7 +11,10 @@
 -- edges are fired by the triggers below, on the state change of a job that
 -- belongs to a workflow or a batch, so every path that finishes a job
 -- (finish, rescue, cancel, retry) keeps them right without knowing of them.
--- The WHEN clauses keep plain jobs free of any trigger body.
+-- The WHEN clauses keep plain jobs free of any trigger body. Jobs the
+-- triggers insert are created (and due) when the edge fires, or at the
+-- parent's finish time if that is later: never before the write that
+-- fired them.
 --
 -- Additive only: new columns with NULL or '' defaults and new tables.
 
@@ -109,7 +112,7 @@ BEGIN
     INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key, correlation_id,
         max_attempts, run_at, created_at, metadata, concurrency_key, workflow_id, workflow_task)
     SELECT kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-        max_attempts, coalesce(NEW.finished_at, 0), coalesce(NEW.finished_at, 0), metadata, concurrency_key, workflow_id, name
+        max_attempts, max(coalesce(NEW.finished_at, 0), CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)), max(coalesce(NEW.finished_at, 0), CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)), metadata, concurrency_key, workflow_id, name
     FROM twice_workflow_tasks
     WHERE workflow_id = NEW.workflow_id AND state = 'waiting' AND pending = 0 AND name IN (
         SELECT task FROM twice_workflow_deps WHERE workflow_id = NEW.workflow_id AND dep = NEW.workflow_task)
@@ -168,7 +171,7 @@ BEGIN
         dead      = dead + (NEW.state IN ('dead', 'discarded')) - (OLD.state IN ('dead', 'discarded')),
         cancelled = cancelled + (NEW.state = 'cancelled') - (OLD.state = 'cancelled')
     WHERE id = NEW.batch_id;
-    UPDATE twice_batches SET callback_state = 1, finished_at = coalesce(NEW.finished_at, 0)
+    UPDATE twice_batches SET callback_state = 1, finished_at = max(coalesce(NEW.finished_at, 0), CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER))
     WHERE id = NEW.batch_id AND callback_state = 0 AND sealed = 1 AND pending = 0
       AND (on_success = 0 OR (dead = 0 AND cancelled = 0));
     INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key, correlation_id,

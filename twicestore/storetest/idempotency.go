@@ -22,6 +22,9 @@ var idempotencyTests = []test{
 	{"BeginAfterCompleteReplays", testIdemReplay},
 	{"PrincipalsIndependent", testIdemPrincipals},
 	{"StaleTakeOver", testIdemStale},
+	{"StaleNeverTakenByAnotherRequest", testIdemStaleOtherRequest},
+	{"ExtendKeepsTheLock", testIdemExtend},
+	{"ExtendNeedsTheCurrentLock", testIdemExtendFenced},
 	{"StaleHolderCannotTouchTheNewRecord", testIdemFenced},
 	{"DoneNeverTakenOver", testIdemDoneStale},
 	{"ExpiredIsAbsent", testIdemExpired},
@@ -179,20 +182,126 @@ func testIdemPrincipals(t *testing.T, e *env) {
 func testIdemStale(t *testing.T, e *env) {
 	first := idemBegin("alice", "key-1", "fp-1", e.base)
 	e.idemBegin(first)
-	// The first request crashed: a retry after StaleAfter takes the key
+	// The first request crashed: its retry after StaleAfter takes the key
 	// over. The record keeps its CreatedAt and expires as the new one says.
-	p := idemBegin("alice", "key-1", "fp-2", e.at(idemStale+time.Microsecond))
+	p := idemBegin("alice", "key-1", "fp-1", e.at(idemStale+time.Microsecond))
 	want := takenRecord(p)
 	want.CreatedAt = first.Now
 	checkBegin(t, "Begin after StaleAfter", e.idemBegin(p), true, want)
 	// The new lock is fresh: the next retry finds it running.
 	checkBegin(t, "Begin right after the take-over",
-		e.idemBegin(idemBegin("alice", "key-1", "fp-3", p.Now.Add(time.Second))), false, want)
+		e.idemBegin(idemBegin("alice", "key-1", "fp-1", p.Now.Add(time.Second))), false, want)
 	// The request that took it over completes.
 	e.idemComplete(&twicestore.IdempotencyCompleteParams{Principal: "alice", Key: "key-1", Status: 200, Body: []byte("ok")})
 	want.Done, want.Status, want.Body = true, 200, []byte("ok")
 	checkBegin(t, "Begin after the take-over's Complete",
-		e.idemBegin(idemBegin("alice", "key-1", "fp-2", p.Now.Add(time.Hour))), false, want)
+		e.idemBegin(idemBegin("alice", "key-1", "fp-1", p.Now.Add(time.Hour))), false, want)
+}
+
+// testIdemStaleOtherRequest: a stale key is not taken over by a request
+// with another fingerprint (its caller gets the record and answers 422);
+// the key stays the first request's, whose retry still takes it over.
+func testIdemStaleOtherRequest(t *testing.T, e *env) {
+	first := idemBegin("alice", "key-1", "fp-1", e.base)
+	e.idemBegin(first)
+	want := takenRecord(first)
+	for _, d := range []time.Duration{idemStale + time.Microsecond, 10 * idemStale} {
+		checkBegin(t, fmt.Sprintf("another request %s later", d),
+			e.idemBegin(idemBegin("alice", "key-1", "fp-other", e.at(d))), false, want)
+	}
+	retry := idemBegin("alice", "key-1", "fp-1", e.at(11*idemStale))
+	taken := takenRecord(retry)
+	taken.CreatedAt = first.Now
+	checkBegin(t, "the first request's retry", e.idemBegin(retry), true, taken)
+}
+
+// idemExtend extends the lock locked of (principal, key) to now.
+func (e *env) idemExtend(principal, key string, locked, now time.Time) (time.Time, error) {
+	res, err := e.s.IdempotencyExtend(e.ctx, &twicestore.IdempotencyExtendParams{
+		Principal: principal, Key: key, LockedAt: locked, Now: now})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if res.LockedAt.Location() != time.UTC {
+		e.t.Errorf("IdempotencyExtend: LockedAt in %s, want UTC", res.LockedAt.Location())
+	}
+	return res.LockedAt, nil
+}
+
+// testIdemExtend: a running request that extends its lock keeps its key
+// past StaleAfter from when it began; each Extend moves the lock forward,
+// even when the clock does not.
+func testIdemExtend(t *testing.T, e *env) {
+	p := idemBegin("alice", "key-1", "fp-1", e.base)
+	lock := e.idemBegin(p).Record.LockedAt
+	for i := 1; i <= 3; i++ {
+		now := e.at(time.Duration(i) * idemStale / 2)
+		got, err := e.idemExtend("alice", "key-1", lock, now)
+		if err != nil || !got.Equal(now) {
+			t.Fatalf("Extend %d to %s = %s, %v; want the lock at %s", i, now, got, err, now)
+		}
+		lock = got
+	}
+	// 2.5 StaleAfter after Begin, one StaleAfter after the last Extend:
+	// the key still holds, for a retry of the same request too.
+	want := takenRecord(p)
+	want.LockedAt = lock
+	checkBegin(t, "retry after the Extends", e.idemBegin(idemBegin("alice", "key-1", "fp-1", lock.Add(idemStale))), false, want)
+	// A clock that stands still (or steps back) still moves the lock.
+	for _, now := range []time.Time{lock, lock.Add(-time.Hour)} {
+		got, err := e.idemExtend("alice", "key-1", lock, now)
+		if err != nil || !got.Equal(lock.Add(time.Microsecond)) {
+			t.Fatalf("Extend of lock %s to %s = %s, %v; want a microsecond later", lock, now, got, err)
+		}
+		lock = got
+	}
+	// Complete with the latest lock stores the response.
+	e.idemComplete(&twicestore.IdempotencyCompleteParams{Principal: "alice", Key: "key-1", LockedAt: lock, Status: 201, Body: []byte("ok")})
+	want.LockedAt, want.Done, want.Status, want.Body = lock, true, 201, []byte("ok")
+	checkBegin(t, "Begin after Complete", e.idemBegin(idemBegin("alice", "key-1", "fp-1", lock.Add(time.Second))), false, want)
+}
+
+// testIdemExtendFenced: Extend acts only with the current lock of a
+// running record: not with a lock an Extend replaced, nor after a
+// take-over, Complete or Release, nor on a key never taken.
+func testIdemExtendFenced(t *testing.T, e *env) {
+	notFound := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, twicestore.ErrNotFound) {
+			t.Errorf("%s: Extend = %v, want an error wrapping ErrNotFound", what, err)
+		}
+	}
+	first := e.idemBegin(idemBegin("alice", "k", "fp", e.base)).Record.LockedAt
+	second, err := e.idemExtend("alice", "k", first, e.at(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.idemExtend("alice", "k", first, e.at(2*time.Second))
+	notFound("the lock before the last Extend", err)
+	_, err = e.idemExtend("bob", "k", second, e.at(2*time.Second))
+	notFound("another principal", err)
+	_, err = e.idemExtend("alice", "never", second, e.at(2*time.Second))
+	notFound("a key never taken", err)
+	if _, err := e.s.IdempotencyExtend(e.ctx, &twicestore.IdempotencyExtendParams{Principal: "alice", Key: "k"}); err == nil {
+		t.Error("Extend without LockedAt succeeded, want an error")
+	}
+
+	// Taken over (the holder froze past StaleAfter): its Extend fails.
+	over := e.idemBegin(idemBegin("alice", "k", "fp", second.Add(idemStale+time.Second)))
+	if !over.Taken {
+		t.Fatal("the take-over did not take the key")
+	}
+	_, err = e.idemExtend("alice", "k", second, over.Record.LockedAt.Add(time.Second))
+	notFound("a holder taken over", err)
+
+	// Completed, or released: nothing to extend.
+	e.idemComplete(&twicestore.IdempotencyCompleteParams{Principal: "alice", Key: "k", LockedAt: over.Record.LockedAt, Status: 200})
+	_, err = e.idemExtend("alice", "k", over.Record.LockedAt, over.Record.LockedAt.Add(time.Second))
+	notFound("a completed record", err)
+	released := e.idemBegin(idemBegin("alice", "r", "fp", e.base)).Record.LockedAt
+	e.idemRelease("alice", "r")
+	_, err = e.idemExtend("alice", "r", released, e.at(time.Second))
+	notFound("a released record", err)
 }
 
 func testIdemDoneStale(t *testing.T, e *env) {
@@ -295,7 +404,7 @@ func (e *env) idemRace(ps []*twicestore.IdempotencyBeginParams) int {
 	return winner
 }
 
-func testIdemConcurrent(t *testing.T, e *env) {
+func testIdemConcurrent(_ *testing.T, e *env) {
 	ps := make([]*twicestore.IdempotencyBeginParams, 50)
 	for i := range ps {
 		ps[i] = idemBegin("alice", "race", fmt.Sprintf("fp-%d", i), e.base)
@@ -303,14 +412,23 @@ func testIdemConcurrent(t *testing.T, e *env) {
 	e.idemRace(ps)
 }
 
+// testIdemConcurrentTakeOver: retries of the crashed request race with
+// other requests for its stale key; exactly one retry takes it.
 func testIdemConcurrentTakeOver(t *testing.T, e *env) {
 	e.idemBegin(idemBegin("alice", "race", "fp-crashed", e.base))
 	now := e.at(2 * idemStale)
 	ps := make([]*twicestore.IdempotencyBeginParams, 50)
 	for i := range ps {
-		ps[i] = idemBegin("alice", "race", fmt.Sprintf("fp-%d", i), now)
+		fp := "fp-crashed"
+		if i%2 == 1 {
+			fp = fmt.Sprintf("fp-other-%d", i)
+		}
+		ps[i] = idemBegin("alice", "race", fp, now)
 	}
 	w := e.idemRace(ps)
+	if ps[w].Fingerprint != "fp-crashed" {
+		t.Fatalf("Begin %d with %s took the key over, want only a retry of the crashed request", w, ps[w].Fingerprint)
+	}
 	want := takenRecord(ps[w])
 	want.CreatedAt = e.base
 	checkBegin(t, "Begin after the race", e.idemBegin(idemBegin("alice", "race", "fp-late", now.Add(time.Second))), false, want)
@@ -375,7 +493,7 @@ func testIdemTx(t *testing.T, e *env) {
 // Release, carrying its own lock, touch nothing; the new holder's work.
 func testIdemFenced(t *testing.T, e *env) {
 	first := e.idemBegin(idemBegin("alice", "fenced", "fp-1", e.at(0)))
-	second := e.idemBegin(idemBegin("alice", "fenced", "fp-2", e.at(idemStale+time.Second)))
+	second := e.idemBegin(idemBegin("alice", "fenced", "fp-1", e.at(idemStale+time.Second)))
 	if !first.Taken || !second.Taken {
 		t.Fatalf("taken: first %v, take-over %v; want both", first.Taken, second.Taken)
 	}
@@ -388,14 +506,14 @@ func testIdemFenced(t *testing.T, e *env) {
 		Principal: "alice", Key: "fenced", LockedAt: first.Record.LockedAt}); err != nil {
 		t.Fatalf("stale holder's Release: %v", err)
 	}
-	again := e.idemBegin(idemBegin("alice", "fenced", "fp-2", e.at(idemStale+2*time.Second)))
-	if again.Taken || again.Record.Done || again.Record.Fingerprint != "fp-2" {
-		t.Fatalf("after the stale holder's writes: taken %v done %v fingerprint %q; want the new holder's running record",
-			again.Taken, again.Record.Done, again.Record.Fingerprint)
+	again := e.idemBegin(idemBegin("alice", "fenced", "fp-1", e.at(idemStale+2*time.Second)))
+	if again.Taken || again.Record.Done || !again.Record.LockedAt.Equal(second.Record.LockedAt) {
+		t.Fatalf("after the stale holder's writes: taken %v done %v locked %s; want the new holder's running record",
+			again.Taken, again.Record.Done, again.Record.LockedAt)
 	}
 	e.idemComplete(&twicestore.IdempotencyCompleteParams{
 		Principal: "alice", Key: "fenced", LockedAt: second.Record.LockedAt, Status: 201, Body: []byte("new")})
-	done := e.idemBegin(idemBegin("alice", "fenced", "fp-2", e.at(idemStale+3*time.Second)))
+	done := e.idemBegin(idemBegin("alice", "fenced", "fp-1", e.at(idemStale+3*time.Second)))
 	if !done.Record.Done || done.Record.Status != 201 || string(done.Record.Body) != "new" {
 		t.Fatalf("new holder's response not stored: %+v", done.Record)
 	}

@@ -23,7 +23,7 @@ func (e *env) checkVersion() {
 	}
 }
 
-func testSchemaVersion(t *testing.T, e *env) {
+func testSchemaVersion(_ *testing.T, e *env) {
 	e.checkVersion()
 }
 

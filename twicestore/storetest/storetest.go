@@ -66,6 +66,13 @@
 //   - JobThroughput counts finished jobs in [Since, Until), buckets counted
 //     from Since and listed only when not empty, and refuses a window with
 //     no bucket; JobQueueStats lists only queues with available jobs;
+//   - a fetch's Limits count a kind's running jobs wherever they run, a
+//     per-key limit counts the key's running jobs and its unfinished jobs
+//     of lower id, a rate window is (Now-Period, Now] on the fetches' Now;
+//     a fetch that leased fewer than its Limit while due jobs of a limited
+//     kind were left reports Throttled; LimitList reports every kind of
+//     its Limits, by kind, with Keys and BusyKeys counted whatever the
+//     limits;
 //   - a job's Metadata reads back as inserted, and as empty when none was
 //     given;
 //   - IdempotencyBegin treats a record as expired only once ExpiresAt is
@@ -117,6 +124,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Catalog", catalogTests},
 		{"Limits", limitTests},
 		{"Steps", stepTests},
+		{"Compose", composeTests},
 		{"Schema", schemaTests},
 	}
 	for _, g := range groups {

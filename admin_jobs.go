@@ -1,0 +1,371 @@
+package twice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// JobTiming tells due jobs from scheduled ones in a JobFilter.
+type JobTiming = twicestore.JobTiming
+
+// The timings a JobFilter can ask for.
+const (
+	// JobDue matches available jobs whose run time has passed: those a
+	// worker would fetch now.
+	JobDue = twicestore.JobDue
+	// JobScheduled matches available jobs due later (delays, retry
+	// backoffs, snoozes).
+	JobScheduled = twicestore.JobScheduled
+)
+
+// JobFilter selects jobs for JobList and the bulk actions. Zero fields
+// match anything.
+type JobFilter struct {
+	State twicetype.JobState
+	Kind  string
+	Queue string
+	// Node matches the node that holds the lease of a running job, or last
+	// held it for a job in another state.
+	Node string
+	// Timing keeps available jobs due now (JobDue) or later
+	// (JobScheduled); with it, State may only be empty or available.
+	Timing JobTiming
+}
+
+func (f *JobFilter) validate() error {
+	if f.State != "" && !f.State.Valid() {
+		return invalidf("job state %q is not one of %v", f.State, twicetype.AllJobStates)
+	}
+	switch f.Timing {
+	case "", JobDue, JobScheduled:
+	default:
+		return invalidf("job timing %q is not %q or %q", f.Timing, JobDue, JobScheduled)
+	}
+	if f.Timing != "" && f.State != "" && f.State != twicetype.JobStateAvailable {
+		return invalidf("timing %q applies to available jobs only, not to state %q", f.Timing, f.State)
+	}
+	return nil
+}
+
+func (f *JobFilter) store(ids []int64, now time.Time) twicestore.JobFilter {
+	return twicestore.JobFilter{IDs: ids, State: f.State, Kind: f.Kind, Queue: f.Queue,
+		Node: f.Node, Timing: f.Timing, Now: now}
+}
+
+// Page sizes of JobList.
+const (
+	// JobListLimitDefault is the page size when JobListParams.Limit is 0.
+	JobListLimitDefault = 100
+	// JobListLimitMax is the largest page JobList returns.
+	JobListLimitMax = 1000
+)
+
+// JobListParams filter and page a job listing.
+type JobListParams struct {
+	JobFilter
+	// BeforeID continues a listing: pass the previous page's Next.
+	BeforeID int64
+	// Limit is the page size. Defaults to JobListLimitDefault; at most
+	// JobListLimitMax.
+	Limit int
+}
+
+// JobListResult is one page of jobs, newest first.
+type JobListResult struct {
+	Jobs []*twicetype.JobRow
+	// Next is the BeforeID of the next page; 0 when this page is the last.
+	Next int64
+}
+
+// JobGet returns one job, or an error wrapping ErrJobNotFound.
+func (c *Client) JobGet(ctx context.Context, id int64) (*twicetype.JobRow, error) {
+	row, err := c.store.JobGet(ctx, &twicestore.JobGetParams{ID: id})
+	if errors.Is(err, twicestore.ErrNotFound) {
+		return nil, fmt.Errorf("twice: job %d: %w: check the id (finished jobs are deleted after their retention)", id, ErrJobNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("twice: get job %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// JobList lists jobs matching a filter, newest first, one page at a time:
+// pass a page's Next as the following call's BeforeID.
+func (c *Client) JobList(ctx context.Context, p *JobListParams) (*JobListResult, error) {
+	if p == nil {
+		p = &JobListParams{}
+	}
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("twice: list jobs: %w", err)
+	}
+	switch {
+	case p.Limit < 0:
+		return nil, fmt.Errorf("twice: list jobs: %w", invalidf("limit %d is negative: give 0 for %d", p.Limit, JobListLimitDefault))
+	case p.BeforeID < 0:
+		return nil, fmt.Errorf("twice: list jobs: %w", invalidf("before id %d is negative", p.BeforeID))
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = JobListLimitDefault
+	}
+	limit = min(limit, JobListLimitMax)
+	res, err := c.store.JobList(ctx, &twicestore.JobListParams{
+		Filter: p.store(nil, time.Now()), BeforeID: p.BeforeID, Limit: limit + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("twice: list jobs: %w", err)
+	}
+	out := &JobListResult{Jobs: res.Jobs}
+	if len(out.Jobs) > limit {
+		out.Jobs = out.Jobs[:limit]
+		out.Next = out.Jobs[limit-1].ID
+	}
+	return out, nil
+}
+
+// JobActionParams select the jobs of a cancel, delete or retry, and say who
+// acts and why (both are logged; a cancel also records them on the job).
+type JobActionParams struct {
+	// IDs names the jobs.
+	IDs []int64
+	// Filter selects the jobs instead, or narrows IDs. A nil Filter with no
+	// IDs is refused, so an empty selection never means every job; to act
+	// on every job, pass an empty non-nil filter.
+	Filter *JobFilter
+	By     string
+	Reason string
+}
+
+// JobActionResult tells what a cancel, delete or retry did to each job.
+type JobActionResult struct {
+	// Jobs has one entry per job the selection matched and per id of IDs
+	// that names no job, ordered by id.
+	Jobs []JobResult
+}
+
+// JobResult is what an action did to one job.
+type JobResult struct {
+	ID int64
+	// State is the job's state after the action (as found, when nothing
+	// changed); empty when the job was deleted or not found.
+	State twicetype.JobState
+	// Changed reports that the action applied: the job was cancelled,
+	// deleted or retried, or, for a running job, its cancel requested.
+	Changed bool
+	// CancelRequested reports a running job whose worker was asked to stop
+	// it; it ends cancelled unless it finishes first.
+	CancelRequested bool
+	// Err says why nothing changed: it wraps ErrJobNotFound,
+	// ErrJobFinished, ErrJobRunning, ErrJobNotRetryable or
+	// ErrUniqueConflict. Nil when Changed.
+	Err error
+}
+
+// Changed lists the ids of the jobs the action applied to.
+func (r *JobActionResult) Changed() []int64 {
+	var ids []int64
+	for _, j := range r.Jobs {
+		if j.Changed {
+			ids = append(ids, j.ID)
+		}
+	}
+	return ids
+}
+
+// Err joins the errors of the jobs the action did not apply to; nil when it
+// applied to all of them.
+func (r *JobActionResult) Err() error {
+	var errs []error
+	for _, j := range r.Jobs {
+		if j.Err != nil {
+			errs = append(errs, j.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// jobAction is what one kind of bulk action does.
+type jobAction int
+
+const (
+	actionCancel jobAction = iota
+	actionDelete
+	actionRetry
+	actionDiscard
+)
+
+var jobActionNames = [...]string{"cancel", "delete", "retry", "discard"}
+
+// JobCancel cancels jobs. A job waiting to run (due or scheduled) ends
+// cancelled at once, with who and why recorded on it. A running job gets a
+// cancel request: the node running it cancels the handler's context (at
+// once on PostgreSQL, at its next lease heartbeat otherwise) and the job
+// ends cancelled, never retried — unless it finishes first. A finished job
+// is left alone (ErrJobFinished). One job's refusal never stops the
+// others: each gets its own JobResult.
+func (c *Client) JobCancel(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
+	return c.jobAction(ctx, c.store, actionCancel, p, true)
+}
+
+// JobCancelTx is JobCancel in the caller's transaction.
+func (c *Client) JobCancelTx(ctx context.Context, tx any, p *JobActionParams) (*JobActionResult, error) {
+	exec, err := c.adminExec("cancel jobs", tx)
+	if err != nil {
+		return nil, err
+	}
+	return c.jobAction(ctx, exec, actionCancel, p, false)
+}
+
+// JobDelete deletes jobs that are not running, whatever their state; a
+// running job is refused (ErrJobRunning): cancel it first.
+func (c *Client) JobDelete(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
+	return c.jobAction(ctx, c.store, actionDelete, p, true)
+}
+
+// JobDeleteTx is JobDelete in the caller's transaction.
+func (c *Client) JobDeleteTx(ctx context.Context, tx any, p *JobActionParams) (*JobActionResult, error) {
+	exec, err := c.adminExec("delete jobs", tx)
+	if err != nil {
+		return nil, err
+	}
+	return c.jobAction(ctx, exec, actionDelete, p, false)
+}
+
+// JobRetry makes dead, discarded and cancelled jobs available again, with
+// their attempts reset and their error history kept. A running job is
+// refused (ErrJobRunning), as is one waiting to run or completed
+// (ErrJobNotRetryable), and one whose unique key an unfinished job of its
+// kind holds (ErrUniqueConflict); the others are retried all the same.
+func (c *Client) JobRetry(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
+	return c.jobAction(ctx, c.store, actionRetry, p, true)
+}
+
+// JobRetryTx is JobRetry in the caller's transaction.
+func (c *Client) JobRetryTx(ctx context.Context, tx any, p *JobActionParams) (*JobActionResult, error) {
+	exec, err := c.adminExec("retry jobs", tx)
+	if err != nil {
+		return nil, err
+	}
+	return c.jobAction(ctx, exec, actionRetry, p, false)
+}
+
+// JobDiscard marks dead jobs discarded: kept for the record until their
+// retention ends, never retried by a bulk retry of dead jobs (a retry by id
+// still brings one back). A job in any other state is refused with its
+// state; the others are discarded all the same.
+func (c *Client) JobDiscard(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
+	return c.jobAction(ctx, c.store, actionDiscard, p, true)
+}
+
+// JobDiscardTx is JobDiscard in the caller's transaction.
+func (c *Client) JobDiscardTx(ctx context.Context, tx any, p *JobActionParams) (*JobActionResult, error) {
+	exec, err := c.adminExec("discard jobs", tx)
+	if err != nil {
+		return nil, err
+	}
+	return c.jobAction(ctx, exec, actionDiscard, p, false)
+}
+
+// jobAction runs one bulk action on exec. committed reports that exec is
+// the store, so the action is committed when it returns: only then may
+// this process act on it at once (cancel a handler running here, wake the
+// fetch loop); after a caller's transaction, the other nodes' paths (the
+// heartbeat, NOTIFY, the poll) pick it up once it commits.
+func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action jobAction, p *JobActionParams, committed bool) (*JobActionResult, error) {
+	op := jobActionNames[action] + " jobs"
+	if p == nil || (len(p.IDs) == 0 && p.Filter == nil) {
+		return nil, fmt.Errorf("twice: %s: %w", op, invalidf("no jobs selected: name them by id, or give a filter"))
+	}
+	for _, id := range p.IDs {
+		if id <= 0 {
+			return nil, fmt.Errorf("twice: %s: %w", op, invalidf("job id %d is not positive", id))
+		}
+	}
+	var f JobFilter
+	if p.Filter != nil {
+		f = *p.Filter
+		if err := f.validate(); err != nil {
+			return nil, fmt.Errorf("twice: %s: %w", op, err)
+		}
+	}
+	now := time.Now()
+	by := byOr(p.By)
+	filter := f.store(p.IDs, now)
+	var res *twicestore.JobBulkResult
+	var err error
+	switch action {
+	case actionCancel:
+		res, err = exec.JobCancel(ctx, &twicestore.JobCancelParams{Filter: filter, By: by, Reason: p.Reason, Now: now})
+	case actionDelete:
+		res, err = exec.JobDelete(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+	case actionRetry:
+		res, err = exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+	case actionDiscard:
+		res, err = exec.JobDiscard(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("twice: %s: %w", op, err)
+	}
+	out := &JobActionResult{Jobs: make([]JobResult, len(res.Results))}
+	for i, r := range res.Results {
+		out.Jobs[i] = jobResult(action, r)
+	}
+	if changed := out.Changed(); len(changed) > 0 {
+		c.logAction(ctx, "jobs "+jobActionDone[action], by, p.Reason, "ids", changed)
+	}
+	if !committed {
+		return out, nil
+	}
+	for _, j := range out.Jobs {
+		switch {
+		case j.CancelRequested:
+			// A handler running in this process stops now, not at the next
+			// lease heartbeat.
+			c.running.cancel(j.ID, c.jobLogger)
+		case action == actionRetry && j.Changed:
+			c.notify()
+		}
+	}
+	return out, nil
+}
+
+var jobActionDone = [...]string{"cancelled", "deleted", "retried", "discarded"}
+
+// jobResult turns the store's verdict on one job into the API's, with the
+// error that says what to do.
+func jobResult(action jobAction, r twicestore.JobActionResult) JobResult {
+	out := JobResult{ID: r.ID, State: r.State}
+	switch r.Status {
+	case twicestore.JobActionDone:
+		out.Changed = true
+	case twicestore.JobActionCancelRequested:
+		out.Changed, out.CancelRequested = true, true
+	case twicestore.JobActionNotFound:
+		out.Err = fmt.Errorf("job %d: %w", r.ID, ErrJobNotFound)
+	case twicestore.JobActionAlreadyFinished:
+		out.Err = fmt.Errorf("job %d is %s: %w; nothing to cancel", r.ID, r.State, ErrJobFinished)
+	case twicestore.JobActionConflict:
+		out.Err = fmt.Errorf("job %d: %w (job %d): retry it once that job has finished", r.ID, ErrUniqueConflict, r.HolderID)
+	case twicestore.JobActionWrongState:
+		switch {
+		case r.State == twicetype.JobStateRunning:
+			out.Err = fmt.Errorf("job %d: %w: cancel it first, or wait for it to finish", r.ID, ErrJobRunning)
+		case action == actionRetry:
+			out.Err = fmt.Errorf("job %d is %s: %w", r.ID, r.State, ErrJobNotRetryable)
+		case action == actionDiscard:
+			out.Err = fmt.Errorf("job %d is %s: %w; only dead jobs are discarded", r.ID, r.State, ErrJobNotDead)
+		case action == actionCancel && r.State.Finished():
+			out.Err = fmt.Errorf("job %d is %s: %w; nothing to cancel", r.ID, r.State, ErrJobFinished)
+		default:
+			out.Err = fmt.Errorf("job %d: cannot %s a job that is %s", r.ID, jobActionNames[action], r.State)
+		}
+	default:
+		out.Err = fmt.Errorf("job %d: the store answered %q", r.ID, r.Status)
+	}
+	return out
+}

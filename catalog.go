@@ -1,0 +1,116 @@
+package twice
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// The kind catalog is what workers tell the store about the kinds they
+// handle, so that tools not compiled with those kinds (the stock CLI, the
+// dashboard) can show, check and redact them: each node publishes its
+// registry's kinds at Start and with every node heartbeat. Entries outlive
+// their node; LastSeen says how fresh they are.
+
+// CatalogKind is one kind as an operator tool sees it: the catalog's entry
+// merged with this client's registry.
+type CatalogKind struct {
+	// KindInfo is the catalog's entry, or, for a kind this client registers
+	// but no node published, what this client would publish.
+	twicetype.KindInfo
+	// Registered reports that this client's registry has the kind.
+	Registered bool
+	// Live reports that a node published the kind within the node liveness
+	// window: a worker for it is running.
+	Live bool
+}
+
+// Catalog lists every kind the store's catalog holds, merged with the kinds
+// this client registers, by kind. A kind in both keeps the catalog's entry,
+// which describes the workers that run it.
+func (c *Client) Catalog(ctx context.Context) ([]CatalogKind, error) {
+	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("twice: read the kind catalog: %w", err)
+	}
+	aliveSince := time.Now().Add(-nodeAliveWindow)
+	byKind := make(map[string]*CatalogKind, len(res.Kinds))
+	for _, k := range res.Kinds {
+		byKind[k.Kind] = &CatalogKind{KindInfo: k, Live: !k.LastSeen.Before(aliveSince)}
+	}
+	for _, k := range c.catalogKinds() {
+		if e := byKind[k.Kind]; e != nil {
+			e.Registered = true
+			continue
+		}
+		byKind[k.Kind] = &CatalogKind{KindInfo: k, Registered: true}
+	}
+	out := make([]CatalogKind, 0, len(byKind))
+	for _, k := range byKind {
+		out = append(out, *k)
+	}
+	slices.SortFunc(out, func(a, b CatalogKind) int { return strings.Compare(a.Kind, b.Kind) })
+	return out, nil
+}
+
+// publishCatalog records this node's kinds in the store's catalog. A
+// client with no kinds publishes nothing: it runs no worker for any.
+func (c *Client) publishCatalog(ctx context.Context) error {
+	kinds := c.catalogKinds()
+	if len(kinds) == 0 {
+		return nil
+	}
+	return c.store.CatalogPublish(ctx, &twicestore.CatalogPublishParams{Node: c.cfg.NodeID, Now: time.Now(), Kinds: kinds})
+}
+
+// catalogKinds describes the registered kinds as this client runs them:
+// options resolved against the client's defaults, the args' JSON fields,
+// and the schedules that enqueue each kind.
+func (c *Client) catalogKinds() []twicetype.KindInfo {
+	kinds := c.registry.Kinds()
+	if len(kinds) == 0 {
+		return nil
+	}
+	schedules := map[string][]twicetype.KindSchedule{}
+	for _, s := range c.registry.scheduleList() {
+		schedules[s.kind] = append(schedules[s.kind], twicetype.KindSchedule{Name: s.name, Spec: s.spec})
+	}
+	out := make([]twicetype.KindInfo, 0, len(kinds))
+	for _, kind := range kinds {
+		e := c.registry.lookup(kind)
+		out = append(out, twicetype.KindInfo{
+			Kind:        kind,
+			Queue:       c.queueFor(kind, ""),
+			Strategy:    e.opts.Strategy.String(),
+			FailClosed:  e.opts.FailClosed,
+			MaxAttempts: firstNonZero(e.opts.MaxAttempts, c.cfg.MaxAttempts),
+			Timeout:     e.opts.Timeout,
+			Args:        ArgFields(e.argsType),
+			Schedules:   schedules[kind],
+		})
+	}
+	return out
+}
+
+// warnUnservedQueues logs each registered kind whose jobs go to a queue
+// the config does not work: unless another worker serves that queue, the
+// kind's jobs wait forever. It runs at NewClient, on the validated config.
+func warnUnservedQueues(cfg Config) {
+	served := make([]string, len(cfg.Queues))
+	for i, q := range cfg.Queues {
+		served[i] = q.Name
+	}
+	for _, kind := range cfg.Registry.Kinds() {
+		q := firstNonZero(cfg.Registry.lookup(kind).opts.Queue, cfg.DefaultQueue)
+		if !slices.Contains(served, q) {
+			cfg.Logger.Warn("a registered kind's queue is not among the queues this client works: its jobs wait unless another worker serves that queue; add it to Config.Queues",
+				logattr.Component, "client", logattr.Kind, kind, logattr.Queue, q, "queues", served)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/twicejobs/twice/internal/pgtest"
+)
+
+// TestPostgres runs the example in a schema of its own; it is skipped
+// without TWICE_TEST_POSTGRES.
+func TestPostgres(t *testing.T) {
+	url, _ := pgtest.Schema(t, "expg")
+	var out bytes.Buffer
+	if err := run(context.Background(), url, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "jobs stored: 1\nwelcomed user 1\n"
+	if out.String() != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// jobAction is cancel, delete or retry through the admin API.
+type jobAction struct {
+	name, done  string
+	short, long string
+	example     string
+	apply       func(*twice.Client, context.Context, *twice.JobActionParams) (*twice.JobActionResult, error)
+	// allStates are the states --all covers without --state; none means
+	// --all needs --state.
+	allStates []twicetype.JobState
+}
+
+var (
+	cancelAction = jobAction{
+		name: "cancel", done: "cancelled",
+		short: "Cancel jobs: waiting ones at once, running ones through their node; never retried",
+		long: `Cancel jobs. A job waiting to run (due or scheduled) ends cancelled at
+once, with who and why recorded on it. A running job gets a cancel
+request: the node running it cancels the handler's context (at once on
+PostgreSQL, at its next lease heartbeat on SQLite) and the job ends
+cancelled, never retried, unless it finishes first. A finished job is left
+alone. Each job gets its own result line; one refusal never stops the
+others.
+
+With --all it cancels every available and running job the filters select
+(--state narrows it to one of them).`,
+		example: `  twice jobs cancel 42 43 --reason "customer withdrew the order"
+  twice jobs cancel --all --kind invoice.send.v1 --scheduled --reason "incident 7"`,
+		apply:     (*twice.Client).JobCancel,
+		allStates: []twicetype.JobState{twicetype.JobStateAvailable, twicetype.JobStateRunning},
+	}
+	deleteAction = jobAction{
+		name: "delete", done: "deleted",
+		short: "Delete jobs that are not running, whatever their state",
+		long: `Delete jobs that are not running, whatever their state; a running job is
+refused: cancel it first. Deleted jobs are gone, with their error history.
+
+With --all it deletes every job the filters select, and needs --state, so
+a forgotten filter never deletes every job.`,
+		example: `  twice jobs delete 42
+  twice jobs delete --all --state cancelled --kind invoice.send.v1`,
+		apply: (*twice.Client).JobDelete,
+	}
+	retryJobAction = jobAction{
+		name: "retry", done: "retried",
+		short: "Make dead, discarded or cancelled jobs available again, attempts reset, history kept",
+		long: `Make dead, discarded or cancelled jobs available again, with their attempts
+reset and their error history kept. A running, waiting or completed job is
+refused, as is one whose unique key an unfinished job of its kind holds;
+the others are retried all the same, each with its own result line.
+
+With --all it retries every dead job the filters select (--state
+discarded or cancelled for those).`,
+		example: `  twice jobs retry 42 43
+  twice jobs retry --all --state cancelled --kind invoice.send.v1`,
+		apply:     (*twice.Client).JobRetry,
+		allStates: []twicetype.JobState{twicetype.JobStateDead},
+	}
+)
+
+// jobActionFlags are what an action command is given beside the ids.
+type jobActionFlags struct {
+	listFlags
+	all        bool
+	reason, by string
+}
+
+func (c *cli) jobActionCommand(act jobAction) *cobra.Command {
+	var f jobActionFlags
+	cmd := &cobra.Command{
+		Use:     act.name + " ID... | --all [filters]",
+		Short:   act.short,
+		Long:    act.long,
+		Example: act.example,
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			return c.runJobAction(cmd, act, &f, args)
+		}),
+	}
+	f.registerFilters(cmd, true)
+	fl := cmd.Flags()
+	fl.BoolVar(&f.all, "all", false, "every job the filters select")
+	fl.StringVar(&f.reason, "reason", "", "why, recorded and logged with who acted")
+	fl.StringVar(&f.by, "by", "", "who acts (default $USER@hostname)")
+	return cmd
+}
+
+// runJobAction checks the selection, applies the action and prints one line
+// per job it changed. Jobs it refused are named, with the reason, in the
+// error (exit 1): its state refused it, or no job has its id.
+func (c *cli) runJobAction(cmd *cobra.Command, act jobAction, f *jobActionFlags, args []string) error {
+	switch {
+	case f.all && len(args) > 0:
+		return usagef("give job IDs or --all, not both")
+	case !f.all && len(args) == 0:
+		return usagef("give the IDs of the jobs to %s, or --all (narrowed with --state, --kind, --queue, --node, --due or --scheduled)", act.name)
+	}
+	by, err := byFlag(cmd, f.by)
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, 0, len(args))
+	for _, a := range args {
+		id, err := parseID(a)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	filter, err := f.filter()
+	if err != nil {
+		return err
+	}
+	states := []twicetype.JobState{filter.State}
+	if f.all && filter.State == "" {
+		if len(act.allStates) == 0 {
+			return usagef("%s --all needs --state, so a forgotten filter never %s every job", act.name, act.done)
+		}
+		states = act.allStates
+		if filter.Timing != "" {
+			states = []twicetype.JobState{twicetype.JobStateAvailable} // due or scheduled: available jobs only
+		}
+	}
+	narrowed := *filter != twice.JobFilter{}
+	client, done, err := c.openClient(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var results []twice.JobResult
+	for _, st := range states {
+		p := &twice.JobActionParams{IDs: ids, By: by, Reason: f.reason}
+		if f.all || narrowed {
+			sf := *filter
+			sf.State = st
+			p.Filter = &sf
+		}
+		res, err := act.apply(client, cmd.Context(), p)
+		if err != nil {
+			return err
+		}
+		results = append(results, res.Jobs...)
+	}
+	if narrowed && !f.all {
+		// An id the filters left out reads as not found: say which.
+		for i, r := range results {
+			if errors.Is(r.Err, twice.ErrJobNotFound) {
+				if j, err := client.JobGet(cmd.Context(), r.ID); err == nil {
+					results[i].Err = fmt.Errorf("job %d (%s, queue %s, %s) does not match the filters", j.ID, j.Kind, j.Queue, j.State)
+				}
+			}
+		}
+	}
+	slices.SortFunc(results, func(a, b twice.JobResult) int { return cmp.Compare(a.ID, b.ID) })
+	asJSON, _ := cmd.Flags().GetBool("json") // the jobs command's persistent flag
+	return c.printJobResults(act, results, ids, asJSON)
+}
+
+// jobResultJSON is one job's result with --json.
+type jobResultJSON struct {
+	ID              int64  `json:"id"`
+	State           string `json:"state,omitempty"`
+	Changed         bool   `json:"changed"`
+	CancelRequested bool   `json:"cancel_requested,omitempty"`
+	Error           string `json:"error,omitempty"`
+}
+
+// printJobResults prints a line (or a JSON entry) per job and returns the
+// error naming the jobs left alone, if any.
+func (c *cli) printJobResults(act jobAction, results []twice.JobResult, asked []int64, asJSON bool) error {
+	var (
+		refused []string
+		out     []jobResultJSON
+	)
+	seen := map[int64]bool{}
+	for _, r := range results {
+		seen[r.ID] = true
+		j := jobResultJSON{ID: r.ID, State: string(r.State), Changed: r.Changed, CancelRequested: r.CancelRequested}
+		if r.Err != nil {
+			j.Error = r.Err.Error()
+			refused = append(refused, r.Err.Error())
+		}
+		out = append(out, j)
+		if asJSON || !r.Changed {
+			continue
+		}
+		switch {
+		case r.CancelRequested:
+			fmt.Fprintf(c.stdout, "job %d: cancel requested: it is running, and ends cancelled unless it finishes first\n", r.ID)
+		default:
+			fmt.Fprintf(c.stdout, "job %d: %s\n", r.ID, act.done)
+		}
+	}
+	for _, id := range asked {
+		if !seen[id] {
+			msg := fmt.Sprintf("job %d does not match the filters", id)
+			refused = append(refused, msg)
+			out = append(out, jobResultJSON{ID: id, Error: msg})
+		}
+	}
+	if asJSON {
+		if out == nil {
+			out = []jobResultJSON{}
+		}
+		if err := writeJSON(c.stdout, out); err != nil {
+			return err
+		}
+	} else if len(results) == 0 && len(asked) == 0 {
+		fmt.Fprintln(c.stdout, "no jobs match")
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	return &failure{err: fmt.Errorf("could not %s %d of the jobs: %s", act.name, len(refused), strings.Join(refused, "; "))}
+}
+
+// byFlag is --by, or $USER@hostname when it is not given.
+func byFlag(cmd *cobra.Command, by string) (string, error) {
+	if !cmd.Flags().Changed("by") {
+		return defaultBy(), nil
+	}
+	if strings.TrimSpace(by) == "" {
+		return "", usagef("--by is empty: name who acts, or leave it out for %s", defaultBy())
+	}
+	return by, nil
+}
