@@ -286,7 +286,7 @@ func (e *execution) transactional() delivery {
 	}
 	res, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
 		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: time.Now(),
-		Output: e.steps.recorded(),
+		Output:   e.steps.recorded(),
 		Children: edgeSetOf(ctx).take(),
 	}}})
 	if err != nil {
