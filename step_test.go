@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,6 +420,47 @@ func TestStepsConvergeUnderRedelivery(t *testing.T) {
 			}
 			if strings.Contains(logs.String(), "does not converge") {
 				t.Fatalf("a second delivery failed:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// TestStepInTransactionalKind: a Transactional kind's step runs in the
+// job's own transaction: it commits with the job's completion, and a
+// failure after it rolls the step back with everything else, so the retry
+// runs it again.
+func TestStepInTransactionalKind(t *testing.T) {
+	t.Parallel()
+	for driver, open := range stepStores(t) {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			store := open(t)
+			setupStepLedger(t, store)
+			var runs atomic.Int32
+			reg := twice.NewRegistry()
+			twice.MustRegister(reg, twice.HandlerFunc[orderArgs](func(ctx context.Context, job *twice.Job[orderArgs]) error {
+				if _, err := twice.Step(ctx, "ledger", twice.Transactional, func(ctx context.Context) (int, error) {
+					if twice.StepTx(ctx) != job.Tx() {
+						return 0, errors.New("the step's transaction is not the job's")
+					}
+					return 1, execStepTx(ctx, twice.StepTx(ctx), `INSERT INTO order_ledger VALUES ('o-1')`)
+				}); err != nil {
+					return err
+				}
+				if runs.Add(1) == 1 {
+					return errors.New("fail after the step: roll it back")
+				}
+				return nil
+			}), &twice.KindOpts{Strategy: twice.Transactional, MaxAttempts: 3})
+			client := startClient(t, store, testConfig(reg))
+			res, err := client.Enqueue(context.Background(), orderArgs{OrderID: "o-1"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := waitJob(t, store, res.Job.ID, "completed", isState(twicetype.JobStateCompleted))
+			if n := countRows(t, store, `SELECT count(*) FROM order_ledger`); n != 1 || runs.Load() != 2 || row.Attempt != 2 {
+				t.Fatalf("ledger rows %d after %d runs in %d attempts; want 1 row, the step run again after the rollback",
+					n, runs.Load(), row.Attempt)
 			}
 		})
 	}
