@@ -24,7 +24,7 @@ import (
 
 // stepStores opens a fresh store per driver: SQLite always, PostgreSQL
 // when TWICE_TEST_POSTGRES is set.
-func stepStores(t *testing.T) map[string]func(t *testing.T) twicestore.Store {
+func stepStores(_ *testing.T) map[string]func(t *testing.T) twicestore.Store {
 	stores := map[string]func(t *testing.T) twicestore.Store{
 		"sqlite": func(t *testing.T) twicestore.Store { return newStore(t) },
 	}
@@ -245,7 +245,7 @@ func (s *crashStore) JobFinish(ctx context.Context, p *twicestore.JobFinishParam
 			s.mu.Unlock()
 		}
 		if crashed {
-			if _, err := s.Store.JobRescue(ctx, &twicestore.JobRescueParams{Now: time.Now().Add(24 * time.Hour)}); err != nil {
+			if _, err := s.JobRescue(ctx, &twicestore.JobRescueParams{Now: time.Now().Add(24 * time.Hour)}); err != nil {
 				return nil, err
 			}
 			continue
@@ -284,7 +284,7 @@ func (t *crashTx) Commit(ctx context.Context) error {
 			return err
 		}
 	} else {
-		_ = t.Tx.Rollback(ctx)
+		_ = t.Rollback(ctx)
 	}
 	return errCrash
 }

@@ -147,7 +147,7 @@ func (t *spyTx) commitStep(ctx context.Context) (bool, error) {
 			return true, err
 		}
 	} else {
-		_ = t.Tx.Rollback(ctx)
+		_ = t.Rollback(ctx)
 	}
 	return true, errCrashAtStep
 }
