@@ -189,7 +189,11 @@ func TestEffectKeyStable(t *testing.T) {
 	store := newStore(t)
 	keys := make(chan [2]string, 4)
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[stepMisuseArgs](func(ctx context.Context, _ *twice.Job[stepMisuseArgs]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[stepMisuseArgs](func(ctx context.Context, job *twice.Job[stepMisuseArgs]) error {
+		if k := job.EffectKey("stripe"); k != twice.EffectKey(ctx, "stripe") {
+			keys <- [2]string{k, "job.EffectKey differs from twice.EffectKey"}
+			return nil
+		}
 		keys <- [2]string{twice.EffectKey(ctx, "stripe"), twice.EffectKey(ctx, "mailer")}
 		return nil
 	}), &twice.KindOpts{Strategy: twice.None})

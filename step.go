@@ -319,6 +319,17 @@ func EffectKey(ctx context.Context, name string) string {
 	return effectKey(r.handler, r.row.Key, name)
 }
 
+// EffectKey returns a stable key for the job's effect named name: the
+// same on every delivery of the message, different for every other
+// message and name. Send it as a provider's Idempotency-Key. It is what
+// twice.EffectKey(ctx, name) returns with the handler's context.
+func (j *Job[T]) EffectKey(name string) string {
+	if j.steps == nil {
+		return ""
+	}
+	return effectKey(j.steps.handler, j.Key, name)
+}
+
 func effectKey(handler, key, name string) string {
 	h := sha256.New()
 	for _, s := range []string{handler, key, name} {
