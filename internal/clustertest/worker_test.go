@@ -66,6 +66,7 @@ func registry(pool *pgxpool.Pool) *twice.Registry {
 	}), &twice.KindOpts{Strategy: twice.None})
 	registerLimited(reg, pool, os.Getenv(envLimits))
 	registerCompose(reg, pool)
+	registerSteps(reg, pool)
 	return reg
 }
 
