@@ -265,6 +265,12 @@ func (r *stepRun) transactional(ctx context.Context, name string, fn func(contex
 		tx = own
 	}
 	p := r.params(name, Transactional)
+	// The claim's fence holds no lock: the transaction goes on to run fn,
+	// and a held job row would stop the job's heartbeats. The receipt's
+	// write locks it until the step's own commit, which follows at once;
+	// in the job's transaction, the job's epoch-guarded completion is the
+	// fence at commit, so nothing is held there.
+	p.FenceWithoutLock = true
 	claim, err := tx.StepClaim(ctx, p)
 	if err != nil {
 		return nil, stepErr(name, "claim", err)
@@ -276,7 +282,7 @@ func (r *stepRun) transactional(ctx context.Context, name string, fn func(contex
 	if err != nil {
 		return nil, err
 	}
-	p.Receipt = receipt
+	p.Receipt, p.FenceWithoutLock = receipt, tx == r.tx
 	if err := tx.StepComplete(ctx, p); err != nil {
 		return nil, stepErr(name, "store its receipt", err)
 	}

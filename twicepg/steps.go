@@ -29,10 +29,23 @@ const finishedChannel = "twice_finished"
 // a long transactional step does not hold up its job's heartbeats.
 const fenceSQL = `SELECT 1 FROM twice_jobs WHERE id = $1 AND epoch = $2 AND state = 'running' FOR SHARE`
 
+// fenceNoLockSQL is fenceSQL without the lock, for writes whose fence is
+// checked again later in their transaction (StepParams.FenceWithoutLock).
+const fenceNoLockSQL = `SELECT 1 FROM twice_jobs WHERE id = $1 AND epoch = $2 AND state = 'running'`
+
+// fenceFor returns the fence a write of p uses.
+func fenceFor(p *twicestore.StepParams) string {
+	if p.FenceWithoutLock {
+		return fenceNoLockSQL
+	}
+	return fenceSQL
+}
+
 // stepClaimSQL inserts the claim only when the fence holds, and reports
 // whether the fence held and whether it inserted. ON CONFLICT waits for a
-// concurrent claim of the same step to commit or roll back.
-const stepClaimSQL = `WITH fence AS (` + fenceSQL + `),
+// concurrent claim of the same step to commit or roll back. The fence
+// (fenceFor) goes in at %s.
+const stepClaimSQL = `WITH fence AS (%s),
 ins AS (
 	INSERT INTO twice_steps (handler, key, step, strategy, claimed_at, done_at, receipt, job_id, epoch)
 	SELECT $3, $4, $5, $6, $7, CASE WHEN $8::boolean THEN $7::timestamptz END, $9, $1, $2 FROM fence
@@ -72,7 +85,7 @@ func (e *executor) StepClaim(ctx context.Context, p *twicestore.StepParams) (*tw
 		return nil, err
 	}
 	var fenced, inserted int64
-	if err := e.q.queryRow(ctx, stepClaimSQL, p.JobID, p.Epoch, p.Handler, p.Key, p.Step, p.Strategy,
+	if err := e.q.queryRow(ctx, fmt.Sprintf(stepClaimSQL, fenceFor(p)), p.JobID, p.Epoch, p.Handler, p.Key, p.Step, p.Strategy,
 		nowOr(p.Now), p.Done, receiptArg(p.Receipt)).Scan(&fenced, &inserted); err != nil {
 		return nil, fmt.Errorf("claim step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
 	}
@@ -115,7 +128,7 @@ func (e *executor) StepComplete(ctx context.Context, p *twicestore.StepParams) e
 		return err
 	}
 	var fenced, updated int64
-	err := e.q.queryRow(ctx, `WITH fence AS (`+fenceSQL+`),
+	err := e.q.queryRow(ctx, `WITH fence AS (`+fenceFor(p)+`),
 upd AS (
 	UPDATE twice_steps SET done_at = $6, receipt = $7
 	WHERE handler = $3 AND key = $4 AND step = $5 AND job_id = $1 AND epoch = $2 AND done_at IS NULL
@@ -142,7 +155,7 @@ func (e *executor) StepRelease(ctx context.Context, p *twicestore.StepParams) er
 		return err
 	}
 	var fenced int64
-	err := e.q.queryRow(ctx, `WITH fence AS (`+fenceSQL+`),
+	err := e.q.queryRow(ctx, `WITH fence AS (`+fenceFor(p)+`),
 del AS (
 	DELETE FROM twice_steps
 	WHERE handler = $3 AND key = $4 AND step = $5 AND job_id = $1 AND epoch = $2 AND done_at IS NULL

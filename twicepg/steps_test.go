@@ -70,3 +70,49 @@ func TestListenFinished(t *testing.T) {
 		t.Fatal("the awaited job's finish was not notified")
 	}
 }
+
+// TestStepClaimInTxLeavesHeartbeats: a transactional step's claim
+// (FenceWithoutLock) does not hold its job's row, so the job's heartbeat
+// goes through while the step's transaction is still open; the receipt's
+// locking fence then holds off a rescue until the commit.
+func TestStepClaimInTxLeavesHeartbeats(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	now := time.Now()
+	if _, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{{
+		Kind: "k", Queue: "default", Args: []byte(`{}`), MessageID: uuid.NewString(), Key: "key",
+		MaxAttempts: 1, RunAt: now, CreatedAt: now,
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	fetched, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{"k"}, Limit: 1,
+		Node: "n", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || len(fetched.Jobs) != 1 {
+		t.Fatalf("fetch = %v, %v", fetched, err)
+	}
+	j := fetched.Jobs[0]
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	p := &twicestore.StepParams{Handler: "h", Key: "key", Step: "ledger", Strategy: "transactional",
+		JobID: j.ID, Epoch: j.Epoch, FenceWithoutLock: true}
+	if res, err := tx.StepClaim(ctx, p); err != nil || !res.Claimed {
+		t.Fatalf("claim in tx = %+v, %v", res, err)
+	}
+	res, err := s.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{
+		Leases: []twicestore.JobLease{{ID: j.ID, Epoch: j.Epoch}}, LeaseUntil: now.Add(2 * time.Minute)})
+	if err != nil || len(res.Extended) != 1 {
+		t.Fatalf("heartbeat while the step's transaction is open = %+v, %v; want it extended at once", res, err)
+	}
+	p.FenceWithoutLock, p.Receipt = false, []byte(`1`)
+	if err := tx.StepComplete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -65,6 +65,13 @@ type StepParams struct {
 	Receipt []byte
 	// Now is when the write happens; the current time when zero.
 	Now time.Time
+	// FenceWithoutLock checks the fence without holding the job's row
+	// until the transaction ends. Set it for a write in a transaction that
+	// goes on working (a claim before the step's effect, any write in a
+	// Transactional job's own transaction, whose epoch-guarded completion
+	// fences it at commit): a held row would stop the job's heartbeats.
+	// Drivers with one writer at a time may ignore it.
+	FenceWithoutLock bool
 }
 
 // StepClaimResult answers a claim.
