@@ -189,9 +189,11 @@ func (r *stepRun) found(name string, s Strategy, ex *twicetype.Step) ([]byte, er
 	}
 	if ex.JobID == r.row.ID && ex.Epoch < r.row.Epoch {
 		return nil, Permanent(fmt.Errorf("%w: step %q of handler %q, key %q was claimed in lease epoch %d of this job "+
-			"(this is epoch %d) and never finished; check whether its effect happened (send twice.EffectKey to the "+
-			"provider to find out), then retry the job after deleting the step's row, or discard the job",
-			ErrEffectUncertain, name, r.handler, r.row.Key, ex.Epoch, r.row.Epoch))
+			"(this is epoch %d) and never finished; check whether its effect happened (ask the provider about "+
+			"twice.EffectKey %q), record what you found with Client.StepSettle(ctx, %d, %q, receipt or nil) and "+
+			"retry the job, or discard it",
+			ErrEffectUncertain, name, r.handler, r.row.Key, ex.Epoch, r.row.Epoch,
+			effectKey(r.handler, r.row.Key, name), r.row.ID, name))
 	}
 	// Another delivery holds it right now: this job's twin, or another
 	// job with the same key. Retry later; by then it has finished.
@@ -343,4 +345,34 @@ func effectKey(handler, key, name string) string {
 		h.Write([]byte{0})
 	}
 	return "twice-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// StepSettle settles the unfinished claim of step name of job id, the one
+// a dead letter wrapping ErrEffectUncertain asks a person to check: pass
+// the step's result (what a redelivery should get back, the provider's
+// charge id, say) when its effect happened, or nil when it did not. Then
+// retry the job (JobRetry): it resumes after the step, or runs it again.
+// The step's handler name is the kind's registered HandlerName when this
+// client registered the kind, and the kind (the default) otherwise. An
+// error wraps twicestore.ErrNotFound when the step has no unfinished
+// claim.
+func (c *Client) StepSettle(ctx context.Context, id int64, name string, receipt any) error {
+	row, err := c.JobGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	handler := row.Kind
+	if e := c.registry.lookup(row.Kind); e != nil {
+		handler = e.opts.HandlerName
+	}
+	p := &twicestore.StepParams{Handler: handler, Key: row.Key, Step: name}
+	if receipt != nil {
+		if p.Receipt, err = encodeReceipt(name, receipt); err != nil {
+			return err
+		}
+	}
+	if err := c.store.StepSettle(ctx, p); err != nil {
+		return fmt.Errorf("twice: settle step %q of job %d: %w", name, id, err)
+	}
+	return nil
 }

@@ -171,6 +171,31 @@ SELECT count(*) FROM fence`, p.JobID, p.Epoch, p.Handler, p.Key, p.Step).Scan(&f
 	return nil
 }
 
+// StepSettle settles an unfinished claim: done with the receipt, or
+// deleted without one.
+func (e *executor) StepSettle(ctx context.Context, p *twicestore.StepParams) error {
+	if len(p.Receipt) > twicestore.MaxReceiptBytes {
+		return twicestore.ErrReceiptTooLarge
+	}
+	var n int64
+	var err error
+	if p.Receipt != nil {
+		n, err = e.q.exec(ctx, `UPDATE twice_steps SET done_at = $4, receipt = $5
+			WHERE handler = $1 AND key = $2 AND step = $3 AND done_at IS NULL`,
+			p.Handler, p.Key, p.Step, nowOr(p.Now), string(p.Receipt))
+	} else {
+		n, err = e.q.exec(ctx, `DELETE FROM twice_steps WHERE handler = $1 AND key = $2 AND step = $3 AND done_at IS NULL`,
+			p.Handler, p.Key, p.Step)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("settle step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
+	case n == 0:
+		return fmt.Errorf("settle step %q of %q/%q: no unfinished claim: %w", p.Step, p.Handler, p.Key, twicestore.ErrNotFound)
+	}
+	return nil
+}
+
 // StepPrune deletes up to Limit of the oldest steps claimed before Before.
 func (e *executor) StepPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {
 	n, err := e.q.exec(ctx, `DELETE FROM twice_steps WHERE (handler, key, step) IN (

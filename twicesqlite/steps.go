@@ -142,6 +142,39 @@ func (e *executor) StepRelease(ctx context.Context, p *twicestore.StepParams) er
 	})
 }
 
+// StepSettle settles an unfinished claim: done with the receipt, or
+// deleted without one.
+func (e *executor) StepSettle(ctx context.Context, p *twicestore.StepParams) error {
+	if len(p.Receipt) > twicestore.MaxReceiptBytes {
+		return twicestore.ErrReceiptTooLarge
+	}
+	var n int64
+	err := e.direct(ctx, func(q dbtx) error {
+		var r sql.Result
+		var err error
+		if p.Receipt != nil {
+			r, err = q.ExecContext(ctx, `UPDATE twice_steps SET done_at = ?, receipt = ?
+				WHERE handler = ? AND key = ? AND step = ? AND done_at IS NULL`,
+				micros(nowOr(p.Now)), string(p.Receipt), p.Handler, p.Key, p.Step)
+		} else {
+			r, err = q.ExecContext(ctx, `DELETE FROM twice_steps WHERE handler = ? AND key = ? AND step = ? AND done_at IS NULL`,
+				p.Handler, p.Key, p.Step)
+		}
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("settle step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
+	case n == 0:
+		return fmt.Errorf("settle step %q of %q/%q: no unfinished claim: %w", p.Step, p.Handler, p.Key, twicestore.ErrNotFound)
+	}
+	return nil
+}
+
 // StepPrune deletes up to Limit of the oldest steps claimed before Before.
 func (e *executor) StepPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {
 	limit := p.Limit

@@ -41,6 +41,12 @@ type StepExecutor interface {
 	// StepRelease deletes this delivery's unfinished claim of a step, so a
 	// retry runs it again; releasing a step not claimed is not an error.
 	StepRelease(ctx context.Context, p *StepParams) error
+	// StepSettle settles an unfinished claim for a person who checked
+	// whether the step's effect happened, unfenced: with a Receipt it
+	// marks the step done with it (the effect happened), without one it
+	// deletes the claim (it did not). ErrNotFound when the step has no
+	// unfinished claim.
+	StepSettle(ctx context.Context, p *StepParams) error
 	// StepPrune deletes up to Limit steps claimed before Before, oldest
 	// first; a Limit of zero or less deletes them all.
 	StepPrune(ctx context.Context, p *MarkerPruneParams) (*MarkerPruneResult, error)

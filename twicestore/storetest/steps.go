@@ -20,6 +20,7 @@ var stepTests = []test{
 	{"ReceiptCapped", testStepReceiptCap},
 	{"InTransaction", testStepInTx},
 	{"Prune", testStepPrune},
+	{"SettleByHand", testStepSettle},
 	{"OutputWithCompletion", testJobOutput},
 }
 
@@ -286,5 +287,35 @@ func testJobOutput(t *testing.T, e *env) {
 	}
 	if _, err := e.s.JobOutput(e.ctx, &twicestore.JobGetParams{ID: j.ID + 1000}); !errors.Is(err, twicestore.ErrNotFound) {
 		t.Fatalf("output of no job: %v, want ErrNotFound", err)
+	}
+}
+
+// testStepSettle: a person settles an unfinished claim without a fence,
+// as done with a receipt or as not applied (deleted); a done step is not
+// settled again.
+func testStepSettle(t *testing.T, e *env) {
+	j := e.fetchOne(e.base, e.insertOne(e.job("k")).Kind)
+	for _, name := range []string{"charge", "refund"} {
+		if _, err := e.s.StepClaim(e.ctx, stepOf(j, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.rescue(j.LeaseUntil.Add(time.Second), 0) // the claimant is gone
+	done := &twicestore.StepParams{Handler: "h.order", Key: j.Key, Step: "charge", Receipt: []byte(`"ch_9"`), Now: e.base}
+	if err := e.s.StepSettle(e.ctx, done); err != nil {
+		t.Fatalf("settle as done: %v", err)
+	}
+	if got, err := e.s.StepGet(e.ctx, done); err != nil || !got.Done() || string(got.Receipt) != `"ch_9"` {
+		t.Fatalf("settled step = %+v, %v; want done with the receipt", got, err)
+	}
+	if err := e.s.StepSettle(e.ctx, done); !errors.Is(err, twicestore.ErrNotFound) {
+		t.Fatalf("settling a done step: %v, want ErrNotFound", err)
+	}
+	gone := &twicestore.StepParams{Handler: "h.order", Key: j.Key, Step: "refund"}
+	if err := e.s.StepSettle(e.ctx, gone); err != nil {
+		t.Fatalf("settle as not applied: %v", err)
+	}
+	if _, err := e.s.StepGet(e.ctx, gone); !errors.Is(err, twicestore.ErrNotFound) {
+		t.Fatalf("step settled as not applied: %v, want it deleted", err)
 	}
 }
