@@ -132,7 +132,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.exec = &executor{
 		store: c.store, registry: c.registry, cfg: &c.cfg, logger: c.logger,
 		complete: c.complete, running: c.running, enabled: c.kindEnabled, workCtx: c.workCtx,
-		slotFreed: c.limitSlotFreed, childParams: c.childParams,
+		slotFreed: c.limitSlotFreed, childParams: c.childParams, inserted: c.notify,
 	}
 
 	queues := make([]producer.Queue, len(c.cfg.Queues))
