@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -349,4 +350,35 @@ func TestBatchRedeliver(t *testing.T) {
 			t.Fatalf("callback jobs %v, batch says %d", cbs, got.CallbackJobID)
 		}
 	})
+}
+
+// TestEdgesWakeTheFetcher: on SQLite, which has no notifications, a
+// completion that inserts jobs (a continuation, a released task, a batch
+// callback) wakes the node's fetch loop: with an hour-long poll, a chain,
+// a workflow and a batch still run through.
+func TestEdgesWakeTheFetcher(t *testing.T) {
+	s := newStore(t)
+	cfg := testConfig(composeRegistry(t))
+	cfg.PollInterval = time.Hour
+	c := startClient(t, s, cfg)
+	ctx := context.Background()
+	if _, err := c.Enqueue(ctx, chainNone{Run: 2, Step: 0, Last: 5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := c.EnqueueWorkflow(ctx, twice.NewWorkflow("wake").Add("a", taskArgs{"a"}, nil).
+		Add("b", taskArgs{"b"}, nil, "a").Add("c", taskArgs{"c"}, nil, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.EnqueueBatch(ctx, twice.NewBatch(fanLeaf{-2}, nil).Add(taskArgs{"m"}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Cond(t, "chain, workflow and batch callback to complete", func() bool {
+		info, err := c.WorkflowGet(ctx, wf.Workflow.ID)
+		b, berr := c.BatchGet(ctx, batch.Batch.ID)
+		return err == nil && berr == nil && info.Workflow.State == twicetype.WorkflowCompleted &&
+			countState(t, s, chainNone{}.Kind(), twicetype.JobStateCompleted) == 6 &&
+			b.CallbackJobID != 0 && countState(t, s, fanLeaf{}.Kind(), twicetype.JobStateCompleted) == 1
+	}, nil)
 }

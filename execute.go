@@ -47,10 +47,6 @@ type executor struct {
 	slotFreed func(kind string)
 	// childParams checks a continuation a handler records (Job.Then).
 	childParams func(ctx context.Context, args Args, opts *EnqueueOpts) (*twicestore.JobInsertParams, error)
-	// inserted wakes this node's fetch loop: a recorded outcome inserted
-	// continuations, which are due now (stores without notifications
-	// would otherwise find them at the next poll).
-	inserted func()
 }
 
 // execution is one attempt of one leased job.
@@ -541,9 +537,6 @@ func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)
 			}
 			if e.x.slotFreed != nil {
 				e.x.slotFreed(e.row.Kind)
-			}
-			if len(o.Children) > 0 && o.State == twicetype.JobStateCompleted && e.x.inserted != nil {
-				e.x.inserted()
 			}
 		}
 		if written != nil {

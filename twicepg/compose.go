@@ -74,6 +74,7 @@ func (e *executor) finishWithChildren(ctx context.Context, p *twicestore.JobFini
 			if _, err := tx.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: kids}); err != nil {
 				return fmt.Errorf("insert continuations: %w", err)
 			}
+			r.Inserted = true
 		}
 		res = r
 		return nil

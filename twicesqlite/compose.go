@@ -43,6 +43,18 @@ func insertChildren(ctx context.Context, q dbtx, o *twicestore.JobOutcome, appli
 	return nil
 }
 
+// lastJobID is the highest job id ever handed out: a write that raised it
+// inserted jobs (a continuation, a released workflow task, a batch
+// callback, maybe by a trigger), which JobFinish reports as Inserted.
+func lastJobID(ctx context.Context, q dbtx) (int64, error) {
+	var id sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'twice_jobs'`).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return id.Int64, err
+}
+
 // releaseRootsSQL enqueues a new workflow's tasks that wait for nothing,
 // as the completion trigger enqueues the others.
 const releaseRootsSQL = `INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key, correlation_id,
