@@ -471,3 +471,12 @@ func (e *executor) BatchGet(ctx context.Context, p *twicestore.BatchGetParams) (
 	}
 	return b, nil
 }
+
+// JobChildren lists the jobs a job's completion inserted.
+func (e *executor) JobChildren(ctx context.Context, p *twicestore.JobChildrenParams) ([]*twicetype.JobRow, error) {
+	jobs, err := queryJobs(ctx, e.db, `SELECT `+jobColumns+` FROM twice_jobs WHERE parent_id = ? ORDER BY id`, p.ParentID)
+	if err != nil {
+		return nil, fmt.Errorf("list children of job %d: %w", p.ParentID, err)
+	}
+	return jobs, nil
+}

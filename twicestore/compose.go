@@ -53,6 +53,16 @@ type Composer interface {
 	BatchSeal(ctx context.Context, p *BatchSealParams) (*twicetype.Batch, error)
 	// BatchGet returns a batch's counters, or ErrNotFound.
 	BatchGet(ctx context.Context, p *BatchGetParams) (*twicetype.Batch, error)
+
+	// JobChildren lists the jobs a job's completion inserted (its
+	// continuations, and a batch's callback for the batch job that
+	// finished it), by id.
+	JobChildren(ctx context.Context, p *JobChildrenParams) ([]*twicetype.JobRow, error)
+}
+
+// JobChildrenParams name the parent job.
+type JobChildrenParams struct {
+	ParentID int64
 }
 
 // WorkflowTaskParams is one task of a workflow to insert.

@@ -53,6 +53,10 @@ func testContinuationWithCompletion(t *testing.T, e *env) {
 	if len(kids) != 2 {
 		t.Fatalf("children after the completion: %v, want 2", kids)
 	}
+	listed, err := e.s.JobChildren(e.ctx, &twicestore.JobChildrenParams{ParentID: j.ID})
+	if err != nil || !slices.Equal(ids(listed), kids) {
+		t.Fatalf("JobChildren(%d) = %v, %v; want %v", j.ID, ids(listed), err, kids)
+	}
 	for _, id := range kids {
 		if got := e.get(id); got.State != twicetype.JobStateAvailable || got.Key != c1.Key && got.Key != c2.Key {
 			t.Errorf("child %d: state %s key %q, want available with its own key", id, got.State, got.Key)
