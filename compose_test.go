@@ -382,3 +382,56 @@ func TestEdgesWakeTheFetcher(t *testing.T) {
 			b.CallbackJobID != 0 && countState(t, s, fanLeaf{}.Kind(), twicetype.JobStateCompleted) == 1
 	}, nil)
 }
+
+// batchCallback is a callback that tells a channel it ran.
+type batchCallback struct{ Batch int }
+
+func (batchCallback) Kind() string { return "edges.batch-callback.v1" }
+
+// TestBatchHundredThousand: a batch of 100,000 jobs is stored in one
+// call, worked to the end, and gets one callback, its counters kept by
+// each job's finishing write (no scan of the batch). Skipped in -short.
+func TestBatchHundredThousand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 jobs: skipped in -short mode")
+	}
+	s := newStore(t)
+	reg := composeRegistry(t)
+	called := make(chan int, 2)
+	twice.MustRegister(reg, twice.HandlerFunc[batchCallback](func(ctx context.Context, j *twice.Job[batchCallback]) error {
+		called <- j.Args.Batch
+		return nil
+	}), nil)
+	cfg := testConfig(reg)
+	cfg.Queues = []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: 50}}
+	c := startClient(t, s, cfg)
+	ctx := context.Background()
+	const n = 100_000
+	b := twice.NewBatch(batchCallback{1}, nil)
+	for range n {
+		b.Add(taskArgs{"m"}, nil)
+	}
+	start := time.Now()
+	res, err := c.EnqueueBatch(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stored a batch of %d in %s", n, time.Since(start))
+	select {
+	case <-called:
+	case <-time.After(10 * time.Minute):
+		got, _ := c.BatchGet(ctx, res.Batch.ID)
+		t.Fatalf("no callback after 10 minutes: %+v", got)
+	}
+	got, err := c.BatchGet(ctx, res.Batch.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Completed != n || got.Pending != 0 || got.CallbackJobID == 0 {
+		t.Fatalf("batch %+v", got)
+	}
+	if cbs := sqlInts(t, s, `SELECT id FROM twice_jobs WHERE kind = $1`, batchCallback{}.Kind()); len(cbs) != 1 {
+		t.Fatalf("callback jobs %v, want one", cbs)
+	}
+	t.Logf("%d jobs and the callback done in %s", n, time.Since(start))
+}
