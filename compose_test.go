@@ -435,3 +435,58 @@ func TestBatchHundredThousand(t *testing.T) {
 	}
 	t.Logf("%d jobs and the callback done in %s", n, time.Since(start))
 }
+
+// depArgs is a workflow task that reports its dependencies' job ids.
+type depArgs struct{ Name string }
+
+func (depArgs) Kind() string { return "edges.dep.v1" }
+
+// TestDependencies: a task's handler finds its dependencies' jobs (to read
+// their output); a job of no workflow is told so.
+func TestDependencies(t *testing.T) {
+	s := newStore(t)
+	reg := composeRegistry(t)
+	type seen struct {
+		name string
+		deps map[string]int64
+		err  error
+	}
+	got := make(chan seen, 4)
+	twice.MustRegister(reg, twice.HandlerFunc[depArgs](func(ctx context.Context, j *twice.Job[depArgs]) error {
+		deps, err := twice.Dependencies(ctx)
+		got <- seen{j.Args.Name, deps, err}
+		return nil
+	}), nil)
+	c := startClient(t, s, testConfig(reg))
+	ctx := context.Background()
+	res, err := c.EnqueueWorkflow(ctx, twice.NewWorkflow("deps").Add("a", depArgs{"a"}, nil).Add("b", depArgs{"b"}, nil).
+		Add("c", depArgs{"c"}, nil, "a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, depArgs{"plain"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]seen{}
+	for range 4 {
+		r := waitfor.Recv(t, got, "a handler's dependencies")
+		results[r.name] = r
+	}
+	if r := results["plain"]; !errors.Is(r.err, twice.ErrNotInWorkflow) {
+		t.Fatalf("plain job: %v, want ErrNotInWorkflow", r.err)
+	}
+	if r := results["a"]; r.err != nil || len(r.deps) != 0 {
+		t.Fatalf("root a: %v %v, want no dependencies", r.deps, r.err)
+	}
+	info, err := c.WorkflowGet(ctx, res.Workflow.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"a": info.Task("a").Job.ID, "b": info.Task("b").Job.ID}
+	if r := results["c"]; r.err != nil || len(r.deps) != 2 || r.deps["a"] != want["a"] || r.deps["b"] != want["b"] {
+		t.Fatalf("c: %v %v, want %v", r.deps, r.err, want)
+	}
+	if _, err := twice.Dependencies(ctx); !errors.Is(err, twice.ErrNotInHandler) {
+		t.Fatalf("outside a handler: %v, want ErrNotInHandler", err)
+	}
+}

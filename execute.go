@@ -138,7 +138,7 @@ type delivery struct {
 func (e *execution) deliver() delivery {
 	// Each delivery gathers its own continuations; they travel with its
 	// outcome (see edgeSet).
-	es := &edgeSet{build: e.x.childParams}
+	es := &edgeSet{build: e.x.childParams, store: e.x.store, jobID: e.row.ID}
 	outer := e.ctx
 	e.ctx = withEdgeSet(e.ctx, es)
 	defer func() { e.ctx = outer }()

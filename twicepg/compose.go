@@ -486,3 +486,35 @@ func (e *executor) JobChildren(ctx context.Context, p *twicestore.JobChildrenPar
 	}
 	return jobs, nil
 }
+
+// WorkflowTaskOf finds a job's task and its dependencies' jobs.
+func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTaskOfParams) (*twicestore.WorkflowTaskOfResult, error) {
+	res := &twicestore.WorkflowTaskOfResult{Deps: map[string]int64{}}
+	var wf *int64
+	err := e.q.queryRow(ctx, `SELECT workflow_id, workflow_task FROM twice_jobs WHERE id = $1`, p.JobID).Scan(&wf, &res.Task)
+	if isNoRows(err) || (err == nil && wf == nil) {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+	}
+	res.WorkflowID = *wf
+	rs, err := e.q.query(ctx, `SELECT d.dep, j.id FROM twice_workflow_deps AS d
+		JOIN twice_jobs AS j ON j.workflow_id = d.workflow_id AND j.workflow_task = d.dep
+		WHERE d.workflow_id = $1 AND d.task = $2`, res.WorkflowID, res.Task)
+	if err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			name string
+			id   int64
+		)
+		if err := rs.Scan(&name, &id); err != nil {
+			return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+		}
+		res.Deps[name] = id
+	}
+	return res, rs.Err()
+}

@@ -480,3 +480,35 @@ func (e *executor) JobChildren(ctx context.Context, p *twicestore.JobChildrenPar
 	}
 	return jobs, nil
 }
+
+// WorkflowTaskOf finds a job's task and its dependencies' jobs.
+func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTaskOfParams) (*twicestore.WorkflowTaskOfResult, error) {
+	res := &twicestore.WorkflowTaskOfResult{Deps: map[string]int64{}}
+	var wf sql.NullInt64
+	err := e.db.QueryRowContext(ctx, `SELECT workflow_id, workflow_task FROM twice_jobs WHERE id = ?`, p.JobID).Scan(&wf, &res.Task)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !wf.Valid) {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+	}
+	res.WorkflowID = wf.Int64
+	rs, err := e.db.QueryContext(ctx, `SELECT d.dep, j.id FROM twice_workflow_deps AS d
+		JOIN twice_jobs AS j ON j.workflow_id = d.workflow_id AND j.workflow_task = d.dep
+		WHERE d.workflow_id = ? AND d.task = ?`, res.WorkflowID, res.Task)
+	if err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			name string
+			id   int64
+		)
+		if err := rs.Scan(&name, &id); err != nil {
+			return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+		}
+		res.Deps[name] = id
+	}
+	return res, rs.Err()
+}

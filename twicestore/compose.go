@@ -58,6 +58,23 @@ type Composer interface {
 	// continuations, and a batch's callback for the batch job that
 	// finished it), by id.
 	JobChildren(ctx context.Context, p *JobChildrenParams) ([]*twicetype.JobRow, error)
+	// WorkflowTaskOf tells which workflow task a job is, and the jobs of
+	// that task's dependencies (all completed by the time the task's job
+	// exists), or ErrNotFound when the job belongs to no workflow.
+	WorkflowTaskOf(ctx context.Context, p *WorkflowTaskOfParams) (*WorkflowTaskOfResult, error)
+}
+
+// WorkflowTaskOfParams name a job.
+type WorkflowTaskOfParams struct {
+	JobID int64
+}
+
+// WorkflowTaskOfResult is a job's place in its workflow.
+type WorkflowTaskOfResult struct {
+	WorkflowID int64
+	Task       string
+	// Deps maps each dependency's task name to its job's id.
+	Deps map[string]int64
 }
 
 // JobChildrenParams name the parent job.

@@ -292,6 +292,17 @@ func testWorkflowFanOutFanIn(t *testing.T, e *env) {
 	if n := len(e.kindIDs("storetest.task.v1")); n != 4 {
 		t.Fatalf("%d task jobs, want one per task: 4", n)
 	}
+	var byName = map[string]int64{}
+	for _, tk := range g.Tasks {
+		byName[tk.Name] = tk.Job.ID
+	}
+	of, err := e.s.WorkflowTaskOf(e.ctx, &twicestore.WorkflowTaskOfParams{JobID: byName["d"]})
+	if err != nil || of.WorkflowID != wf || of.Task != "d" || len(of.Deps) != 2 || of.Deps["b"] != byName["b"] || of.Deps["c"] != byName["c"] {
+		t.Fatalf("WorkflowTaskOf(d) = %+v, %v; want workflow %d, deps b=%d c=%d", of, err, wf, byName["b"], byName["c"])
+	}
+	if _, err := e.s.WorkflowTaskOf(e.ctx, &twicestore.WorkflowTaskOfParams{JobID: e.insertOne(e.job("storetest.plain.v1")).ID}); !errors.Is(err, twicestore.ErrNotFound) {
+		t.Fatalf("WorkflowTaskOf of a plain job: %v, want ErrNotFound", err)
+	}
 }
 
 func testWorkflowHold(t *testing.T, e *env) {
