@@ -121,7 +121,7 @@ func childrenPerParent(t *testing.T, s twicestore.Store, kind string) []int64 {
 		FROM twice_jobs AS p WHERE p.kind = $1 ORDER BY p.id`, kind)
 }
 
-func composeRegistry(t *testing.T) *twice.Registry {
+func composeRegistry(_ *testing.T) *twice.Registry {
 	reg := twice.NewRegistry()
 	twice.MustRegister(reg, twice.HandlerFunc[chainAfter](func(ctx context.Context, j *twice.Job[chainAfter]) error {
 		if j.Args.Step < j.Args.Last {
