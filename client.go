@@ -130,6 +130,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.workCtx, c.workCancel = context.WithCancelCause(context.Background())
 	c.abortCtx, c.abort = context.WithCancel(context.Background())
 	c.complete = completer.New(c.store, c.logger, 0)
+	c.complete.OnInserted = c.notify // continuations, released workflow tasks and batch callbacks are due now
 	c.complete.Start(c.abortCtx)
 	c.exec = &executor{
 		store: c.store, registry: c.registry, cfg: &c.cfg, logger: c.logger,

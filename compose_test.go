@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -120,7 +121,7 @@ func childrenPerParent(t *testing.T, s twicestore.Store, kind string) []int64 {
 		FROM twice_jobs AS p WHERE p.kind = $1 ORDER BY p.id`, kind)
 }
 
-func composeRegistry(t *testing.T) *twice.Registry {
+func composeRegistry(_ *testing.T) *twice.Registry {
 	reg := twice.NewRegistry()
 	twice.MustRegister(reg, twice.HandlerFunc[chainAfter](func(ctx context.Context, j *twice.Job[chainAfter]) error {
 		if j.Args.Step < j.Args.Last {
@@ -349,4 +350,143 @@ func TestBatchRedeliver(t *testing.T) {
 			t.Fatalf("callback jobs %v, batch says %d", cbs, got.CallbackJobID)
 		}
 	})
+}
+
+// TestEdgesWakeTheFetcher: on SQLite, which has no notifications, a
+// completion that inserts jobs (a continuation, a released task, a batch
+// callback) wakes the node's fetch loop: with an hour-long poll, a chain,
+// a workflow and a batch still run through.
+func TestEdgesWakeTheFetcher(t *testing.T) {
+	s := newStore(t)
+	cfg := testConfig(composeRegistry(t))
+	cfg.PollInterval = time.Hour
+	c := startClient(t, s, cfg)
+	ctx := context.Background()
+	if _, err := c.Enqueue(ctx, chainNone{Run: 2, Step: 0, Last: 5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := c.EnqueueWorkflow(ctx, twice.NewWorkflow("wake").Add("a", taskArgs{"a"}, nil).
+		Add("b", taskArgs{"b"}, nil, "a").Add("c", taskArgs{"c"}, nil, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.EnqueueBatch(ctx, twice.NewBatch(fanLeaf{-2}, nil).Add(taskArgs{"m"}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Cond(t, "chain, workflow and batch callback to complete", func() bool {
+		info, err := c.WorkflowGet(ctx, wf.Workflow.ID)
+		b, berr := c.BatchGet(ctx, batch.Batch.ID)
+		return err == nil && berr == nil && info.Workflow.State == twicetype.WorkflowCompleted &&
+			countState(t, s, chainNone{}.Kind(), twicetype.JobStateCompleted) == 6 &&
+			b.CallbackJobID != 0 && countState(t, s, fanLeaf{}.Kind(), twicetype.JobStateCompleted) == 1
+	}, nil)
+}
+
+// batchCallback is a callback that tells a channel it ran.
+type batchCallback struct{ Batch int }
+
+func (batchCallback) Kind() string { return "edges.batch-callback.v1" }
+
+// TestBatchHundredThousand: a batch of 100,000 jobs is stored in one
+// call, worked to the end, and gets one callback, its counters kept by
+// each job's finishing write (no scan of the batch). Skipped in -short.
+func TestBatchHundredThousand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 jobs: skipped in -short mode")
+	}
+	s := newStore(t)
+	reg := composeRegistry(t)
+	called := make(chan int, 2)
+	twice.MustRegister(reg, twice.HandlerFunc[batchCallback](func(ctx context.Context, j *twice.Job[batchCallback]) error {
+		called <- j.Args.Batch
+		return nil
+	}), nil)
+	cfg := testConfig(reg)
+	cfg.Queues = []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: 50}}
+	c := startClient(t, s, cfg)
+	ctx := context.Background()
+	const n = 100_000
+	b := twice.NewBatch(batchCallback{1}, nil)
+	for range n {
+		b.Add(taskArgs{"m"}, nil)
+	}
+	start := time.Now()
+	res, err := c.EnqueueBatch(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stored a batch of %d in %s", n, time.Since(start))
+	select {
+	case <-called:
+	case <-time.After(10 * time.Minute):
+		got, _ := c.BatchGet(ctx, res.Batch.ID)
+		t.Fatalf("no callback after 10 minutes: %+v", got)
+	}
+	got, err := c.BatchGet(ctx, res.Batch.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Completed != n || got.Pending != 0 || got.CallbackJobID == 0 {
+		t.Fatalf("batch %+v", got)
+	}
+	if cbs := sqlInts(t, s, `SELECT id FROM twice_jobs WHERE kind = $1`, batchCallback{}.Kind()); len(cbs) != 1 {
+		t.Fatalf("callback jobs %v, want one", cbs)
+	}
+	t.Logf("%d jobs and the callback done in %s", n, time.Since(start))
+}
+
+// depArgs is a workflow task that reports its dependencies' job ids.
+type depArgs struct{ Name string }
+
+func (depArgs) Kind() string { return "edges.dep.v1" }
+
+// TestDependencies: a task's handler finds its dependencies' jobs (to read
+// their output); a job of no workflow is told so.
+func TestDependencies(t *testing.T) {
+	s := newStore(t)
+	reg := composeRegistry(t)
+	type seen struct {
+		name string
+		deps map[string]int64
+		err  error
+	}
+	got := make(chan seen, 4)
+	twice.MustRegister(reg, twice.HandlerFunc[depArgs](func(ctx context.Context, j *twice.Job[depArgs]) error {
+		deps, err := twice.Dependencies(ctx)
+		got <- seen{j.Args.Name, deps, err}
+		return nil
+	}), nil)
+	c := startClient(t, s, testConfig(reg))
+	ctx := context.Background()
+	res, err := c.EnqueueWorkflow(ctx, twice.NewWorkflow("deps").Add("a", depArgs{"a"}, nil).Add("b", depArgs{"b"}, nil).
+		Add("c", depArgs{"c"}, nil, "a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, depArgs{"plain"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]seen{}
+	for range 4 {
+		r := waitfor.Recv(t, got, "a handler's dependencies")
+		results[r.name] = r
+	}
+	if r := results["plain"]; !errors.Is(r.err, twice.ErrNotInWorkflow) {
+		t.Fatalf("plain job: %v, want ErrNotInWorkflow", r.err)
+	}
+	if r := results["a"]; r.err != nil || len(r.deps) != 0 {
+		t.Fatalf("root a: %v %v, want no dependencies", r.deps, r.err)
+	}
+	info, err := c.WorkflowGet(ctx, res.Workflow.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"a": info.Task("a").Job.ID, "b": info.Task("b").Job.ID}
+	if r := results["c"]; r.err != nil || len(r.deps) != 2 || r.deps["a"] != want["a"] || r.deps["b"] != want["b"] {
+		t.Fatalf("c: %v %v, want %v", r.deps, r.err, want)
+	}
+	if _, err := twice.Dependencies(ctx); !errors.Is(err, twice.ErrNotInHandler) {
+		t.Fatalf("outside a handler: %v, want ErrNotInHandler", err)
+	}
 }

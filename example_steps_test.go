@@ -91,10 +91,10 @@ func ExampleStep() {
 	// job completed with charge ch_123
 }
 
-// Resize is a job's args for the EnqueueAndWait example.
-type Resize struct{ Width, Height int }
+// Thumbnail is a job's args for the EnqueueAndWait example.
+type Thumbnail struct{ Width, Height int }
 
-func (Resize) Kind() string { return "image.resize.v1" }
+func (Thumbnail) Kind() string { return "image.thumbnail.v1" }
 
 // EnqueueAndWait enqueues a job and blocks until it finishes (PostgreSQL
 // wakes the waiter with a notification; SQLite polls), returning what the
@@ -111,7 +111,7 @@ func ExampleClient_EnqueueAndWait() {
 	defer store.Close()
 
 	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[Resize](func(ctx context.Context, job *twice.Job[Resize]) error {
+	twice.MustRegister(reg, twice.HandlerFunc[Thumbnail](func(ctx context.Context, job *twice.Job[Thumbnail]) error {
 		return twice.RecordOutput(ctx, map[string]int{"pixels": job.Args.Width * job.Args.Height})
 	}), &twice.KindOpts{Strategy: twice.None})
 	client, err := twice.NewClient(store, twice.Config{Registry: reg})
@@ -123,7 +123,7 @@ func ExampleClient_EnqueueAndWait() {
 	}
 	defer func() { _ = client.Stop(ctx) }()
 
-	res, err := client.EnqueueAndWait(ctx, Resize{Width: 640, Height: 480}, nil)
+	res, err := client.EnqueueAndWait(ctx, Thumbnail{Width: 640, Height: 480}, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -143,7 +143,7 @@ func (e *execution) deliver() delivery {
 	e.steps = &stepRun{store: e.x.store, row: e.row, handler: e.entry.opts.HandlerName, strategy: e.entry.opts.Strategy}
 	// Each delivery gathers its own continuations; they travel with its
 	// outcome (see edgeSet).
-	es := &edgeSet{build: e.x.childParams}
+	es := &edgeSet{build: e.x.childParams, store: e.x.store, jobID: e.row.ID}
 	outer := e.ctx
 	e.ctx = withEdgeSet(e.ctx, es)
 	defer func() { e.ctx = outer }()

@@ -23,6 +23,9 @@ var ErrNotInHandler = errors.New("twice: Then and EnqueueNext work only inside a
 type edgeSet struct {
 	ctx   context.Context
 	build func(ctx context.Context, args Args, opts *EnqueueOpts) (*twicestore.JobInsertParams, error)
+	// store and jobID answer Dependencies.
+	store twicestore.Executor
+	jobID int64
 
 	mu       sync.Mutex
 	children []*twicestore.JobInsertParams
@@ -135,4 +138,28 @@ func (c *Client) insertParamsMany(ctx context.Context, jobs []EnqueueParams) ([]
 		return nil, fmt.Errorf("%w: nothing stored: %w", ErrInvalidArgs, errors.Join(errs...))
 	}
 	return params, nil
+}
+
+// ErrNotInWorkflow is returned by Dependencies in the handler of a job
+// that is no workflow task.
+var ErrNotInWorkflow = errors.New("twice: this job is not a workflow task, so it has no dependencies")
+
+// Dependencies returns, inside a workflow task's handler, the job id of
+// each task it depends on, by task name; all of them completed before this
+// task was enqueued. Read a dependency's output with the client's
+// JobResult. Outside a handler it returns ErrNotInHandler; in a job that
+// is no workflow task, ErrNotInWorkflow.
+func Dependencies(ctx context.Context) (map[string]int64, error) {
+	es := edgeSetOf(ctx)
+	if es == nil || es.store == nil {
+		return nil, ErrNotInHandler
+	}
+	res, err := es.store.WorkflowTaskOf(ctx, &twicestore.WorkflowTaskOfParams{JobID: es.jobID})
+	if errors.Is(err, twicestore.ErrNotFound) {
+		return nil, ErrNotInWorkflow
+	}
+	if err != nil {
+		return nil, fmt.Errorf("twice: dependencies of job %d: %w", es.jobID, err)
+	}
+	return res.Deps, nil
 }

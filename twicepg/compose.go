@@ -74,6 +74,7 @@ func (e *executor) finishWithChildren(ctx context.Context, p *twicestore.JobFini
 			if _, err := tx.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: kids}); err != nil {
 				return fmt.Errorf("insert continuations: %w", err)
 			}
+			r.Inserted = true
 		}
 		res = r
 		return nil
@@ -475,4 +476,45 @@ func (e *executor) BatchGet(ctx context.Context, p *twicestore.BatchGetParams) (
 		return nil, fmt.Errorf("get batch %d: %w", p.ID, err)
 	}
 	return b, nil
+}
+
+// JobChildren lists the jobs a job's completion inserted.
+func (e *executor) JobChildren(ctx context.Context, p *twicestore.JobChildrenParams) ([]*twicetype.JobRow, error) {
+	jobs, err := queryJobs(ctx, e.q, `SELECT `+jobColumns+` FROM twice_jobs AS j WHERE j.parent_id = $1 ORDER BY j.id`, p.ParentID)
+	if err != nil {
+		return nil, fmt.Errorf("list children of job %d: %w", p.ParentID, err)
+	}
+	return jobs, nil
+}
+
+// WorkflowTaskOf finds a job's task and its dependencies' jobs.
+func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTaskOfParams) (*twicestore.WorkflowTaskOfResult, error) {
+	res := &twicestore.WorkflowTaskOfResult{Deps: map[string]int64{}}
+	var wf *int64
+	err := e.q.queryRow(ctx, `SELECT workflow_id, workflow_task FROM twice_jobs WHERE id = $1`, p.JobID).Scan(&wf, &res.Task)
+	if isNoRows(err) || (err == nil && wf == nil) {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+	}
+	res.WorkflowID = *wf
+	rs, err := e.q.query(ctx, `SELECT d.dep, j.id FROM twice_workflow_deps AS d
+		JOIN twice_jobs AS j ON j.workflow_id = d.workflow_id AND j.workflow_task = d.dep
+		WHERE d.workflow_id = $1 AND d.task = $2`, res.WorkflowID, res.Task)
+	if err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			name string
+			id   int64
+		)
+		if err := rs.Scan(&name, &id); err != nil {
+			return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+		}
+		res.Deps[name] = id
+	}
+	return res, rs.Err()
 }

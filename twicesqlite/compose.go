@@ -43,6 +43,18 @@ func insertChildren(ctx context.Context, q dbtx, o *twicestore.JobOutcome, appli
 	return nil
 }
 
+// lastJobID is the highest job id ever handed out: a write that raised it
+// inserted jobs (a continuation, a released workflow task, a batch
+// callback, maybe by a trigger), which JobFinish reports as Inserted.
+func lastJobID(ctx context.Context, q dbtx) (int64, error) {
+	var id sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'twice_jobs'`).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return id.Int64, err
+}
+
 // releaseRootsSQL enqueues a new workflow's tasks that wait for nothing,
 // as the completion trigger enqueues the others.
 const releaseRootsSQL = `INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key, correlation_id,
@@ -458,4 +470,45 @@ func (e *executor) BatchGet(ctx context.Context, p *twicestore.BatchGetParams) (
 		return nil, fmt.Errorf("get batch %d: %w", p.ID, err)
 	}
 	return b, nil
+}
+
+// JobChildren lists the jobs a job's completion inserted.
+func (e *executor) JobChildren(ctx context.Context, p *twicestore.JobChildrenParams) ([]*twicetype.JobRow, error) {
+	jobs, err := queryJobs(ctx, e.db, `SELECT `+jobColumns+` FROM twice_jobs WHERE parent_id = ? ORDER BY id`, p.ParentID)
+	if err != nil {
+		return nil, fmt.Errorf("list children of job %d: %w", p.ParentID, err)
+	}
+	return jobs, nil
+}
+
+// WorkflowTaskOf finds a job's task and its dependencies' jobs.
+func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTaskOfParams) (*twicestore.WorkflowTaskOfResult, error) {
+	res := &twicestore.WorkflowTaskOfResult{Deps: map[string]int64{}}
+	var wf sql.NullInt64
+	err := e.db.QueryRowContext(ctx, `SELECT workflow_id, workflow_task FROM twice_jobs WHERE id = ?`, p.JobID).Scan(&wf, &res.Task)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !wf.Valid) {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+	}
+	res.WorkflowID = wf.Int64
+	rs, err := e.db.QueryContext(ctx, `SELECT d.dep, j.id FROM twice_workflow_deps AS d
+		JOIN twice_jobs AS j ON j.workflow_id = d.workflow_id AND j.workflow_task = d.dep
+		WHERE d.workflow_id = ? AND d.task = ?`, res.WorkflowID, res.Task)
+	if err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			name string
+			id   int64
+		)
+		if err := rs.Scan(&name, &id); err != nil {
+			return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
+		}
+		res.Deps[name] = id
+	}
+	return res, rs.Err()
 }

@@ -442,6 +442,15 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		prep[i] = pr
 	}
 	err := e.inTx(ctx, func(q dbtx) error {
+		before, err := lastJobID(ctx, q)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if after, err := lastJobID(ctx, q); err == nil {
+				res.Inserted = after > before
+			}
+		}()
 		update, err := q.PrepareContext(ctx, finishSQL)
 		if err != nil {
 			return err

@@ -53,6 +53,33 @@ type Composer interface {
 	BatchSeal(ctx context.Context, p *BatchSealParams) (*twicetype.Batch, error)
 	// BatchGet returns a batch's counters, or ErrNotFound.
 	BatchGet(ctx context.Context, p *BatchGetParams) (*twicetype.Batch, error)
+
+	// JobChildren lists the jobs a job's completion inserted (its
+	// continuations, and a batch's callback for the batch job that
+	// finished it), by id.
+	JobChildren(ctx context.Context, p *JobChildrenParams) ([]*twicetype.JobRow, error)
+	// WorkflowTaskOf tells which workflow task a job is, and the jobs of
+	// that task's dependencies (all completed by the time the task's job
+	// exists), or ErrNotFound when the job belongs to no workflow.
+	WorkflowTaskOf(ctx context.Context, p *WorkflowTaskOfParams) (*WorkflowTaskOfResult, error)
+}
+
+// WorkflowTaskOfParams name a job.
+type WorkflowTaskOfParams struct {
+	JobID int64
+}
+
+// WorkflowTaskOfResult is a job's place in its workflow.
+type WorkflowTaskOfResult struct {
+	WorkflowID int64
+	Task       string
+	// Deps maps each dependency's task name to its job's id.
+	Deps map[string]int64
+}
+
+// JobChildrenParams name the parent job.
+type JobChildrenParams struct {
+	ParentID int64
 }
 
 // WorkflowTaskParams is one task of a workflow to insert.

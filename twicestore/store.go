@@ -472,6 +472,11 @@ type JobFinishParams struct {
 // epoch.
 type JobFinishResult struct {
 	Applied []bool
+	// Inserted reports that the write inserted jobs (continuations,
+	// released workflow tasks, a batch callback), which may be due now. A
+	// store that wakes every node on inserts (InsertListener) may leave it
+	// false for the jobs its own wake-ups announce.
+	Inserted bool
 }
 
 // JobRescueParams select expired leases.

@@ -53,6 +53,10 @@ func testContinuationWithCompletion(t *testing.T, e *env) {
 	if len(kids) != 2 {
 		t.Fatalf("children after the completion: %v, want 2", kids)
 	}
+	listed, err := e.s.JobChildren(e.ctx, &twicestore.JobChildrenParams{ParentID: j.ID})
+	if err != nil || !slices.Equal(ids(listed), kids) {
+		t.Fatalf("JobChildren(%d) = %v, %v; want %v", j.ID, ids(listed), err, kids)
+	}
 	for _, id := range kids {
 		if got := e.get(id); got.State != twicetype.JobStateAvailable || got.Key != c1.Key && got.Key != c2.Key {
 			t.Errorf("child %d: state %s key %q, want available with its own key", id, got.State, got.Key)
@@ -287,6 +291,17 @@ func testWorkflowFanOutFanIn(t *testing.T, e *env) {
 	}
 	if n := len(e.kindIDs("storetest.task.v1")); n != 4 {
 		t.Fatalf("%d task jobs, want one per task: 4", n)
+	}
+	var byName = map[string]int64{}
+	for _, tk := range g.Tasks {
+		byName[tk.Name] = tk.Job.ID
+	}
+	of, err := e.s.WorkflowTaskOf(e.ctx, &twicestore.WorkflowTaskOfParams{JobID: byName["d"]})
+	if err != nil || of.WorkflowID != wf || of.Task != "d" || len(of.Deps) != 2 || of.Deps["b"] != byName["b"] || of.Deps["c"] != byName["c"] {
+		t.Fatalf("WorkflowTaskOf(d) = %+v, %v; want workflow %d, deps b=%d c=%d", of, err, wf, byName["b"], byName["c"])
+	}
+	if _, err := e.s.WorkflowTaskOf(e.ctx, &twicestore.WorkflowTaskOfParams{JobID: e.insertOne(e.job("storetest.plain.v1")).ID}); !errors.Is(err, twicestore.ErrNotFound) {
+		t.Fatalf("WorkflowTaskOf of a plain job: %v, want ErrNotFound", err)
 	}
 }
 
