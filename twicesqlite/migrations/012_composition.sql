@@ -16,6 +16,13 @@
 -- parent's finish time if that is later: never before the write that
 -- fired them.
 --
+-- The triggers are declared on finished_at, not state: every write that
+-- moves a job into or out of a finished state sets finished_at (finish,
+-- rescue, cancel, discard, retry), while the fetch and the lease heartbeat,
+-- which run for every job, do not, so their statements carry no trigger at
+-- all. On state, the mere presence of the triggers (their WHEN false for
+-- plain jobs) cost plain SQLite jobs about a third of their throughput.
+--
 -- Additive only: new columns with NULL or '' defaults and new tables.
 
 ALTER TABLE twice_jobs ADD COLUMN parent_id INTEGER;          -- the job whose completion inserted this one
@@ -103,7 +110,7 @@ CREATE TABLE twice_batches (
 -- for, and those left with none are enqueued, in this statement's
 -- transaction. The unique (workflow_id, workflow_task) index makes a second
 -- insert of a task impossible.
-CREATE TRIGGER twice_jobs_workflow_completed AFTER UPDATE OF state ON twice_jobs
+CREATE TRIGGER twice_jobs_workflow_completed AFTER UPDATE OF finished_at ON twice_jobs
 WHEN NEW.workflow_id IS NOT NULL AND NEW.state = 'completed' AND OLD.state <> 'completed'
 BEGIN
     UPDATE twice_workflow_tasks SET pending = pending - 1
@@ -129,7 +136,7 @@ END;
 -- A task's job failed for good (dead, or cancelled): counted, so the
 -- workflow shows as blocked; under on_dead 'cancel' every task downstream
 -- of it that still waits is cancelled, and the workflow has failed.
-CREATE TRIGGER twice_jobs_workflow_failed AFTER UPDATE OF state ON twice_jobs
+CREATE TRIGGER twice_jobs_workflow_failed AFTER UPDATE OF finished_at ON twice_jobs
 WHEN NEW.workflow_id IS NOT NULL AND NEW.state IN ('dead', 'cancelled')
     AND OLD.state NOT IN ('dead', 'discarded', 'cancelled')
 BEGIN
@@ -150,7 +157,7 @@ BEGIN
 END;
 
 -- A failed task's job was retried: the workflow is no longer blocked on it.
-CREATE TRIGGER twice_jobs_workflow_retried AFTER UPDATE OF state ON twice_jobs
+CREATE TRIGGER twice_jobs_workflow_retried AFTER UPDATE OF finished_at ON twice_jobs
 WHEN NEW.workflow_id IS NOT NULL AND OLD.state IN ('dead', 'discarded', 'cancelled')
     AND NEW.state IN ('available', 'running')
 BEGIN
@@ -161,7 +168,7 @@ END;
 -- and the move that leaves a sealed batch with nothing pending (and, for
 -- on_success, nothing failed) inserts the callback, once: callback_state
 -- goes 0 → 1 → 2 within this trigger, and only from 0.
-CREATE TRIGGER twice_jobs_batch AFTER UPDATE OF state ON twice_jobs
+CREATE TRIGGER twice_jobs_batch AFTER UPDATE OF finished_at ON twice_jobs
 WHEN NEW.batch_id IS NOT NULL
     AND (OLD.state IN ('available', 'running')) <> (NEW.state IN ('available', 'running'))
 BEGIN
