@@ -35,7 +35,10 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER twice_jobs_finished AFTER UPDATE OF state ON twice_jobs
+-- On finished_at, not state: every write into a finished state sets it and
+-- the fetch and the heartbeat do not, so those statements carry no
+-- trigger at all (as 012's triggers).
+CREATE TRIGGER twice_jobs_finished AFTER UPDATE OF finished_at ON twice_jobs
     FOR EACH ROW
-    WHEN (NEW.awaited AND NEW.state IN ('completed', 'dead', 'cancelled') AND OLD.state IS DISTINCT FROM NEW.state)
+    WHEN (NEW.awaited AND NEW.state IN ('completed', 'dead', 'cancelled', 'discarded') AND OLD.state IS DISTINCT FROM NEW.state)
     EXECUTE FUNCTION twice_notify_finished();
