@@ -247,7 +247,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 				batch.Queue(retryAtSQL, retryArgs...)
 			}
 			br := b.SendBatch(ctx, batch)
-			defer br.Close()
+			defer func() { _ = br.Close() }() // the error, if any, is the last one returned
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("lock limited kinds: %w", err)
 			}
