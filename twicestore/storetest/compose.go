@@ -46,8 +46,13 @@ func testContinuationWithCompletion(t *testing.T, e *env) {
 	e.insertOne(e.job(parent))
 	j := e.fetchOne(e.base, parent)
 	c1, c2 := e.job(child), e.job(child)
-	if !e.completeWith(j, e.at(time.Second), c1, c2) {
-		t.Fatal("completion not applied")
+	res, err := e.s.JobFinish(e.ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{ID: j.ID, Epoch: j.Epoch,
+		State: twicetype.JobStateCompleted, FinishedAt: e.at(time.Second), Children: []*twicestore.JobInsertParams{c1, c2}}}})
+	if err != nil || !res.Applied[0] {
+		t.Fatalf("completion not applied: %v", err)
+	}
+	if !res.Inserted {
+		t.Fatal("a completion that inserted continuations did not report Inserted")
 	}
 	kids := e.kindIDs(child)
 	if len(kids) != 2 {
