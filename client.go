@@ -54,6 +54,8 @@ type Client struct {
 	exec *executor
 
 	switches *killSwitches
+	// waits shares a finish listener among Wait calls (output.go).
+	waits waitHub
 }
 
 // NewClient validates cfg and returns a client on store. It does not touch
@@ -128,11 +130,12 @@ func (c *Client) Start(ctx context.Context) error {
 	c.workCtx, c.workCancel = context.WithCancelCause(context.Background())
 	c.abortCtx, c.abort = context.WithCancel(context.Background())
 	c.complete = completer.New(c.store, c.logger, 0)
+	c.complete.OnInserted = c.notify // continuations, released workflow tasks and batch callbacks are due now
 	c.complete.Start(c.abortCtx)
 	c.exec = &executor{
 		store: c.store, registry: c.registry, cfg: &c.cfg, logger: c.logger,
 		complete: c.complete, running: c.running, enabled: c.kindEnabled, workCtx: c.workCtx,
-		slotFreed: c.limitSlotFreed,
+		slotFreed: c.limitSlotFreed, childParams: c.childParams,
 	}
 
 	queues := make([]producer.Queue, len(c.cfg.Queues))
@@ -204,6 +207,7 @@ const stuckWait = 5 * time.Second
 // its lease. Stop may be called again, or concurrently: each call waits
 // for the same shutdown, bounded by its own ctx.
 func (c *Client) Stop(ctx context.Context) error {
+	c.waits.close()
 	c.mu.Lock()
 	if !c.stopping {
 		c.stopping = true

@@ -45,6 +45,8 @@ type executor struct {
 	// recorded: a limited kind's slot is free once the row left running,
 	// not when the handler returned, so that is when to fetch again.
 	slotFreed func(kind string)
+	// childParams checks a continuation a handler records (Job.Then).
+	childParams func(ctx context.Context, args Args, opts *EnqueueOpts) (*twicestore.JobInsertParams, error)
 }
 
 // execution is one attempt of one leased job.
@@ -63,6 +65,8 @@ type execution struct {
 	start time.Time
 	// leaseLost is set when the attempt ended after its lease was lost.
 	leaseLost bool
+	// steps is what this delivery's named steps share (see step.go).
+	steps *stepRun
 }
 
 // Execute works one fetched job; the producer calls it on a worker
@@ -126,11 +130,23 @@ type delivery struct {
 	// marker is claimed together with the job's completion (ClaimAfter's
 	// claim, after a successful effect).
 	marker *twicestore.MarkerParams
+	// output is what the handler recorded with RecordOutput.
+	output []byte
+	// children are the continuations the handler recorded (Job.Then),
+	// inserted with the completion if this delivery's is the one written.
+	children []*twicestore.JobInsertParams
 }
 
 // deliver applies the kind's strategy around one call of the handler, and
 // counts a delivery the marker absorbed.
 func (e *execution) deliver() delivery {
+	e.steps = &stepRun{store: e.x.store, row: e.row, handler: e.entry.opts.HandlerName, strategy: e.entry.opts.Strategy}
+	// Each delivery gathers its own continuations; they travel with its
+	// outcome (see edgeSet).
+	es := &edgeSet{build: e.x.childParams, store: e.x.store, jobID: e.row.ID}
+	outer := e.ctx
+	e.ctx = withEdgeSet(e.ctx, es)
+	defer func() { e.ctx = outer }()
 	var d delivery
 	switch e.entry.opts.Strategy {
 	case ClaimAfter:
@@ -145,6 +161,8 @@ func (e *execution) deliver() delivery {
 	if d.noop == noteAlreadyProcessed {
 		e.x.observe(EventDuplicate, e.row)
 	}
+	d.output = e.steps.recorded()
+	d.children = es.take()
 	return d
 }
 
@@ -268,6 +286,8 @@ func (e *execution) transactional() delivery {
 	}
 	res, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
 		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: time.Now(),
+		Output:   e.steps.recorded(),
+		Children: edgeSetOf(ctx).take(),
 	}}})
 	if err != nil {
 		return delivery{err: fmt.Errorf("complete job in transaction: %w", err)}
@@ -290,13 +310,14 @@ func (e *execution) callHandler(tx twicestore.Tx) (err error) {
 		}
 	}()
 	row := e.row
+	e.steps.tx = tx
 	next := func(ctx context.Context) error { return e.entry.run(ctx, row, tx) }
 	mws := e.x.cfg.Middleware
 	for i := len(mws) - 1; i >= 0; i-- {
 		mw, inner := mws[i], next
 		next = func(ctx context.Context) error { return mw(ctx, row, inner) }
 	}
-	return next(e.ctx)
+	return next(withRun(e.ctx, e.steps))
 }
 
 // redeliver delivers the job twice on purpose, so a handler that does not
@@ -349,7 +370,11 @@ func mergeDeliveries(d1, d2 delivery) delivery {
 		return d1
 	case d2.err != nil:
 		return d2
-	case d1.marker == nil:
+	case d1.marker == nil && d2.marker != nil:
+		return d2
+	case d1.noop != "" && d2.noop == "":
+		// The one that ran the handler carries its continuations; the
+		// other found its claim and did nothing.
 		return d2
 	}
 	return d1
@@ -399,7 +424,7 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 		return o
 	case err == nil || errors.As(err, &noop):
 		o.State, o.FinishedAt = twicetype.JobStateCompleted, now
-		o.Note, o.Marker = d.noop, d.marker
+		o.Note, o.Marker, o.Output, o.Children = d.noop, d.marker, d.output, d.children
 		if o.Marker != nil {
 			o.Marker.Now = now
 		}

@@ -38,6 +38,10 @@ type Job[T Args] struct {
 	CreatedAt time.Time
 
 	tx twicestore.Tx
+	// edges gathers this delivery's continuations (Then).
+	edges *edgeSet
+	// steps is this delivery's named steps' state (twice.Step).
+	steps *stepRun
 }
 
 // FinalAttempt reports whether a failure of this attempt dead-letters the

@@ -105,6 +105,18 @@ func (c *Client) pruneLoop(ctx context.Context) {
 			}
 		}
 		before := now.Add(-c.cfg.MarkerRetention)
+		for ctx.Err() == nil { // named steps' markers (twice.Step) are kept as long as markers
+			res, err := c.store.StepPrune(ctx, &twicestore.MarkerPruneParams{Before: before, Limit: maintenanceBatch})
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.WarnContext(ctx, "pruning step markers failed", logattr.Err, err)
+				}
+				break
+			}
+			if res.Deleted < maintenanceBatch {
+				break
+			}
+		}
 		for ctx.Err() == nil {
 			res, err := c.store.MarkerPrune(ctx, &twicestore.MarkerPruneParams{Before: before, Limit: maintenanceBatch})
 			if err != nil {

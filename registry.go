@@ -178,7 +178,7 @@ func Register[T Args](r *Registry, h Handler[T], opts *KindOpts) error {
 				ID: row.ID, Kind: row.Kind, Queue: row.Queue,
 				MessageID: row.MessageID, Key: row.Key, CorrelationID: row.CorrelationID,
 				Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Epoch: row.Epoch,
-				CreatedAt: row.CreatedAt, tx: tx,
+				CreatedAt: row.CreatedAt, tx: tx, edges: edgeSetOf(ctx), steps: runFrom(ctx),
 			}
 			if err := strictUnmarshal(row.Args, &job.Args); err != nil {
 				return Permanent(fmt.Errorf("decode args of kind %q into %s (strictly: a field the type does not declare "+

@@ -122,16 +122,18 @@ var insertSQL = `WITH notified AS (
 input AS MATERIALIZED (
 	SELECT nextval('twice_jobs_id_seq') AS id, t.*
 	FROM unnest($3::text[], $4::text[], $5::integer[], $6::bytea[], $7::text[], $8::text[], $9::text[],
-		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::text[])
+		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::text[],
+		$16::bigint[], $17::bigint[])
 		WITH ORDINALITY AS t(kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-			unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, ord)
+			unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id, ord)
 	CROSS JOIN notified
 ),
 inserted AS (
 	INSERT INTO twice_jobs AS j (id, kind, queue, priority, args, message_id, idempotency_key,
-		correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key)
+		correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id)
 	SELECT id, kind, queue, priority, args, message_id, idempotency_key,
-		correlation_id, unique_key, max_attempts, run_at, created_at, metadata::jsonb, concurrency_key
+		correlation_id, unique_key, max_attempts, run_at, created_at, metadata::jsonb, concurrency_key,
+		nullif(parent_id, 0), nullif(batch_id, 0)
 	FROM input ORDER BY kind, unique_key, ord
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns + `
@@ -274,6 +276,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 		kinds, queues, messageIDs, keys, correlationIDs, uniqueKeys = make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		metadata, ckeys         = make([]string, n), make([]string, n)
+		parents, batches        = make([]int64, n), make([]int64, n)
 		priorities, maxAttempts = make([]int32, n), make([]int32, n)
 		payloads                = make([][]byte, n)
 		runAts, createdAts      = make([]time.Time, n), make([]time.Time, n)
@@ -302,6 +305,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 				twicestore.ErrConcurrencyKeyTooLong, len(j.ConcurrencyKey), twicestore.MaxConcurrencyKeyBytes)
 		}
 		ckeys[i] = j.ConcurrencyKey
+		parents[i], batches[i] = j.ParentID, j.BatchID
 	}
 	out := make([]*twicestore.JobInsertResult, n)
 	if n == 0 {
@@ -310,7 +314,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 
 	rs, err := e.q.query(ctx, insertSQL, e.notify.channel, e.notify.due(queues, now),
 		kinds, queues, priorities, payloads, messageIDs, keys, correlationIDs,
-		uniqueKeys, maxAttempts, runAts, createdAts, metadata, ckeys)
+		uniqueKeys, maxAttempts, runAts, createdAts, metadata, ckeys, parents, batches)
 	if err != nil {
 		return nil, err
 	}
@@ -548,10 +552,11 @@ UPDATE twice_jobs AS j SET
 	errors = CASE WHEN o.err = '' THEN j.errors ELSE ` + keptErrors("j.errors || jsonb_build_array(o.err::jsonb)") + ` END,
 	note = CASE WHEN o.state = 'cancelled' AND o.note = '' AND j.cancel_requested_at IS NOT NULL
 		THEN ` + cancelNoteSQL + ` ELSE o.note END,
-	finished_at = CASE WHEN o.state IN ('completed', 'dead', 'cancelled') THEN o.finished_at END
+	finished_at = CASE WHEN o.state IN ('completed', 'dead', 'cancelled') THEN o.finished_at END,
+	output = CASE WHEN o.state = 'completed' AND o.output IS NOT NULL THEN o.output ELSE j.output END
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
-	$7::text[], $8::timestamptz[], $14::boolean[])
-	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, ord)
+	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[])
+	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, ord)
 WHERE j.id = o.id AND j.state = 'running' AND j.epoch = o.epoch
 RETURNING o.ord`
 
@@ -573,6 +578,9 @@ const cancelNoteSQL = `('cancelled' || CASE WHEN j.cancel_by <> '' THEN ' by ' |
 // JobFinish writes a batch of outcomes, and claims their markers, in one
 // statement.
 func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	if slices.ContainsFunc(p.Outcomes, func(o *twicestore.JobOutcome) bool { return len(o.Children) > 0 }) {
+		return e.finishWithChildren(ctx, p)
+	}
 	n := len(p.Outcomes)
 	res := &twicestore.JobFinishResult{Applied: make([]bool, n)}
 	if n == 0 {
@@ -583,6 +591,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		states, errs, notes = make([]string, n), make([]string, n), make([]string, n)
 		runAts, finishedAts = make([]time.Time, n), make([]time.Time, n) // each used by its states only
 		refunds, snoozes    = make([]bool, n), make([]bool, n)
+		outputs             = make([]*string, n) // NULL keeps the job's output
 		handlers, keys      []string
 		processedAts        []time.Time
 		claimants, claimEps []int64 // the job and epoch claiming each marker
@@ -617,6 +626,10 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		}
 		ids[i], epochs[i], states[i], notes[i], refunds[i] = o.ID, o.Epoch, string(o.State), o.Note, o.RefundAttempt
 		snoozes[i] = o.Snooze
+		if o.Output != nil {
+			out := string(o.Output)
+			outputs[i] = &out
+		}
 		if m := o.Marker; m != nil {
 			at := m.Now
 			if at.IsZero() {
@@ -635,7 +648,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		claimants, claimEps = []int64{}, []int64{}
 	}
 	rs, err := e.q.query(ctx, finishSQL, ids, epochs, states, runAts, refunds, errs, notes, finishedAts,
-		handlers, keys, processedAts, claimants, claimEps, snoozes)
+		handlers, keys, processedAts, claimants, claimEps, snoozes, outputs)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}

@@ -99,9 +99,9 @@ func metadataJSON(m map[string]string) string {
 }
 
 // insertColumnCount is the number of values bound per inserted row.
-const insertColumnCount = 13
+const insertColumnCount = 15
 
-// insertChunk is how many rows one INSERT carries: 500 rows × 13 values stays
+// insertChunk is how many rows one INSERT carries: 500 rows × 15 values stays
 // far below SQLite's bound-variable limit (32766 since 3.32).
 const insertChunk = 500
 
@@ -149,14 +149,14 @@ type uniqueRef struct{ kind, key string }
 func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, out []*twicestore.JobInsertResult) error {
 	var sb strings.Builder
 	sb.WriteString(`INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key,
-	correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key) VALUES `)
+	correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id) VALUES `)
 	args := make([]any, 0, len(jobs)*insertColumnCount)
 	now := time.Now()
 	for i, j := range jobs {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		if len(j.ConcurrencyKey) > twicestore.MaxConcurrencyKeyBytes {
 			return fmt.Errorf("job of kind %q: %w (%d bytes, at most %d)", j.Kind,
 				twicestore.ErrConcurrencyKeyTooLong, len(j.ConcurrencyKey), twicestore.MaxConcurrencyKeyBytes)
@@ -174,7 +174,8 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 			payload = []byte{}
 		}
 		args = append(args, j.Kind, j.Queue, j.Priority, payload, j.MessageID, j.Key,
-			j.CorrelationID, j.UniqueKey, j.MaxAttempts, micros(runAt), micros(createdAt), metadataJSON(j.Metadata), j.ConcurrencyKey)
+			j.CorrelationID, j.UniqueKey, j.MaxAttempts, micros(runAt), micros(createdAt), metadataJSON(j.Metadata), j.ConcurrencyKey,
+			nullID(j.ParentID), nullID(j.BatchID))
 	}
 	sb.WriteString(" ON CONFLICT DO NOTHING RETURNING ")
 	sb.WriteString(jobColumns)
@@ -407,7 +408,8 @@ var finishSQL = `UPDATE twice_jobs SET
 	lease_until = NULL,
 	errors = CASE WHEN ?4 IS NULL THEN errors ELSE ` + keptErrors("json_insert(errors, '$[#]', json(?4))", "json_array_length(errors) + 1") + ` END,
 	note = CASE WHEN ?1 = 'cancelled' AND ?5 = '' AND cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE ?5 END,
-	finished_at = ?6
+	finished_at = ?6,
+	output = CASE WHEN ?1 = 'completed' AND ?10 IS NOT NULL THEN ?10 ELSE output END
 WHERE id = ?7 AND state = 'running' AND epoch = ?8`
 
 // keptErrors is an expression for the error history arr (of length n)
@@ -473,6 +475,15 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		prep[i] = pr
 	}
 	err := e.inTx(ctx, func(q dbtx) error {
+		before, err := lastJobID(ctx, q)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if after, err := lastJobID(ctx, q); err == nil {
+				res.Inserted = after > before
+			}
+		}()
 		update, err := q.PrepareContext(ctx, finishSQL)
 		if err != nil {
 			return err
@@ -480,6 +491,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		defer update.Close()
 		var claim *sql.Stmt
 		for i, o := range p.Outcomes {
+			claimedHere := false // this call stored the outcome's marker
 			if o.Marker != nil {
 				if claim == nil {
 					if claim, err = q.PrepareContext(ctx, claimSQL); err != nil {
@@ -494,14 +506,16 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				if m.JobID == 0 { // the claimant is the job finishing
 					m.JobID, m.Epoch = o.ID, o.Epoch
 				}
-				if _, err := claimMarker(ctx, func(args ...any) (sql.Result, error) {
+				cr, err := claimMarker(ctx, func(args ...any) (sql.Result, error) {
 					return claim.ExecContext(ctx, args...)
-				}, &m); err != nil {
+				}, &m)
+				if err != nil {
 					return fmt.Errorf("job %d: %w", o.ID, err)
 				}
+				claimedHere = !cr.AlreadyProcessed
 			}
 			pr := prep[i]
-			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze)
+			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze, outputArg(o.Output))
 			if err != nil {
 				return fmt.Errorf("job %d: %w", o.ID, err)
 			}
@@ -510,6 +524,9 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				return fmt.Errorf("job %d: %w", o.ID, err)
 			}
 			res.Applied[i] = n == 1
+			if err := insertChildren(ctx, q, o, res.Applied[i], claimedHere); err != nil {
+				return fmt.Errorf("job %d: %w", o.ID, err)
+			}
 		}
 		return nil
 	})

@@ -140,6 +140,8 @@ type Executor interface {
 	MarkerRelease(ctx context.Context, p *MarkerParams) error
 	// MarkerPrune deletes up to Limit markers processed before Before.
 	MarkerPrune(ctx context.Context, p *MarkerPruneParams) (*MarkerPruneResult, error)
+	// StepExecutor: named steps' markers with receipts, and job output.
+	StepExecutor
 
 	// ToggleSet stores a kill switch, replacing the one for the same kind
 	// (compared case-insensitively; stored lower-cased), and appends the
@@ -222,6 +224,9 @@ type Executor interface {
 	NodeList(ctx context.Context, p *NodeListParams) ([]*twicetype.Node, error)
 	// NodeRemove forgets a node that stopped cleanly.
 	NodeRemove(ctx context.Context, p *NodeRemoveParams) error
+
+	// Composer: workflows and batches (see compose.go).
+	Composer
 }
 
 // Store is a driver's handle on one database.
@@ -327,6 +332,11 @@ type JobInsertParams struct {
 	// a plain duplicate. A holder that finished meanwhile no longer holds
 	// the key, and the job is inserted.
 	Replace bool
+	// ParentID, when set, records the job whose completion inserted this
+	// one (a continuation's edge); JobFinish sets it for Children.
+	ParentID int64
+	// BatchID, when set, puts the job in that batch (see BatchAdd).
+	BatchID int64
 }
 
 // JobInsertManyParams are the jobs to insert, in order.
@@ -440,6 +450,13 @@ type JobOutcome struct {
 	FinishedAt time.Time
 	// Marker, when set, is claimed in the same transaction.
 	Marker *MarkerParams
+	// Output, when set on a completed outcome, is stored as the job's
+	// output (JSON, at most MaxOutputBytes) in the same write.
+	Output []byte
+	// Children are inserted in the same transaction, each with ParentID
+	// set to the job, when a completed outcome is written (see
+	// Composer for the exact rule); otherwise they are dropped.
+	Children []*JobInsertParams
 }
 
 // A job's error history keeps its first ErrorsKeptFirst and its last
@@ -462,6 +479,11 @@ type JobFinishParams struct {
 // epoch.
 type JobFinishResult struct {
 	Applied []bool
+	// Inserted reports that the write inserted jobs (continuations,
+	// released workflow tasks, a batch callback), which may be due now. A
+	// store that wakes every node on inserts (InsertListener) may leave it
+	// false for the jobs its own wake-ups announce.
+	Inserted bool
 }
 
 // JobRescueParams select expired leases.

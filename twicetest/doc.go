@@ -17,7 +17,19 @@
 //     rescuer requeues the job and it is delivered again;
 //   - crash between claim and effect (ClaimBefore only): the first delivery
 //     writes its claim and dies before calling the handler, then is
-//     delivered again.
+//     delivered again;
+//   - crash at step (handlers with named steps, twice.Step): one scenario
+//     per boundary of every step the first scenario saw, in which the first
+//     delivery dies there (ClaimBefore: before its claim, between claim and
+//     effect, between effect and receipt, after the receipt; ClaimAfter:
+//     before its effect, between effect and claim, after the claim;
+//     Transactional: before its claim, before and after its commit) and
+//     the redelivery must resume at the first unfinished step. The job
+//     must complete with every step's effect once (a ClaimAfter step's
+//     twice after a crash between its effect and its claim), or, when a
+//     ClaimBefore step's claim was left unfinished, end dead-lettered with
+//     no later step run. Case.StepEffects counts each step's effect; without
+//     it only the job's outcome is judged.
 //
 // The strategy is not passed in: it is read from what the registration does
 // on the store during the first delivery (a marker peek is ClaimAfter, a

@@ -26,6 +26,7 @@ const (
 	noCrash          crashPoint = iota
 	crashAfterEffect            // the handler returned; its outcome (and claim or commit) is lost
 	crashAfterClaim             // a ClaimBefore claim was written; the handler never runs
+	crashAtStepPoint            // a step boundary (probe.stepCrash); the outcome is lost
 )
 
 // probe watches the store traffic of one scenario, shared by every store
@@ -38,7 +39,7 @@ type probe struct {
 	fetches int            // deliveries: leases of jobs of kind
 	peeks   int            // MarkerPeek calls on the store
 	claims  int            // MarkerClaim calls on the store (not in a transaction)
-	begins  int            // transactions begun
+	begins  int            // transactions that claimed a job's marker (Transactional's; a step's are not counted)
 
 	// barrier, when above zero, holds each fetch of kind until that many
 	// distinct jobs were leased, so they run at once.
@@ -58,6 +59,13 @@ type probe struct {
 	commitDone   bool // the target's transaction commit was failed
 	finishLost   bool // the target's first outcome was dropped
 	crashedAfter bool // the crash fired
+
+	// steps are the named steps seen, in order (twice.Step); stepCrash,
+	// when set, is the step boundary where the target's first delivery
+	// dies, and stepFired is set once it did.
+	steps     []stepSeen
+	stepCrash *stepCrash
+	stepFired bool
 }
 
 func newProbe(kind string) *probe {
@@ -200,16 +208,13 @@ func (p *probe) handlerCalls() int {
 	return p.calls
 }
 
-// Begin counts Transactional's transactions and wraps them, so a crash can
-// strike at the commit.
+// Begin wraps transactions, so a crash can strike at the commit; those of
+// Transactional are counted at their marker claim.
 func (s *spyStore) Begin(ctx context.Context) (twicestore.Tx, error) {
 	tx, err := s.Store.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.p.mu.Lock()
-	s.p.begins++
-	s.p.mu.Unlock()
 	return &spyTx{Tx: tx, p: s.p}, nil
 }
 
@@ -249,12 +254,14 @@ func (s *spyStore) JobFinish(ctx context.Context, params *twicestore.JobFinishPa
 type spyTx struct {
 	twicestore.Tx
 	p    *probe
-	jobs []int64 // jobs this transaction completes
+	jobs []int64                // jobs this transaction completes
+	step *twicestore.StepParams // the step a Transactional step's transaction claims
 }
 
 // MarkerClaim notes the marker a Transactional delivery claims.
 func (t *spyTx) MarkerClaim(ctx context.Context, params *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
 	t.p.mu.Lock()
+	t.p.begins++
 	t.p.noteMarker(params)
 	t.p.mu.Unlock()
 	return t.Tx.MarkerClaim(ctx, params)
@@ -271,6 +278,9 @@ func (t *spyTx) JobFinish(ctx context.Context, params *twicestore.JobFinishParam
 // Commit rolls back instead, once, when the transaction completes the job
 // whose crash is armed: the process died before the commit.
 func (t *spyTx) Commit(ctx context.Context) error {
+	if handled, err := t.commitStep(ctx); handled {
+		return err
+	}
 	t.p.mu.Lock()
 	crash := false
 	for _, id := range t.jobs {

@@ -36,11 +36,25 @@ type Case[T twice.Args] struct {
 	// Effects counts the effect of Args as it stands now: emails sent, rows
 	// written. store is the scenario's store, for effects written in it.
 	Effects func(ctx context.Context, store twicestore.Store) (int, error)
+	// StepEffects, if set, counts the effect of each named step of a
+	// stepped handler (twice.Step) as it stands now, by step name. When the
+	// handler has steps, RunTwice also crashes its first delivery at every
+	// step boundary and judges each step's count by its strategy; without
+	// StepEffects it judges only the job's outcome there.
+	StepEffects func(ctx context.Context, store twicestore.Store) (map[string]int, error)
 	// Store, if set, is the store every scenario runs on, one after
 	// another; two workers then share this one handle. Defaults to a fresh
 	// SQLite database in t.TempDir() per scenario, opened twice for the
 	// concurrent one.
 	Store twicestore.Store
+	// Continuations, if not zero, is how many continuations (Job.Then) one
+	// run of the handler records for Args. Every scenario then checks
+	// each edge fired once, counting the child jobs of the message's jobs:
+	// for a strategy with a marker, exactly that many for the message
+	// however often it was delivered (none when its job died); for None,
+	// whose every delivery completes a job of its own, that many per
+	// completed job.
+	Continuations int
 	// PostgresURL, if set (and Store is not), runs every scenario on
 	// PostgreSQL: each in a fresh schema of that database, created for it
 	// and dropped when the test ends, so scenarios start empty as on
@@ -81,6 +95,8 @@ type ScenarioReport struct {
 	Promise string
 	// Broken reports that Effects broke the promise.
 	Broken bool
+	// Steps is what Case.StepEffects counted after a step crash scenario.
+	Steps map[string]int
 }
 
 // String renders the report as one line per scenario.
@@ -91,6 +107,10 @@ func (r *Report) String() string {
 		verdict := "ok"
 		if s.Broken {
 			verdict = "BROKEN"
+		}
+		if s.Steps != nil {
+			fmt.Fprintf(&b, "\n  %s: %d deliveries, step effects %v, job %s (%s): %s", s.Name, s.Deliveries, s.Steps, s.Outcome, s.Promise, verdict)
+			continue
 		}
 		fmt.Fprintf(&b, "\n  %s: %d deliveries, %d effects, job %s (%s): %s", s.Name, s.Deliveries, s.Effects, s.Outcome, s.Promise, verdict)
 	}
@@ -113,23 +133,31 @@ func RunTwice[T twice.Args](t testing.TB, c Case[T]) *Report {
 	if c.Register == nil || c.Effects == nil {
 		t.Fatalf("twicetest: Case.Register and Case.Effects are required")
 	}
-	r := &runner[T]{t: t, c: c, kind: c.Args.Kind()}
+	r := &runner[T]{t: t, c: c, kind: c.Args.Kind(), edges: map[string]*edgeTally{}}
 	rep := &Report{}
 	judged := func(sr ScenarioReport) {
-		sr.Promise, sr.Broken = judge(rep.Strategy, sr.Name, r.fresh(), sr.Effects, sr.Outcome)
+		if !strings.HasPrefix(sr.Name, ScenarioCrashStep) { // judged by crashAtStep
+			sr.Promise, sr.Broken = judge(rep.Strategy, sr.Name, r.fresh(), sr.Effects, sr.Outcome)
+		}
 		rep.Scenarios = append(rep.Scenarios, sr)
+		r.checkEdges(rep.Strategy, sr.Name)
 		if sr.Broken {
 			t.Errorf("twicetest: kind %q, strategy %s, scenario %q: %d deliveries, %d effects observed, job %s; strategy %s promises %s",
 				r.kind, rep.Strategy, sr.Name, sr.Deliveries, sr.Effects, sr.Outcome, rep.Strategy, sr.Promise)
 		}
 	}
-	sr, strategy := r.inARow()
-	rep.Strategy, r.strategy = strategy, strategy
+	sr, strategy, steps := r.inARow()
+	rep.Strategy, r.strategy, r.steps = strategy, strategy, steps
 	judged(sr)
 	judged(r.concurrently())
 	judged(r.crash(crashAfterEffect))
 	if strategy == twice.ClaimBefore {
 		judged(r.crash(crashAfterClaim))
+	}
+	for _, s := range steps {
+		for _, c := range stepBoundaries(s) {
+			judged(r.crashAtStep(c))
+		}
 	}
 	return rep
 }
@@ -186,7 +214,13 @@ type runner[T twice.Args] struct {
 	kind     string
 	set      bool           // Setup ran on c.Store
 	strategy twice.Strategy // as read from the first scenario
+	steps    []stepSeen     // the handler's named steps, as read from the first scenario
+	// edges counts, per scenario, the finished jobs of the message, those
+	// completed, and their child jobs (see Case.Continuations).
+	edges map[string]*edgeTally
 }
+
+type edgeTally struct{ jobs, completed, children int }
 
 func (r *runner[T]) fresh() bool { return r.c.Store == nil }
 
@@ -333,6 +367,7 @@ func (r *runner[T]) await(store twicestore.Store, scenario string, deadOK bool, 
 			}
 			last = row.State
 			if row.State == twicetype.JobStateCompleted || (deadOK && row.State == twicetype.JobStateDead) {
+				r.tally(store, scenario, row)
 				break
 			}
 			if row.State == twicetype.JobStateDead || row.State == twicetype.JobStateDiscarded {
@@ -390,7 +425,7 @@ func (p *probe) strategy() twice.Strategy {
 
 // inARow delivers the message, waits for it to complete, and delivers it
 // again.
-func (r *runner[T]) inARow() (ScenarioReport, twice.Strategy) {
+func (r *runner[T]) inARow() (ScenarioReport, twice.Strategy, []stepSeen) {
 	p := newProbe(r.kind)
 	store := r.stores(1, p)[0]
 	client, stop := r.start(store)
@@ -400,7 +435,7 @@ func (r *runner[T]) inARow() (ScenarioReport, twice.Strategy) {
 		r.await(store, ScenarioInARow, false, r.enqueue(client, msg, 1)...)
 		return r.await(store, ScenarioInARow, false, r.enqueue(client, msg, 1)...)
 	})
-	return sr, p.strategy()
+	return sr, p.strategy(), p.stepsSeen()
 }
 
 // concurrently has two workers, each on its own store handle, lease two
@@ -443,4 +478,51 @@ func (r *runner[T]) crash(at crashPoint) ScenarioReport {
 // shared store does not mistake one scenario's message for another's.
 func newMessageID(scenario string) string {
 	return fmt.Sprintf("twicetest-%s-%d", scenario, time.Now().UnixNano())
+}
+
+// tally counts a finished job of the message and its child jobs.
+func (r *runner[T]) tally(store twicestore.Store, scenario string, row *twicetype.JobRow) {
+	if r.c.Continuations == 0 {
+		return
+	}
+	r.t.Helper()
+	kids, err := store.JobChildren(context.Background(), &twicestore.JobChildrenParams{ParentID: row.ID})
+	if err != nil {
+		r.t.Fatalf("twicetest: scenario %q: children of job %d: %v", scenario, row.ID, err)
+	}
+	e := r.edges[scenario]
+	if e == nil {
+		e = &edgeTally{}
+		r.edges[scenario] = e
+	}
+	e.jobs++
+	e.children += len(kids)
+	if row.State == twicetype.JobStateCompleted {
+		e.completed++
+	}
+}
+
+// checkEdges fails the test unless the scenario's jobs inserted the
+// continuations Case.Continuations promises (see there).
+func (r *runner[T]) checkEdges(s twice.Strategy, scenario string) {
+	e := r.edges[scenario]
+	if r.c.Continuations == 0 || e == nil {
+		return
+	}
+	r.t.Helper()
+	want := 0
+	switch {
+	case s == twice.None:
+		want = r.c.Continuations * e.completed
+	case e.completed > 0:
+		want = r.c.Continuations
+	}
+	if e.children != want {
+		how := "never"
+		if e.children > want {
+			how = "more than once"
+		}
+		r.t.Errorf("twicetest: kind %q, strategy %s, scenario %q: %d jobs (%d completed) inserted %d continuations, want %d: an edge fired %s",
+			r.kind, s, scenario, e.jobs, e.completed, e.children, want, how)
+	}
 }

@@ -307,6 +307,8 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /switches/history", h.page(h.history))
 	h.mux.HandleFunc("GET /orphans", h.page(h.orphans))
 	h.mux.HandleFunc("GET /markers", h.page(h.markers))
+	h.mux.HandleFunc("GET /workflows", h.page(h.workflows))
+	h.mux.HandleFunc("GET /workflows/{id}", h.page(h.workflow))
 	if h.opts.Metrics != nil {
 		h.mux.Handle("GET /metrics", h.opts.Metrics)
 	}

@@ -65,6 +65,8 @@ func registry(pool *pgxpool.Pool) *twice.Registry {
 		return nil
 	}), &twice.KindOpts{Strategy: twice.None})
 	registerLimited(reg, pool, os.Getenv(envLimits))
+	registerCompose(reg, pool)
+	registerSteps(reg, pool)
 	return reg
 }
 
@@ -99,6 +101,7 @@ func runWorker() int {
 		PollInterval:   200 * time.Millisecond,
 		Backoff:        func(int) time.Duration { return 50 * time.Millisecond },
 		NodeID:         node,
+		Redeliver:      os.Getenv(envRedeliver) != "",
 		Logger:         logger,
 	})
 	if err != nil {

@@ -44,6 +44,11 @@ type Completer struct {
 	// closes the channel under a sender.
 	mu     sync.RWMutex
 	closed bool
+
+	// OnInserted, when set before Start, is called after a write that
+	// inserted jobs (JobFinishResult.Inserted), so the node fetches them
+	// without waiting for its poll.
+	OnInserted func()
 }
 
 // New returns a completer writing through exec.
@@ -148,6 +153,9 @@ func (c *Completer) write(batch []item) {
 		if try < 3 && c.ctx.Err() == nil {
 			c.logger.Warn("writing job outcomes failed; retrying", logattr.Err, err, "jobs", len(batch))
 		}
+	}
+	if err == nil && res.Inserted && c.OnInserted != nil {
+		c.OnInserted()
 	}
 	for i, it := range batch {
 		if err != nil {

@@ -123,6 +123,8 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Node", nodeTests},
 		{"Catalog", catalogTests},
 		{"Limits", limitTests},
+		{"Steps", stepTests},
+		{"Compose", composeTests},
 		{"Schema", schemaTests},
 	}
 	for _, g := range groups {

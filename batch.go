@@ -1,0 +1,173 @@
+package twice
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// Batch is a group of jobs with a callback job that is enqueued exactly
+// once, when every job of the batch has finished. Build it with NewBatch,
+// then enqueue it with Client.EnqueueBatch.
+//
+// The batch keeps counters (pending, completed, dead, cancelled) that the
+// write finishing each of its jobs updates in the same transaction, so a
+// batch of 100,000 jobs costs each job one counter update, never a scan of
+// the batch, and the write that finishes the last job is the one that
+// enqueues the callback.
+type Batch struct {
+	callback     Args
+	callbackOpts *EnqueueOpts
+	onSuccess    bool
+	open         bool
+	jobs         []EnqueueParams
+}
+
+// NewBatch starts a batch whose callback is a job of args (with opts, which
+// may be nil). By default the callback runs once every job has finished,
+// however (see OnSuccess).
+func NewBatch(callback Args, opts *EnqueueOpts) *Batch {
+	return &Batch{callback: callback, callbackOpts: opts}
+}
+
+// Add adds jobs to the batch; it returns the batch, for chaining.
+func (b *Batch) Add(args Args, opts *EnqueueOpts) *Batch {
+	b.jobs = append(b.jobs, EnqueueParams{Args: args, Opts: opts})
+	return b
+}
+
+// OnSuccess makes the callback wait until every job has completed: while
+// any is dead (or cancelled) there is no callback; retrying it and seeing
+// it complete brings it.
+func (b *Batch) OnSuccess() *Batch {
+	b.onSuccess = true
+	return b
+}
+
+// KeepOpen leaves the batch open after EnqueueBatch: Client.BatchAdd adds
+// more jobs, and the callback waits for Client.BatchSeal even when every
+// job so far has finished.
+func (b *Batch) KeepOpen() *Batch {
+	b.open = true
+	return b
+}
+
+// BatchResult is an enqueued batch.
+type BatchResult struct {
+	Batch *twicetype.Batch
+	// Jobs has one result per job added, in order.
+	Jobs []*EnqueueResult
+}
+
+// EnqueueBatch stores the batch and its jobs in one transaction. A batch
+// with no jobs that is not kept open enqueues its callback at once.
+func (c *Client) EnqueueBatch(ctx context.Context, b *Batch) (*BatchResult, error) {
+	return c.enqueueBatch(ctx, c.store, b, true)
+}
+
+// EnqueueBatchTx is EnqueueBatch in the caller's transaction.
+func (c *Client) EnqueueBatchTx(ctx context.Context, tx any, b *Batch) (*BatchResult, error) {
+	exec, err := c.store.ExecutorFromTx(tx)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue batch in transaction: %w", err)
+	}
+	return c.enqueueBatch(ctx, exec, b, false)
+}
+
+func (c *Client) enqueueBatch(ctx context.Context, exec twicestore.Executor, b *Batch, notify bool) (*BatchResult, error) {
+	if b == nil || b.callback == nil {
+		return nil, fmt.Errorf("twice: enqueue batch: %w: a batch needs a callback: build it with NewBatch(callbackArgs, nil)", ErrInvalidArgs)
+	}
+	cb, err := c.insertParamsMany(ctx, []EnqueueParams{{Args: b.callback, Opts: b.callbackOpts}})
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue batch: callback: %w", err)
+	}
+	jobs, err := c.insertParamsMany(ctx, b.jobs)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue batch: %w", err)
+	}
+	res, err := exec.BatchInsert(ctx, &twicestore.BatchInsertParams{OnSuccess: b.onSuccess, Open: b.open,
+		Callback: cb[0], Jobs: jobs, CreatedAt: time.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue batch: %w", err)
+	}
+	if notify {
+		c.notify()
+	}
+	return &BatchResult{Batch: res.Batch, Jobs: enqueueResults(res.Jobs)}, nil
+}
+
+func enqueueResults(rs []*twicestore.JobInsertResult) []*EnqueueResult {
+	out := make([]*EnqueueResult, len(rs))
+	for i, r := range rs {
+		out[i] = &EnqueueResult{Job: r.Job, Duplicate: r.Duplicate}
+	}
+	return out
+}
+
+// BatchAdd adds jobs to an open batch (one enqueued with KeepOpen). A
+// sealed batch refuses them with an error wrapping
+// twicestore.ErrBatchSealed: its callback may have run.
+func (c *Client) BatchAdd(ctx context.Context, id int64, jobs []EnqueueParams) (*BatchResult, error) {
+	return c.batchAdd(ctx, c.store, id, jobs, true)
+}
+
+// BatchAddTx is BatchAdd in the caller's transaction.
+func (c *Client) BatchAddTx(ctx context.Context, tx any, id int64, jobs []EnqueueParams) (*BatchResult, error) {
+	exec, err := c.store.ExecutorFromTx(tx)
+	if err != nil {
+		return nil, fmt.Errorf("twice: add to batch in transaction: %w", err)
+	}
+	return c.batchAdd(ctx, exec, id, jobs, false)
+}
+
+func (c *Client) batchAdd(ctx context.Context, exec twicestore.Executor, id int64, jobs []EnqueueParams, notify bool) (*BatchResult, error) {
+	params, err := c.insertParamsMany(ctx, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("twice: add to batch %d: %w", id, err)
+	}
+	res, err := exec.BatchAdd(ctx, &twicestore.BatchAddParams{ID: id, Jobs: params})
+	if err != nil {
+		return nil, fmt.Errorf("twice: %w", err)
+	}
+	if notify {
+		c.notify()
+	}
+	return &BatchResult{Batch: res.Batch, Jobs: enqueueResults(res.Jobs)}, nil
+}
+
+// BatchSeal closes an open batch to new jobs; once none is pending (at
+// once, if none is), its callback is enqueued.
+func (c *Client) BatchSeal(ctx context.Context, id int64) (*twicetype.Batch, error) {
+	return c.batchSeal(ctx, c.store, id)
+}
+
+// BatchSealTx is BatchSeal in the caller's transaction.
+func (c *Client) BatchSealTx(ctx context.Context, tx any, id int64) (*twicetype.Batch, error) {
+	exec, err := c.store.ExecutorFromTx(tx)
+	if err != nil {
+		return nil, fmt.Errorf("twice: seal batch in transaction: %w", err)
+	}
+	return c.batchSeal(ctx, exec, id)
+}
+
+func (c *Client) batchSeal(ctx context.Context, exec twicestore.Executor, id int64) (*twicetype.Batch, error) {
+	b, err := exec.BatchSeal(ctx, &twicestore.BatchSealParams{ID: id, Now: time.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("twice: %w", err)
+	}
+	return b, nil
+}
+
+// BatchGet returns a batch's counters and callback; an unknown id is an
+// error wrapping twicestore.ErrNotFound.
+func (c *Client) BatchGet(ctx context.Context, id int64) (*twicetype.Batch, error) {
+	b, err := c.store.BatchGet(ctx, &twicestore.BatchGetParams{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("twice: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+func (c *cli) workflowsCommand() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:   "workflows",
+		Short: "Workflows: graphs of jobs, each task enqueued when its dependencies completed",
+	})
+	cmd.AddCommand(c.workflowsListCommand(), c.workflowsShowCommand(), c.workflowsCancelCommand())
+	return cmd
+}
+
+// workflowJSON is one workflow as 'workflows ls --json' prints it.
+type workflowJSON struct {
+	ID         int64      `json:"id"`
+	Name       string     `json:"name"`
+	State      string     `json:"state"`
+	Blocked    bool       `json:"blocked"`
+	OnDead     string     `json:"on_dead"`
+	Tasks      int        `json:"tasks"`
+	Completed  int        `json:"completed"`
+	Dead       int        `json:"dead"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+func newWorkflowJSON(w *twicetype.Workflow) workflowJSON {
+	return workflowJSON{ID: w.ID, Name: w.Name, State: string(w.State), Blocked: w.Blocked(), OnDead: w.OnDead,
+		Tasks: w.Tasks, Completed: w.Completed, Dead: w.Dead, CreatedAt: w.CreatedAt, FinishedAt: timePtr(w.FinishedAt)}
+}
+
+// workflowState is the state a person reads: running, blocked (a dead
+// task holds it), or the stored one.
+func workflowState(w *twicetype.Workflow) string {
+	if w.Blocked() {
+		return "blocked"
+	}
+	return string(w.State)
+}
+
+func (c *cli) workflowsListCommand() *cobra.Command {
+	var (
+		asJSON bool
+		state  string
+		limit  int
+	)
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List workflows, newest first: state, tasks completed, dead tasks",
+		Args:    unknownSubcommand,
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			switch twicetype.WorkflowState(state) {
+			case "", twicetype.WorkflowRunning, twicetype.WorkflowCompleted, twicetype.WorkflowFailed, twicetype.WorkflowCancelled:
+			default:
+				return usagef("--state %q: use running, completed, failed or cancelled", state)
+			}
+			client, done, err := c.openClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			list, err := client.WorkflowList(cmd.Context(), &twice.WorkflowListOpts{State: twicetype.WorkflowState(state), Limit: limit})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				out := make([]workflowJSON, len(list))
+				for i, w := range list {
+					out[i] = newWorkflowJSON(w)
+				}
+				return writeJSON(c.stdout, out)
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(c.stdout, "no workflows")
+				return nil
+			}
+			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tDONE\tDEAD\tON DEAD\tCREATED")
+			for _, w := range list {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", w.ID, truncate(w.Name, 40), workflowState(w),
+					w.Completed, w.Tasks, w.Dead, w.OnDead, formatTime(w.CreatedAt))
+			}
+			return tw.Flush()
+		}),
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.StringVar(&state, "state", "", "only workflows in this state: running, completed, failed or cancelled")
+	f.IntVar(&limit, "limit", 100, "list at most this many")
+	return cmd
+}
+
+// workflowTaskJSON is one task as 'workflows show --json' prints it.
+type workflowTaskJSON struct {
+	Name     string   `json:"name"`
+	Kind     string   `json:"kind"`
+	Deps     []string `json:"deps"`
+	State    string   `json:"state"` // waiting, cancelled, or the job's state
+	Pending  int      `json:"pending"`
+	JobID    int64    `json:"job_id,omitempty"`
+	Attempts int      `json:"attempts,omitempty"`
+}
+
+func (c *cli) workflowsShowCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a workflow's tasks: dependencies, state, job",
+		Args:  exactArgs(1, "ID"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			id, err := parseWorkflowID(args[0])
+			if err != nil {
+				return err
+			}
+			client, done, err := c.openClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			info, err := client.WorkflowGet(cmd.Context(), id)
+			if errors.Is(err, twicestore.ErrNotFound) {
+				return fmt.Errorf("workflow %d not found: list them with 'twice workflows ls'", id)
+			}
+			if err != nil {
+				return err
+			}
+			tasks := make([]workflowTaskJSON, len(info.Tasks))
+			for i, t := range info.Tasks {
+				tj := workflowTaskJSON{Name: t.Name, Kind: t.Kind, Deps: t.Deps, State: string(t.State), Pending: t.Pending}
+				if tj.Deps == nil {
+					tj.Deps = []string{}
+				}
+				if t.Job != nil {
+					tj.State, tj.JobID, tj.Attempts = string(t.Job.State), t.Job.ID, t.Job.Attempt
+				}
+				tasks[i] = tj
+			}
+			if asJSON {
+				return writeJSON(c.stdout, struct {
+					workflowJSON
+					TaskList []workflowTaskJSON `json:"task_list"`
+				}{newWorkflowJSON(info.Workflow), tasks})
+			}
+			w := info.Workflow
+			fmt.Fprintf(c.stdout, "workflow %d %q: %s, %d/%d tasks completed, %d dead, on dead: %s\n",
+				w.ID, w.Name, workflowState(w), w.Completed, w.Tasks, w.Dead, w.OnDead)
+			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TASK\tKIND\tSTATE\tJOB\tWAITS FOR")
+			for _, t := range tasks {
+				job, deps := "-", "-"
+				if t.JobID != 0 {
+					job = fmt.Sprint(t.JobID)
+				}
+				if len(t.Deps) > 0 {
+					deps = strings.Join(t.Deps, ",")
+					if t.State == string(twicetype.WorkflowTaskWaiting) {
+						deps += fmt.Sprintf(" (%d pending)", t.Pending)
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Kind, t.State, job, deps)
+			}
+			return tw.Flush()
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (c *cli) workflowsCancelCommand() *cobra.Command {
+	var reason, by string
+	cmd := &cobra.Command{
+		Use:   "cancel ID --reason WHY",
+		Short: "Cancel a workflow: its waiting tasks never run, its unfinished jobs are cancelled",
+		Args:  exactArgs(1, "ID"),
+		RunE: run(func(cmd *cobra.Command, args []string) error {
+			id, err := parseWorkflowID(args[0])
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(reason) == "" {
+				return usagef(`--reason is required: say why the workflow is cancelled, e.g. --reason "wrong input"`)
+			}
+			who, err := byFlag(cmd, by)
+			if err != nil {
+				return err
+			}
+			client, done, err := c.openClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			info, err := client.WorkflowGet(cmd.Context(), id)
+			if errors.Is(err, twicestore.ErrNotFound) {
+				return fmt.Errorf("workflow %d not found: list them with 'twice workflows ls'", id)
+			}
+			if err != nil {
+				return err
+			}
+			if st := info.Workflow.State; st != twicetype.WorkflowRunning {
+				return fmt.Errorf("workflow %d is %s already: nothing to cancel", id, st)
+			}
+			res, err := client.WorkflowCancel(cmd.Context(), id, who, reason)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "cancelled workflow %d: %d waiting tasks will not run, %d jobs cancelled or asked to stop\n",
+				id, res.Tasks, len(res.Jobs.IDs))
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why the workflow is cancelled (required)")
+	cmd.Flags().StringVar(&by, "by", "", "who cancels it (default $USER@hostname)")
+	return cmd
+}
+
+func parseWorkflowID(s string) (int64, error) {
+	var id int64
+	if _, err := fmt.Sscan(s, &id); err != nil || id < 1 || fmt.Sprint(id) != s {
+		return 0, usagef("%q is not a workflow id: use a positive integer (see 'twice workflows ls')", s)
+	}
+	return id, nil
+}

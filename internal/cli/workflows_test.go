@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicesqlite"
+)
+
+type wfStepArgs struct{ Step string }
+
+func (wfStepArgs) Kind() string { return "cli.wfstep.v1" }
+
+// TestWorkflowsCommands: ls lists a workflow, show its tasks, cancel stops
+// it (and a second cancel says it is cancelled already); bad ids are usage
+// errors.
+func TestWorkflowsCommands(t *testing.T) {
+	s := newSetup(t)
+	ctx := context.Background()
+	store, err := twicesqlite.Open(ctx, s.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	client, err := twice.NewClient(store, twice.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.EnqueueWorkflow(ctx, twice.NewWorkflow("import").Add("fetch", wfStepArgs{"fetch"}, nil).
+		Add("load", wfStepArgs{"load"}, nil, "fetch")); err != nil {
+		t.Fatal(err)
+	}
+	if out := s.ok("workflows", "ls").stdout; !strings.Contains(out, "import") || !strings.Contains(out, "running") || !strings.Contains(out, "0/2") {
+		t.Fatalf("workflows ls:\n%s", out)
+	}
+	out := s.ok("workflows", "show", "1").stdout
+	for _, want := range []string{`workflow 1 "import": running, 0/2`, "fetch", "available", "load", "waiting", "fetch (1 pending)"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("workflows show lacks %q:\n%s", want, out)
+		}
+	}
+	if out := s.ok("workflows", "show", "1", "--json").stdout; !strings.Contains(out, `"task_list"`) || !strings.Contains(out, `"on_dead": "hold"`) {
+		t.Fatalf("workflows show --json:\n%s", out)
+	}
+	if out := s.ok("workflows", "cancel", "1", "--reason", "wrong file", "--by", "ops").stdout; !strings.Contains(out, "cancelled workflow 1: 1 waiting tasks will not run, 1 jobs") {
+		t.Fatalf("workflows cancel: %s", out)
+	}
+	wantError(t, s.run("workflows", "cancel", "1", "--reason", "again"), ExitFailure, "cancelled already")
+	wantError(t, s.run("workflows", "show", "x"), ExitUsage, "not a workflow id")
+	wantError(t, s.run("workflows", "show", "9"), ExitFailure, "workflow 9 not found")
+	wantError(t, s.run("workflows", "cancel", "1"), ExitUsage, "--reason is required")
+}

@@ -1,0 +1,185 @@
+package twicestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// ErrBatchSealed means jobs were added to a batch that is sealed: its
+// callback may have run already, so the batch takes no more jobs.
+var ErrBatchSealed = errors.New("twicestore: batch is sealed")
+
+// Composer stores what composes jobs: workflows (tasks waiting on other
+// tasks) and batches (jobs with a callback). Every edge fires in the
+// transaction of the state change that causes it, so it fires exactly once
+// whatever the delivery count:
+//
+//   - A continuation: JobFinish inserts an outcome's Children when it
+//     writes that completed outcome under its running + epoch guard, or,
+//     for an outcome with a Marker, exactly when this call's claim of the
+//     marker is the one stored (the effect is this attempt's even if its
+//     lease was lost, and a redelivery finds the marker and no-ops). A
+//     failed outcome inserts none.
+//   - A workflow task's job is inserted when its last dependency's job
+//     completes, by whatever write completes it.
+//   - A batch's callback is inserted when the last of its jobs finishes
+//     (and the batch is sealed), by whatever write finishes it.
+type Composer interface {
+	// WorkflowInsert stores a workflow and its tasks and enqueues the
+	// tasks with no dependencies, in one transaction. The caller has
+	// checked the graph (names unique, dependencies known, no cycle).
+	WorkflowInsert(ctx context.Context, p *WorkflowInsertParams) (*WorkflowInsertResult, error)
+	// WorkflowGet returns a workflow with its tasks, or ErrNotFound.
+	WorkflowGet(ctx context.Context, p *WorkflowGetParams) (*WorkflowGetResult, error)
+	// WorkflowList lists workflows newest first, keyset-paginated.
+	WorkflowList(ctx context.Context, p *WorkflowListParams) (*WorkflowListResult, error)
+	// WorkflowCancel cancels a running workflow: its waiting tasks will
+	// never run, and its unfinished jobs are cancelled as JobCancel does.
+	// A finished workflow is left as it is. ErrNotFound when none.
+	WorkflowCancel(ctx context.Context, p *WorkflowCancelParams) (*WorkflowCancelResult, error)
+
+	// BatchInsert stores a batch with its first jobs, in one transaction.
+	// A sealed batch with no pending job inserts its callback at once.
+	BatchInsert(ctx context.Context, p *BatchInsertParams) (*BatchInsertResult, error)
+	// BatchAdd adds jobs to an open batch, or returns ErrBatchSealed (or
+	// ErrNotFound).
+	BatchAdd(ctx context.Context, p *BatchAddParams) (*BatchAddResult, error)
+	// BatchSeal closes a batch to new jobs; when none is pending, its
+	// callback is inserted in the same transaction. Sealing a sealed
+	// batch changes nothing.
+	BatchSeal(ctx context.Context, p *BatchSealParams) (*twicetype.Batch, error)
+	// BatchGet returns a batch's counters, or ErrNotFound.
+	BatchGet(ctx context.Context, p *BatchGetParams) (*twicetype.Batch, error)
+
+	// JobChildren lists the jobs a job's completion inserted (its
+	// continuations, and a batch's callback for the batch job that
+	// finished it), by id.
+	JobChildren(ctx context.Context, p *JobChildrenParams) ([]*twicetype.JobRow, error)
+	// WorkflowTaskOf tells which workflow task a job is, and the jobs of
+	// that task's dependencies (all completed by the time the task's job
+	// exists), or ErrNotFound when the job belongs to no workflow.
+	WorkflowTaskOf(ctx context.Context, p *WorkflowTaskOfParams) (*WorkflowTaskOfResult, error)
+}
+
+// WorkflowTaskOfParams name a job.
+type WorkflowTaskOfParams struct {
+	JobID int64
+}
+
+// WorkflowTaskOfResult is a job's place in its workflow.
+type WorkflowTaskOfResult struct {
+	WorkflowID int64
+	Task       string
+	// Deps maps each dependency's task name to its job's id.
+	Deps map[string]int64
+}
+
+// JobChildrenParams name the parent job.
+type JobChildrenParams struct {
+	ParentID int64
+}
+
+// WorkflowTaskParams is one task of a workflow to insert.
+type WorkflowTaskParams struct {
+	Name string
+	Deps []string
+	Job  *JobInsertParams // its RunAt and CreatedAt are those of its release
+}
+
+// WorkflowInsertParams is a workflow to insert.
+type WorkflowInsertParams struct {
+	Name      string
+	OnDead    string // twicetype.WorkflowOnDeadHold (the default when empty) or WorkflowOnDeadCancel
+	Tasks     []*WorkflowTaskParams
+	CreatedAt time.Time
+}
+
+// WorkflowInsertResult is the stored workflow and the jobs of its root
+// tasks.
+type WorkflowInsertResult struct {
+	Workflow *twicetype.Workflow
+	Jobs     []*twicetype.JobRow
+}
+
+// WorkflowGetParams name a workflow.
+type WorkflowGetParams struct {
+	ID int64
+}
+
+// WorkflowGetResult is a workflow with its tasks, by name.
+type WorkflowGetResult struct {
+	Workflow *twicetype.Workflow
+	Tasks    []*twicetype.WorkflowTask
+}
+
+// WorkflowListParams filter and page a workflow listing.
+type WorkflowListParams struct {
+	State twicetype.WorkflowState // empty: any
+	// Before, when set, lists workflows with a lower id (the next page).
+	Before int64
+	Limit  int
+}
+
+// WorkflowListResult is one page of workflows, newest first.
+type WorkflowListResult struct {
+	Workflows []*twicetype.Workflow
+}
+
+// WorkflowCancelParams cancel a workflow.
+type WorkflowCancelParams struct {
+	ID     int64
+	By     string
+	Reason string
+	Now    time.Time
+}
+
+// WorkflowCancelResult tells what the cancel did.
+type WorkflowCancelResult struct {
+	Workflow *twicetype.Workflow
+	// Tasks counts the waiting tasks cancelled; Jobs is JobCancel's result
+	// for the workflow's unfinished jobs.
+	Tasks int
+	Jobs  *JobBulkResult
+}
+
+// BatchInsertParams is a batch to store.
+type BatchInsertParams struct {
+	OnSuccess bool
+	Open      bool // take more jobs (BatchAdd) until BatchSeal
+	Callback  *JobInsertParams
+	Jobs      []*JobInsertParams // their BatchID is set by the store
+	CreatedAt time.Time
+}
+
+// BatchInsertResult is the stored batch and its jobs' insert results.
+type BatchInsertResult struct {
+	Batch *twicetype.Batch
+	Jobs  []*JobInsertResult
+}
+
+// BatchAddParams add jobs to an open batch.
+type BatchAddParams struct {
+	ID   int64
+	Jobs []*JobInsertParams
+}
+
+// BatchAddResult has the insert results, in input order. A job left out as
+// a duplicate (its unique key held) does not join the batch.
+type BatchAddResult struct {
+	Batch *twicetype.Batch
+	Jobs  []*JobInsertResult
+}
+
+// BatchSealParams seal a batch.
+type BatchSealParams struct {
+	ID  int64
+	Now time.Time
+}
+
+// BatchGetParams name a batch.
+type BatchGetParams struct {
+	ID int64
+}

@@ -1,0 +1,85 @@
+package twiceweb
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// workflowsData is the workflow list page.
+type workflowsData struct {
+	Workflows []*twicetype.Workflow
+}
+
+func (workflowsData) page() string { return "workflows" }
+
+func (h *Handler) workflows(r *http.Request) (string, any, error) {
+	list, err := h.client.WorkflowList(r.Context(), &twice.WorkflowListOpts{Limit: 200})
+	if err != nil {
+		return "", nil, err
+	}
+	return "Workflows", workflowsData{Workflows: list}, nil
+}
+
+// workflowData is one workflow's graph: its tasks by level (a task's level
+// is one more than its deepest dependency's), so the page reads from the
+// roots down to the last task.
+type workflowData struct {
+	Workflow *twicetype.Workflow
+	Levels   [][]workflowTaskRow
+}
+
+func (workflowData) page() string { return "workflow" }
+
+// workflowTaskRow is one task with the state to show: its job's once
+// enqueued, else waiting (with how many dependencies) or cancelled.
+type workflowTaskRow struct {
+	*twicetype.WorkflowTask
+	State string
+}
+
+func (h *Handler) workflow(r *http.Request) (string, any, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return "", nil, badInputf("%q is not a workflow id: give a positive integer", r.PathValue("id"))
+	}
+	info, err := h.client.WorkflowGet(r.Context(), id)
+	if err != nil {
+		return "", nil, err
+	}
+	byName := map[string]*twicetype.WorkflowTask{}
+	for _, t := range info.Tasks {
+		byName[t.Name] = t
+	}
+	level := map[string]int{}
+	var depth func(t *twicetype.WorkflowTask) int
+	depth = func(t *twicetype.WorkflowTask) int {
+		if l, ok := level[t.Name]; ok {
+			return l
+		}
+		level[t.Name] = 0 // a stored graph has no cycle; this only guards the recursion
+		l := 0
+		for _, d := range t.Deps {
+			if dt := byName[d]; dt != nil {
+				l = max(l, depth(dt)+1)
+			}
+		}
+		level[t.Name] = l
+		return l
+	}
+	d := workflowData{Workflow: info.Workflow}
+	for _, t := range info.Tasks {
+		l := depth(t)
+		for len(d.Levels) <= l {
+			d.Levels = append(d.Levels, nil)
+		}
+		row := workflowTaskRow{WorkflowTask: t, State: string(t.State)}
+		if t.Job != nil {
+			row.State = string(t.Job.State)
+		}
+		d.Levels[l] = append(d.Levels[l], row)
+	}
+	return "Workflow " + info.Workflow.Name, d, nil
+}

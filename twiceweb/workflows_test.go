@@ -1,0 +1,52 @@
+package twiceweb_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twiceweb"
+)
+
+// TestWorkflowPages: the list shows a workflow, its page shows the graph
+// level by level with each task's state; a missing id is a 404 and a bad
+// one a 400.
+func TestWorkflowPages(t *testing.T) {
+	e := newEnv(t)
+	c, err := twice.NewClient(e.store, twice.Config{Registry: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.EnqueueWorkflow(t.Context(), twice.NewWorkflow("nightly import").
+		Add("fetch", okArgs{N: 1}, nil).Add("load", okArgs{N: 2}, nil, "fetch").Add("report", okArgs{N: 3}, nil, "load"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+
+	code, body := b.get("/workflows")
+	if code != http.StatusOK || !strings.Contains(body, "nightly import") || !strings.Contains(body, `data-workflow-state="1">running`) {
+		t.Fatalf("workflows page: %d\n%s", code, body)
+	}
+	code, body = b.get("/workflows/1")
+	if code != http.StatusOK {
+		t.Fatalf("workflow page: %d\n%s", code, body)
+	}
+	for _, want := range []string{"level 0", "level 2", `data-task-state="fetch">available`, `data-task-state="load">waiting`,
+		"1 to go", `href="/jobs/` + strconv.FormatInt(res.Jobs[0].ID, 10) + `"`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("workflow page lacks %q:\n%s", want, body)
+		}
+	}
+	if code, _ := b.get("/workflows/99"); code != http.StatusNotFound {
+		t.Fatalf("missing workflow: %d, want 404", code)
+	}
+	if code, _ := b.get("/workflows/x"); code != http.StatusBadRequest {
+		t.Fatalf("bad workflow id: %d, want 400", code)
+	}
+}
