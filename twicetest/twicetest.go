@@ -297,9 +297,12 @@ func (r *runner[T]) start(store *spyStore) (*twice.Client, func()) {
 		t.Fatalf("twicetest: Case.Register: %v", err)
 	}
 	client, err := twice.NewClient(store, twice.Config{
-		Registry:       reg,
-		Queues:         []twice.QueueConfig{{Name: testQueue, Concurrency: 4}},
-		LeaseDuration:  time.Second,
+		Registry: reg,
+		Queues:   []twice.QueueConfig{{Name: testQueue, Concurrency: 4}},
+		// Crash scenarios wait for a lease to expire; 2 s keeps that short
+		// while a heartbeat (every third of it) late by more than a second
+		// on a loaded machine still keeps a live delivery's lease.
+		LeaseDuration:  2 * time.Second,
 		RescueInterval: 50 * time.Millisecond,
 		PollInterval:   10 * time.Millisecond,
 		FetchLimit:     1, // so two workers share two copies
