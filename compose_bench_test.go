@@ -114,6 +114,9 @@ func (eb *edgeBench) run(b *testing.B, start twice.Args, leaves int) time.Durati
 // is a whole chain or fan-out.
 func BenchmarkEdges(b *testing.B) {
 	n := 10_000
+	if testing.Short() {
+		n = 100 // a smoke run (.ci/run): that it works, not how fast
+	}
 	stores := []struct {
 		name string
 		open func(b *testing.B) twicestore.Store
