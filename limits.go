@@ -3,6 +3,7 @@ package twice
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -46,10 +47,11 @@ const MaxConcurrencyKeyBytes = twicestore.MaxConcurrencyKeyBytes
 // storeLimit is the kind's limits as the store takes them.
 func (o *KindOpts) storeLimit() twicestore.KindLimit {
 	return twicestore.KindLimit{
-		Global:  o.GlobalConcurrency,
-		PerKey:  o.KeyConcurrency,
-		Rate:    o.RateLimit,
-		KeyRate: o.KeyRateLimit,
+		Global:               o.GlobalConcurrency,
+		PerKey:               o.KeyConcurrency,
+		KeyOrderSkipsRetries: o.KeyOrderSkipsRetries,
+		Rate:                 o.RateLimit,
+		KeyRate:              o.KeyRateLimit,
 	}
 }
 
@@ -57,6 +59,9 @@ func (o *KindOpts) storeLimit() twicestore.KindLimit {
 // enforce or a key it could not take from the args.
 func checkLimits(t reflect.Type, o *KindOpts) error {
 	l := o.storeLimit()
+	if o.KeyOrderSkipsRetries && o.KeyConcurrency == 0 {
+		return errors.New("KindOpts.KeyOrderSkipsRetries is set but KeyConcurrency is not: there is no per-key order to skip; set KeyConcurrency, or drop it")
+	}
 	if err := l.Validate(); err != nil {
 		return err
 	}

@@ -52,6 +52,7 @@ func TestRegisterLimitsRefused(t *testing.T) {
 		{"KeyFieldMissing", twice.KindOpts{KeyConcurrency: 1, ConcurrencyKey: "Tenant"}, false, `field "Tenant", which twice_test.TenantSync does not have`},
 		{"KeyFieldNotPrimitive", twice.KindOpts{KeyConcurrency: 1, ConcurrencyKey: "Tags"}, false, `field "Tags" of JSON type array`},
 		{"KeyWithoutPerKeyLimit", twice.KindOpts{GlobalConcurrency: 3, ConcurrencyKey: "tenant"}, false, "no per-key limit uses it"},
+		{"SkipRetriesWithoutPerKeyLimit", twice.KindOpts{GlobalConcurrency: 3, KeyOrderSkipsRetries: true}, false, "KeyOrderSkipsRetries is set but KeyConcurrency is not"},
 		{"PerKeyLimitWithoutKey", twice.KindOpts{KeyConcurrency: 1}, false, "a per-key limit needs a key"},
 		{"FieldAndMethod", twice.KindOpts{KeyConcurrency: 1, ConcurrencyKey: "Account"}, true, "has a ConcurrencyKey method: keep one"},
 	} {
@@ -231,5 +232,51 @@ func TestConcurrencyKeyByMethod(t *testing.T) {
 		Limits: map[string]twicestore.KindLimit{AccountCharge{}.Kind(): {PerKey: 1}}})
 	if err != nil || len(res.Jobs) != 2 || res.Jobs[0].State != twicetype.JobStateRunning {
 		t.Errorf("fetch under the key limit: %v jobs, %v; want one per account", len(res.Jobs), err)
+	}
+}
+
+// TestLimitsKeyOrderSkipsRetries: a tenant's first job fails and waits an
+// hour for its retry. By default that holds the tenant's second job back
+// (LimitList counts it throttled); with KindOpts.KeyOrderSkipsRetries the
+// second runs meanwhile, and is not counted throttled.
+func TestLimitsKeyOrderSkipsRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		skip bool
+	}{{"Default", false}, {"Skip", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			failed, second := make(chan struct{}, 1), make(chan struct{}, 1)
+			reg := twice.NewRegistry()
+			twice.MustRegister(reg, twice.HandlerFunc[TenantSync](func(_ context.Context, job *twice.Job[TenantSync]) error {
+				if job.Args.Seq == 0 {
+					failed <- struct{}{}
+					return errors.New("provider down")
+				}
+				second <- struct{}{}
+				return nil
+			}), &twice.KindOpts{Strategy: twice.None, KeyConcurrency: 1, ConcurrencyKey: "tenant", KeyOrderSkipsRetries: tc.skip})
+			cfg := testConfig(reg)
+			cfg.Backoff = func(int) time.Duration { return time.Hour }
+			c := startClient(t, newStore(t), cfg)
+			for seq := range 2 {
+				if _, err := c.Enqueue(t.Context(), TenantSync{Tenant: "acme", Seq: seq}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitfor.Recv(t, failed, "the first job to fail")
+			if tc.skip {
+				waitfor.Recv(t, second, "the second job to run while the first waits for its retry")
+				return
+			}
+			waitfor.Cond(t, "the second job throttled behind the retry", func() bool {
+				u, err := c.LimitList(t.Context())
+				return err == nil && len(u) == 1 && u[0].Due == 1 && u[0].Throttled == 1 && u[0].Running == 0
+			}, func() string { u, _ := c.LimitList(t.Context()); return fmt.Sprintf("%+v", u) })
+			select {
+			case <-second:
+				t.Fatal("the second job ran while the first waits for its retry")
+			default:
+			}
+		})
 	}
 }

@@ -66,9 +66,20 @@ type KindOpts struct {
 	// Jobs of a key start in enqueue order: with 1 the kind is sequential
 	// by key, a later job never starting before an earlier one finished,
 	// retries included (an earlier job waiting for its retry holds the
-	// later ones back). Jobs with no key are not limited by key. Defaults
-	// to 0: no limit.
+	// later ones back, unless KeyOrderSkipsRetries). Jobs with no key are
+	// not limited by key. Defaults to 0: no limit.
 	KeyConcurrency int
+	// KeyOrderSkipsRetries lets the later jobs of a key start while an
+	// earlier one waits for its retry: a job that has run before (a retry
+	// after an error, a snooze) and is not due yet no longer holds back
+	// the jobs enqueued after it, which may then start and finish before
+	// it. Once its retry is due it is back in line at its enqueue place.
+	// KeyConcurrency still holds: running jobs always count, so a due
+	// retry waits for a free slot of its key like any job. For keys whose
+	// jobs are independent (one failing tenant's webhook must not stall
+	// its next ones) where only the concurrency matters. Needs
+	// KeyConcurrency. Defaults to false: retries keep the order.
+	KeyOrderSkipsRetries bool
 	// ConcurrencyKey names the args field, by its JSON name, whose value
 	// is a job's concurrency key (a string, number or boolean field); an
 	// args type with a ConcurrencyKey() string method gives its key that

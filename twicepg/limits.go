@@ -38,7 +38,8 @@ FROM unnest($1::text[]) AS k`
 //   - cand walks the fetch index in order and keeps the jobs whose kind has
 //     room, whose key has fewer than PerKey jobs running or enqueued
 //     before them and unfinished (which is both the per-key limit and its
-//     enqueue order), and whose key has rate left; held-back jobs are
+//     enqueue order; with skip_retries an earlier job that ran before and
+//     is not due, a retry, does not count), and whose key has rate left; held-back jobs are
 //     filtered here, so a throttled key at the head of the queue never
 //     fills the LIMIT and starves the others;
 //   - picked trims cand to each kind's cap and each key's rate left;
@@ -53,8 +54,8 @@ FROM unnest($1::text[]) AS k`
 // those running: the per-key limit holds within one fetch too.
 var fetchLimitedSQL = `WITH lim AS MATERIALIZED (
 	SELECT * FROM unnest($6::text[], $7::int[], $8::int[], $9::int[], $10::timestamptz[], $11::int[],
-		$12::timestamptz[], $15::timestamptz[])
-		AS l(kind, global, per_key, rate, rate_since, key_rate, key_rate_since, prune_before)
+		$12::timestamptz[], $15::timestamptz[], $16::boolean[])
+		AS l(kind, global, per_key, rate, rate_since, key_rate, key_rate_since, prune_before, skip_retries)
 	WHERE NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
 		WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $2))
 ),
@@ -79,7 +80,8 @@ cand AS (
 			SELECT 1 FROM twice_jobs AS e
 			WHERE e.kind = j.kind AND e.concurrency_key = j.concurrency_key
 				AND e.concurrency_key <> '' AND e.state IN ('available', 'running')
-				AND (e.id < j.id OR e.state = 'running')
+				AND (e.state = 'running' OR e.id < j.id
+					AND NOT (c.skip_retries AND e.epoch > 0 AND e.run_at > $2))
 			LIMIT c.per_key) AS x) < c.per_key)
 	ORDER BY j.priority, j.run_at, j.id
 	LIMIT $3::int
@@ -187,10 +189,12 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 	var (
 		global, perKey, rate, keyRate        = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 		rateSince, keyRateSince, pruneBefore = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		skipRetries                          = make([]bool, n)
 	)
 	for i, k := range limited {
 		l := p.Limits[k]
 		global[i], perKey[i], rate[i], keyRate[i] = int32(l.Global), int32(l.PerKey), int32(l.Rate.Limit), int32(l.KeyRate.Limit)
+		skipRetries[i] = l.KeyOrderSkipsRetries
 		rateSince[i], keyRateSince[i] = now.Add(-l.Rate.Period), now.Add(-l.KeyRate.Period)
 		pruneBefore[i] = now.Add(-max(l.Rate.Period, l.KeyRate.Period) - twicestore.RateStartsKept)
 	}
@@ -199,7 +203,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 		peekKinds, peekHandlers = append(peekKinds, k), append(peekHandlers, h)
 	}
 	query, fetchArgs := fetchLimitedSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
-		limited, global, perKey, rate, rateSince, keyRate, keyRateSince, peekKinds, peekHandlers, pruneBefore}
+		limited, global, perKey, rate, rateSince, keyRate, keyRateSince, peekKinds, peekHandlers, pruneBefore, skipRetries}
 	if l := p.Limits[limited[0]]; n == 1 && l == (twicestore.KindLimit{Global: l.Global}) {
 		query, fetchArgs = fetchGlobalSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
 			limited[0], l.Global, peekKinds, peekHandlers}
@@ -331,7 +335,8 @@ const limitUsageSQL = `SELECT
 				SELECT 1 FROM twice_jobs AS e
 				WHERE e.kind = j.kind AND e.concurrency_key = j.concurrency_key
 					AND e.concurrency_key <> '' AND e.state IN ('available', 'running')
-					AND (e.id < j.id OR e.state = 'running')
+					AND (e.state = 'running' OR e.id < j.id
+						AND NOT ($7::boolean AND e.epoch > 0 AND e.run_at > $2))
 				LIMIT $3::int) AS x) < $3::int)
 			AND ($4::int = 0 OR j.concurrency_key = '' OR (SELECT count(*) FROM twice_rate_starts AS s
 				WHERE s.kind = j.kind AND s.key = j.concurrency_key AND s.at > $5) < $4::int)),
@@ -351,7 +356,7 @@ func (e *executor) LimitList(ctx context.Context, p *twicestore.LimitListParams)
 		u := twicestore.LimitUsage{Kind: kind, Limit: l}
 		var eligible int
 		err := e.q.queryRow(ctx, limitUsageSQL, kind, now, l.PerKey, l.KeyRate.Limit,
-			now.Add(-l.KeyRate.Period), now.Add(-l.Rate.Period)).
+			now.Add(-l.KeyRate.Period), now.Add(-l.Rate.Period), l.KeyOrderSkipsRetries).
 			Scan(&u.Running, &u.Due, &eligible, &u.Keys, &u.BusyKeys, &u.RateUsed)
 		if err != nil {
 			return nil, fmt.Errorf("limit usage of kind %q: %w", kind, err)

@@ -30,12 +30,14 @@ import (
 //   - picked trims cand to each kind's cap and each key's rate left.
 //
 // ?6 is a JSON array of [kind, global, per_key, rate, rate_since,
-// key_rate, key_rate_since], times in unix microseconds.
+// key_rate, key_rate_since, skip_retries], times in unix microseconds.
+// With skip_retries an earlier job of the key that ran before and is not
+// due (a retry) does not hold the later ones back.
 const fetchLimitedSQL = `WITH lim AS (
 	SELECT json_extract(value, '$[0]') AS kind, json_extract(value, '$[1]') AS global,
 		json_extract(value, '$[2]') AS per_key, json_extract(value, '$[3]') AS rate,
 		json_extract(value, '$[4]') AS rate_since, json_extract(value, '$[5]') AS key_rate,
-		json_extract(value, '$[6]') AS key_rate_since
+		json_extract(value, '$[6]') AS key_rate_since, json_extract(value, '$[7]') AS skip_retries
 	FROM json_each(?6)
 	WHERE NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
 		WHERE qp.queue = ?1 AND (qp.until IS NULL OR qp.until > ?2))
@@ -60,7 +62,8 @@ cand AS (
 			AND (c.per_key = 0 OR j.concurrency_key = '' OR (SELECT count(*) FROM twice_jobs AS e
 				WHERE e.kind = j.kind AND e.concurrency_key = j.concurrency_key
 					AND e.concurrency_key <> '' AND e.state IN ('available', 'running')
-					AND (e.id < j.id OR e.state = 'running')) < c.per_key)
+					AND (e.state = 'running' OR e.id < j.id
+						AND NOT (c.skip_retries AND e.epoch > 0 AND e.run_at > ?2))) < c.per_key)
 		ORDER BY j.priority, j.run_at, j.id
 	) WHERE key_cap > 0
 	ORDER BY priority, run_at, id
@@ -180,7 +183,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 		for i, k := range limited {
 			l := p.Limits[k]
 			lims[i] = []any{k, l.Global, l.PerKey, l.Rate.Limit, micros(now.Add(-l.Rate.Period)),
-				l.KeyRate.Limit, micros(now.Add(-l.KeyRate.Period))}
+				l.KeyRate.Limit, micros(now.Add(-l.KeyRate.Period)), l.KeyOrderSkipsRetries}
 			if longest := max(l.Rate.Period, l.KeyRate.Period); longest > 0 {
 				prune = append(prune, []any{k, micros(now.Add(-longest - twicestore.RateStartsKept))})
 			}
@@ -255,7 +258,8 @@ const limitUsageSQL = `SELECT
 			AND (?3 = 0 OR j.concurrency_key = '' OR (SELECT count(*) FROM twice_jobs AS e
 				WHERE e.kind = j.kind AND e.concurrency_key = j.concurrency_key
 					AND e.concurrency_key <> '' AND e.state IN ('available', 'running')
-					AND (e.id < j.id OR e.state = 'running')) < ?3)
+					AND (e.state = 'running' OR e.id < j.id
+						AND NOT (?7 AND e.epoch > 0 AND e.run_at > ?2))) < ?3)
 			AND (?4 = 0 OR j.concurrency_key = '' OR (SELECT count(*) FROM twice_rate_starts AS s
 				WHERE s.kind = j.kind AND s.key = j.concurrency_key AND s.at > ?5) < ?4)),
 	(SELECT count(DISTINCT concurrency_key) FROM twice_jobs
@@ -282,7 +286,7 @@ func (e *executor) LimitList(ctx context.Context, p *twicestore.LimitListParams)
 		u := twicestore.LimitUsage{Kind: kind, Limit: l}
 		var eligible int
 		err := e.db.QueryRowContext(ctx, limitUsageSQL, kind, micros(now), l.PerKey, l.KeyRate.Limit,
-			micros(now.Add(-l.KeyRate.Period)), micros(now.Add(-l.Rate.Period))).
+			micros(now.Add(-l.KeyRate.Period)), micros(now.Add(-l.Rate.Period)), l.KeyOrderSkipsRetries).
 			Scan(&u.Running, &u.Due, &eligible, &u.Keys, &u.BusyKeys, &u.RateUsed)
 		if err != nil {
 			return nil, fmt.Errorf("limit usage of kind %q: %w", kind, err)

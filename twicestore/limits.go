@@ -37,8 +37,16 @@ type KindLimit struct {
 	// have not finished. With PerKey 1 the kind is sequential by key: a
 	// later job never starts before an earlier one finished, retries
 	// included (an earlier job waiting for its retry holds the later ones
-	// back). Jobs with no key are not limited by key.
+	// back, unless KeyOrderSkipsRetries). Jobs with no key are not limited
+	// by key.
 	PerKey int
+	// KeyOrderSkipsRetries takes the jobs waiting for a retry out of the
+	// per-key order: an earlier job of the key that has run before (it
+	// was leased: a retry after an error, a snooze) and is not due yet no
+	// longer holds back the later jobs of its key, which may start before
+	// it. Once due it is back in line at its place (its id). The per-key
+	// limit still holds: running jobs always count. Needs PerKey.
+	KeyOrderSkipsRetries bool
 	// Rate bounds how many jobs of the kind start per period, across all
 	// nodes; the zero value is no limit.
 	Rate RateLimit
@@ -82,7 +90,7 @@ const MinRatePeriod = time.Millisecond
 
 // IsZero reports whether l limits nothing.
 func (l KindLimit) IsZero() bool {
-	return l.Global == 0 && l.PerKey == 0 && l.Rate.IsZero() && l.KeyRate.IsZero()
+	return l.Global == 0 && l.PerKey == 0 && !l.KeyOrderSkipsRetries && l.Rate.IsZero() && l.KeyRate.IsZero()
 }
 
 // Validate refuses limits no store can enforce: a negative limit, a rate
@@ -94,6 +102,8 @@ func (l KindLimit) Validate() error {
 		return fmt.Errorf("global concurrency %d is negative: use a positive number, or 0 for no limit", l.Global)
 	case l.PerKey < 0:
 		return fmt.Errorf("per-key concurrency %d is negative: use a positive number, or 0 for no limit", l.PerKey)
+	case l.KeyOrderSkipsRetries && l.PerKey == 0:
+		return errors.New("retries skip the per-key order, but there is no per-key concurrency limit: set one, or drop the option")
 	}
 	if err := l.Rate.validate("rate limit"); err != nil {
 		return err

@@ -22,6 +22,7 @@ var limitTests = []test{
 	{"PausedQueue", testLimitPausedQueue},
 	{"PerKeyFIFO", testLimitPerKeyFIFO},
 	{"PerKeyRetryHoldsLaterJobs", testLimitPerKeyRetry},
+	{"PerKeyOrderSkipsRetries", testLimitPerKeySkipsRetries},
 	{"PerKeyTwo", testLimitPerKeyTwo},
 	{"PerKeyThrottledHeadDoesNotStarve", testLimitPerKeyHead},
 	{"PerKeyConcurrentFetchers", testLimitPerKeyConcurrent},
@@ -297,6 +298,48 @@ func testLimitPerKeyRetry(t *testing.T, e *env) {
 	}
 	if got := ids(e.fetchLimited(retryAt, 10, lim, kind).Jobs); !slices.Equal(got, all[:1]) {
 		t.Fatalf("at the retry time leased %v, want the retried %d alone", got, all[0])
+	}
+}
+
+// testLimitPerKeySkipsRetries: with KeyOrderSkipsRetries a job waiting for
+// its retry no longer holds its key's later jobs back, but the per-key
+// limit still holds: the retry waits for the later job running in its
+// place, and once due it is back in line before the jobs enqueued after
+// it. A job that never ran and is not due yet (scheduled) still holds the
+// order.
+func testLimitPerKeySkipsRetries(t *testing.T, e *env) {
+	const kind = "storetest.limit.keyskip.v1"
+	all := e.insertN(3, func(int) *twicestore.JobInsertParams { return e.keyed(kind, "k") })
+	lim := map[string]twicestore.KindLimit{kind: {PerKey: 1, KeyOrderSkipsRetries: true}}
+	now := e.at(time.Second)
+	j := e.fetchLimited(now, 10, lim, kind).Jobs[0]
+	if j.ID != all[0] {
+		t.Fatalf("first fetch leased %d, want the key's first %d", j.ID, all[0])
+	}
+	retryAt := e.at(time.Hour)
+	e.finish(&twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateAvailable,
+		RunAt: retryAt, Error: &twicetype.AttemptError{Attempt: j.Attempt, At: now, Error: "boom"}})
+	second := e.fetchLimited(now, 10, lim, kind)
+	if got := ids(second.Jobs); !slices.Equal(got, all[1:2]) {
+		t.Fatalf("while the first waits for its retry leased %v, want the second %d alone (limit 1)", got, all[1])
+	}
+	if res := e.fetchLimited(retryAt, 10, lim, kind); len(res.Jobs) != 0 {
+		t.Fatalf("at the retry time leased %v while the second runs: the per-key limit must hold", ids(res.Jobs))
+	}
+	e.complete(second.Jobs[0], now)
+	if got := ids(e.fetchLimited(retryAt, 10, lim, kind).Jobs); !slices.Equal(got, all[:1]) {
+		t.Fatalf("at the retry time leased %v, want the retried %d back in line before %d", got, all[0], all[2])
+	}
+
+	// A scheduled job that never ran is not a retry: it keeps its place.
+	const sched = "storetest.limit.keyskip.sched.v1"
+	later := e.keyed(sched, "s")
+	later.RunAt = e.at(time.Hour)
+	first := e.insert(later)[0].Job.ID
+	e.insert(e.keyed(sched, "s"))
+	slim := map[string]twicestore.KindLimit{sched: {PerKey: 1, KeyOrderSkipsRetries: true}}
+	if res := e.fetchLimited(now, 10, slim, sched); len(res.Jobs) != 0 {
+		t.Fatalf("leased %v before the key's scheduled first job %d ran", ids(res.Jobs), first)
 	}
 }
 
