@@ -50,7 +50,12 @@ const lockLimitsSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan'
 //     enqueue order; with skip_retries an earlier job that ran before and
 //     is not due, a retry, does not count), and whose key has rate left; held-back jobs are
 //     filtered here, so a throttled key at the head of the queue never
-//     fills the LIMIT and starves the others;
+//     fills the LIMIT and starves the others. Its kind's cap row is
+//     joined LATERAL and OFFSET 0 (not flattened), which keeps the plan a
+//     nested loop driven by the fetch index in fetch order, stopping at
+//     the LIMIT: the plan is generic (see lockLimitsSQL), and with a plain
+//     join and the estimates of a fresh table it hashed the join and
+//     sorted, checking the key of every due job at every fetch;
 //   - picked trims cand to each kind's cap and each key's rate left;
 //   - leased moves them to running, re-checking state as the plain fetch
 //     does (a job an operator cancelled meanwhile is dropped), and peeks
@@ -79,7 +84,7 @@ cap AS MATERIALIZED (
 cand AS (
 	SELECT j.id, j.kind, j.concurrency_key AS ckey, j.priority, j.run_at, c.cap, kr.key_cap
 	FROM twice_jobs AS j
-	JOIN cap AS c ON c.kind = j.kind
+	CROSS JOIN LATERAL (SELECT * FROM cap WHERE cap.kind = j.kind OFFSET 0) AS c
 	CROSS JOIN LATERAL (SELECT CASE WHEN c.key_rate > 0 AND j.concurrency_key <> '' THEN c.key_rate - (
 		SELECT count(*) FROM twice_rate_starts AS s
 		WHERE s.kind = j.kind AND s.key = j.concurrency_key AND s.at > c.key_rate_since) ELSE $3::int END AS key_cap) AS kr
