@@ -61,7 +61,8 @@ const lockLimitsSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan'
 //     does (a job an operator cancelled meanwhile is dropped), and peeks
 //     their markers;
 //   - starts records their starts in the rate windows, and pruned deletes
-//     the starts no window can see any more.
+//     the starts no window can see any more (when $17: one fetch in
+//     twicestore.RatePruneOneIn).
 //
 // A job of a key cand keeps has fewer than PerKey unfinished jobs of its
 // key before it, so the jobs of one key it keeps are at most PerKey minus
@@ -129,7 +130,7 @@ starts AS (
 ),
 pruned AS (
 	DELETE FROM twice_rate_starts AS s USING lim AS l
-	WHERE s.kind = l.kind AND (l.rate > 0 OR l.key_rate > 0) AND s.at <= l.prune_before
+	WHERE $17::boolean AND s.kind = l.kind AND (l.rate > 0 OR l.key_rate > 0) AND s.at <= l.prune_before
 )
 SELECT leased.processed, ` + jobCols("leased") + ` FROM leased`
 
@@ -228,7 +229,8 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 		peekKinds, peekHandlers = append(peekKinds, k), append(peekHandlers, h)
 	}
 	query, fetchArgs := fetchLimitedSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
-		limited, global, perKey, rate, rateSince, keyRate, keyRateSince, peekKinds, peekHandlers, pruneBefore, skipRetries}
+		limited, global, perKey, rate, rateSince, keyRate, keyRateSince, peekKinds, peekHandlers, pruneBefore, skipRetries,
+		twicestore.PruneRateStarts()}
 	if l := p.Limits[limited[0]]; n == 1 && l == (twicestore.KindLimit{Global: l.Global}) {
 		query, fetchArgs = fetchGlobalSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
 			limited[0], l.Global, peekKinds, peekHandlers}

@@ -104,10 +104,12 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?2 FROM json_ea
 
 // ratePruneSQL deletes the starts no window of their kind can see any more:
 // ?1 is a JSON array of [kind, before] pairs.
+// It walks the window index from each kind, not the whole table with a
+// JSON lookup per row.
 const ratePruneSQL = `DELETE FROM twice_rate_starts
-WHERE EXISTS (SELECT 1 FROM json_each(?1) AS w
-	WHERE twice_rate_starts.kind = json_extract(w.value, '$[0]')
-		AND twice_rate_starts.at <= json_extract(w.value, '$[1]'))`
+WHERE rowid IN (SELECT s.rowid FROM json_each(?1) AS w
+	JOIN twice_rate_starts AS s ON s.kind = json_extract(w.value, '$[0]')
+		AND s.at <= json_extract(w.value, '$[1]'))`
 
 // dueLeftSQL tells whether due jobs of the limited kinds are left after
 // the lease: the limits held them back.
@@ -225,7 +227,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 				return fmt.Errorf("record rate-limited starts: %w", err)
 			}
 		}
-		if len(prune) > 0 {
+		if len(prune) > 0 && twicestore.PruneRateStarts() {
 			if _, err := q.ExecContext(ctx, ratePruneSQL, jsonArg(prune)); err != nil {
 				return fmt.Errorf("prune rate windows: %w", err)
 			}

@@ -3,6 +3,7 @@ package twicestore
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -23,6 +24,18 @@ import (
 // the counts read only the window's own range, so the kept rows cost
 // nothing but their space.
 const RateStartsKept = time.Minute
+
+// RatePruneOneIn is how rarely a rate-limited fetch prunes the starts
+// past RateStartsKept: one fetch in RatePruneOneIn, at random. The counts
+// read only their window's range of the index, so old starts cost only
+// space, while the prune walks every start the kind keeps (a minute's
+// worth: 30,000 rows at 500 a second); pruned at every fetch it held a
+// 500/s limit on SQLite to a third of its rate.
+const RatePruneOneIn = 32
+
+// PruneRateStarts tells a driver whether this fetch prunes its kinds'
+// rate windows (see RatePruneOneIn).
+func PruneRateStarts() bool { return rand.IntN(RatePruneOneIn) == 0 }
 
 // KindLimit is the flow control of one kind, as its registration states
 // it. The zero value limits nothing.
