@@ -43,41 +43,62 @@ var jobColumns = jobCols("j")
 // scanJob scans one row of jobColumns, after the extra destinations a query
 // puts before them.
 func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
-	var (
-		j                      twicetype.JobRow
-		state, errs, meta      string
-		leaseUntil, finishedAt sql.NullTime
-		cancelAt               sql.NullTime
-		cancelBy, cancelReason string
-	)
-	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
-		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes)
-	if err := r.Scan(dest...); err != nil {
+	return newJobScanner(extra...).scan(r)
+}
+
+// jobScanner scans rows of jobColumns, after the extra destinations a query
+// puts before them, into one set of destinations: a query that scans many
+// rows (a fetch of a thousand jobs) builds the destinations, which escape
+// to the heap, once rather than once a row. Scanning a row that way cost
+// about 25 allocations and 770 B before the row itself (issue 15).
+type jobScanner struct {
+	j                      twicetype.JobRow
+	state, errs, meta      string
+	leaseUntil, finishedAt sql.NullTime
+	cancelAt               sql.NullTime
+	cancelBy, cancelReason string
+	dest                   []any
+}
+
+func newJobScanner(extra ...any) *jobScanner {
+	s := &jobScanner{}
+	j := &s.j
+	s.dest = append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
+		&j.UniqueKey, &s.state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &s.leaseUntil, &j.AttemptedBy,
+		&s.errs, &j.Note, &j.CreatedAt, &s.finishedAt, &s.meta, &s.cancelAt, &s.cancelBy, &s.cancelReason, &j.Snoozes)
+	return s
+}
+
+// scan scans r and returns the job, a row of its own.
+func (s *jobScanner) scan(r row) (*twicetype.JobRow, error) {
+	s.j = twicetype.JobRow{}
+	if err := r.Scan(s.dest...); err != nil {
 		return nil, err
 	}
-	if cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromNull(cancelAt), By: cancelBy, Reason: cancelReason}
+	j := new(twicetype.JobRow)
+	*j = s.j
+	if s.cancelAt.Valid {
+		j.Cancel = &twicetype.CancelRequest{At: fromNull(s.cancelAt), By: s.cancelBy, Reason: s.cancelReason}
 	}
-	j.State = twicetype.JobState(state)
+	j.State = twicetype.JobState(s.state)
 	j.RunAt = j.RunAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
-	j.LeaseUntil = fromNull(leaseUntil)
-	j.FinishedAt = fromNull(finishedAt)
+	j.LeaseUntil = fromNull(s.leaseUntil)
+	j.FinishedAt = fromNull(s.finishedAt)
 	if j.Args == nil {
 		j.Args = []byte{}
 	}
-	if errs != "" && errs != "[]" {
-		if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
+	if s.errs != "" && s.errs != "[]" {
+		if err := json.Unmarshal([]byte(s.errs), &j.Errors); err != nil {
 			return nil, fmt.Errorf("job %d: decode error history: %w", j.ID, err)
 		}
 	}
-	if meta != "" && meta != "{}" {
-		if err := json.Unmarshal([]byte(meta), &j.Metadata); err != nil {
+	if s.meta != "" && s.meta != "{}" {
+		if err := json.Unmarshal([]byte(s.meta), &j.Metadata); err != nil {
 			return nil, fmt.Errorf("job %d: decode metadata: %w", j.ID, err)
 		}
 	}
-	return &j, nil
+	return j, nil
 }
 
 // queryJobs runs a query returning jobColumns and scans every row.
@@ -88,8 +109,9 @@ func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*tw
 	}
 	defer rs.Close()
 	var jobs []*twicetype.JobRow
+	scanner := newJobScanner()
 	for rs.Next() {
-		j, err := scanJob(rs)
+		j, err := scanner.scan(rs)
 		if err != nil {
 			return nil, err
 		}
@@ -387,6 +409,10 @@ var (
 ), ` + jobColumns
 )
 
+// fetchPrealloc bounds the room a fetch makes for its rows before it has
+// any: a Limit far above the backlog would waste it.
+const fetchPrealloc = 1000
+
 const fetchLeaseSQL = `WITH picked AS (
 	SELECT id FROM twice_jobs
 	WHERE state = 'available' AND queue = $1 AND kind = ANY($2::text[]) AND run_at <= $3
@@ -429,13 +455,15 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 		job       *twicetype.JobRow
 		processed bool
 	}
-	var out []fetched
+	out := make([]fetched, 0, min(p.Limit, fetchPrealloc))
+	var processed bool
+	scanner := newJobScanner(&processed)
 	for rs.Next() {
-		var f fetched
-		if f.job, err = scanJob(rs, &f.processed); err != nil {
+		job, err := scanner.scan(rs)
+		if err != nil {
 			return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 		}
-		out = append(out, f)
+		out = append(out, fetched{job: job, processed: processed})
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
