@@ -2,49 +2,17 @@ package twicepg
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice/internal/pgtest"
-	"github.com/twicejobs/twice/twicetype"
 )
 
-// scanJobEachRow is scanJob as it was before jobScanner: its destinations
-// built, and escaping to the heap, for every row. Kept here only to show
-// what the scanner saves.
-func scanJobEachRow(r row, extra ...any) (*twicetype.JobRow, error) {
-	var (
-		j                      twicetype.JobRow
-		state, errs, meta      string
-		leaseUntil, finishedAt sql.NullTime
-		cancelAt               sql.NullTime
-		cancelBy, cancelReason string
-	)
-	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
-		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes)
-	if err := r.Scan(dest...); err != nil {
-		return nil, err
-	}
-	if cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromNull(cancelAt), By: cancelBy, Reason: cancelReason}
-	}
-	j.State = twicetype.JobState(state)
-	j.LeaseUntil, j.FinishedAt = fromNull(leaseUntil), fromNull(finishedAt)
-	if errs != "" && errs != "[]" {
-		if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
-			return nil, err
-		}
-	}
-	return &j, nil
-}
-
 // BenchmarkScanJobs scans a fetch-sized result, 1,000 running jobs as a
-// fetch returns them, per row (as before) and with one jobScanner (as
-// JobFetch and queryJobs do now); B/op and allocs/op are per 1,000 rows.
+// fetch returns them: each_row with scanJob (as JobFetch does), scanner with
+// one jobScanner for all rows (as queryJobs does); B/op and allocs/op are
+// per 1,000 rows.
 // It needs TWICE_TEST_POSTGRES.
 func BenchmarkScanJobs(b *testing.B) {
 	url, _ := pgtest.Schema(b, "bench_scan")
@@ -74,7 +42,7 @@ func BenchmarkScanJobs(b *testing.B) {
 		{"each_row", func(rs rows) error {
 			for rs.Next() {
 				var processed bool
-				if _, err := scanJobEachRow(rs, &processed); err != nil {
+				if _, err := scanJob(rs, &processed); err != nil {
 					return err
 				}
 			}
