@@ -551,7 +551,8 @@ func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)
 			written(recorded)
 		}
 	}
-	if !e.x.complete.Add(o, done) {
+	leaseUntil := func() time.Time { return e.x.running.leaseUntil(e.row) }
+	if !e.x.complete.Add(o, leaseUntil, done) {
 		e.x.running.remove(e.row)
 		e.logger.Warn("job finished after the worker stopped; its outcome is not recorded and the job will run again when its lease expires",
 			logattr.Component, "executor")

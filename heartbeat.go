@@ -28,6 +28,9 @@ type runningJob struct {
 	lost, stuckLogged bool
 	// cancelled is set when an operator's cancel reached the handler.
 	cancelled bool
+	// leaseUntil is when the lease the store last granted ends: the fetch's,
+	// then each extension's. Past it the job is the rescuer's.
+	leaseUntil time.Time
 }
 
 func newRunningJobs() *runningJobs {
@@ -41,7 +44,18 @@ func leaseOf(row *twicetype.JobRow) twicestore.JobLease {
 func (r *runningJobs) add(row *twicetype.JobRow, cancel context.CancelCauseFunc) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.jobs[leaseOf(row)] = &runningJob{row: row, cancel: cancel}
+	r.jobs[leaseOf(row)] = &runningJob{row: row, cancel: cancel, leaseUntil: row.LeaseUntil}
+}
+
+// leaseUntil is when the lease of row's attempt ends, as far as this node
+// knows: the completer retries an outcome until then.
+func (r *runningJobs) leaseUntil(row *twicetype.JobRow) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j, ok := r.jobs[leaseOf(row)]; ok {
+		return j.leaseUntil
+	}
+	return row.LeaseUntil
 }
 
 // remove forgets a job once its outcome is settled; a job put back before
@@ -125,9 +139,8 @@ func (c *Client) extendLeases() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseDuration/3)
 	defer cancel()
-	res, err := c.store.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{
-		Leases: leases, LeaseUntil: time.Now().Add(c.cfg.LeaseDuration),
-	})
+	until := time.Now().Add(c.cfg.LeaseDuration)
+	res, err := c.store.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{Leases: leases, LeaseUntil: until})
 	if err != nil {
 		c.logger.Warn("extending leases failed", logattr.Component, "heartbeat", logattr.Err, err)
 		return
@@ -151,7 +164,9 @@ func (c *Client) extendLeases() {
 	for _, l := range leases {
 		j, ok := r.jobs[l]
 		switch {
-		case !ok || (extended[l.ID] && l.Epoch == newest[l.ID]):
+		case !ok:
+		case extended[l.ID] && l.Epoch == newest[l.ID]:
+			j.leaseUntil = until
 		case !j.lost:
 			j.lost = true
 			c.jobLogger(j.row).Warn("job lease lost; cancelling its handler", logattr.Component, "heartbeat")

@@ -1,7 +1,6 @@
 package twice
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -283,23 +282,6 @@ func checkZeroEncoding(zero Args) (err error) {
 		return nil
 	}
 	return shape.checkEncoded(b)
-}
-
-// strictUnmarshal decodes one JSON value into v, refusing a key v does not
-// declare (the error names it) and anything after the value. A handler
-// decodes its args this way: an extra key is either a producer's mistake or
-// a field smuggled past the payload policy, and dropping it silently would
-// hide both.
-func strictUnmarshal(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return fmt.Errorf("unexpected data after the JSON object")
-	}
-	return nil
 }
 
 // ArgFields describes the args of a registered kind as they are stored

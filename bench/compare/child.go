@@ -81,10 +81,12 @@ func (o *options) runChild(ctx context.Context) error {
 	if w == nil {
 		return fmt.Errorf("unknown workload %q", o.workload)
 	}
-	var (
-		res *bench.Result
-		err error
-	)
+	stopProfile, err := o.startCPUProfile()
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	var res *bench.Result
 	switch {
 	case w.db == "sqlite":
 		dir, derr := os.MkdirTemp("", "twice-compare-")

@@ -36,6 +36,7 @@ type options struct {
 	poolConns  int
 	cooldown   time.Duration
 	only       string
+	profiling
 
 	// child mode
 	child    bool
@@ -84,6 +85,7 @@ func main() {
 	flag.IntVar(&o.poolConns, "pool-conns", 20, "PostgreSQL pool size, the same for both systems (pool_max_conns)")
 	flag.DurationVar(&o.cooldown, "river-fetch-cooldown", 2*time.Millisecond, "River's FetchCooldown (its default is 100ms; `river bench` uses 2ms, with a 20ms FetchPollInterval, which this also sets)")
 	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (default all): pg-burndown-none, pg-burndown-claim-after, pg-steady, pg-latency, sqlite-burndown, growth")
+	o.flags()
 	flag.BoolVar(&o.child, "child", false, "internal: run one system on one workload and print its JSON result")
 	flag.StringVar(&o.system, "system", "", "internal: twice, twice-full, river or ceiling")
 	flag.StringVar(&o.workload, "workload", "", "internal: the workload's name")
@@ -140,7 +142,7 @@ func (o *options) runAll(ctx context.Context) error {
 			k := i % len(order)
 			order = append(slices.Clone(order[k:]), order[:k]...)
 			for _, sys := range order {
-				res, err := o.spawn(ctx, w.name, sys)
+				res, err := o.spawnProfiled(ctx, w.name, sys, i+1)
 				if err != nil {
 					return fmt.Errorf("%s run %d %s: %w", w.name, i+1, sys, err)
 				}
@@ -203,12 +205,13 @@ func median(v []float64) float64 {
 }
 
 // spawn runs one system on one workload in a child process and returns
-// its result.
-func (o *options) spawn(ctx context.Context, workload, system string) (*bench.Result, error) {
+// its result; extra are more flags for the child.
+func (o *options) spawn(ctx context.Context, workload, system string, extra ...string) (*bench.Result, error) {
 	args := []string{"-child", "-system", system, "-workload", workload,
 		"-pg", o.pg, "-jobs", fmt.Sprint(o.jobs), "-sqlite-jobs", fmt.Sprint(o.sqliteJobs),
 		"-growth-rows", fmt.Sprint(o.growthRows), "-duration", o.duration.String(), "-rate", fmt.Sprint(o.rate),
 		"-workers", fmt.Sprint(o.workers), "-pool-conns", fmt.Sprint(o.poolConns), "-river-fetch-cooldown", o.cooldown.String()}
+	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr

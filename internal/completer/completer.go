@@ -21,13 +21,25 @@ const MaxBatchDefault = 500
 // shutdown, so they run on a context that is not the caller's.
 const writeTimeout = 30 * time.Second
 
+// The wait before retrying a failed write doubles from retryFirst up to
+// retryMax. An outcome is retried until its job's lease would expire (a
+// PostgreSQL failover takes tens of seconds, and an outcome given up
+// during it makes its job run again), or, given no lease, retryTries
+// times in all.
+const (
+	retryFirst = 200 * time.Millisecond
+	retryMax   = 2 * time.Second
+	retryTries = 4
+)
+
 // Done is told whether an outcome was applied (false: the lease was lost)
 // or could not be written at all (err).
 type Done func(applied bool, err error)
 
 type item struct {
-	outcome *twicestore.JobOutcome
-	done    Done
+	outcome    *twicestore.JobOutcome
+	leaseUntil func() time.Time // nil: no lease known
+	done       Done
 }
 
 // Completer batches outcomes. Add blocks when MaxBatch outcomes are already
@@ -75,17 +87,20 @@ func (c *Completer) Start(ctx context.Context) {
 }
 
 // Add queues an outcome; done is called from the write loop once it is
-// written. It blocks while the buffer is full. After Stop, or once the
+// written, or given up. leaseUntil tells when the job's lease ends (it may
+// move while the outcome waits, as a heartbeat extends it): a failed write
+// is retried until then. A nil leaseUntil gives the outcome retryTries
+// tries. Add blocks while the buffer is full. After Stop, or once the
 // completer is aborted, it queues nothing and returns false: a handler
 // that outlived the shutdown leaves its job to the lease.
-func (c *Completer) Add(o *twicestore.JobOutcome, done Done) bool {
+func (c *Completer) Add(o *twicestore.JobOutcome, leaseUntil func() time.Time, done Done) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed || c.ctx.Err() != nil {
 		return false
 	}
 	select {
-	case c.in <- item{outcome: o, done: done}:
+	case c.in <- item{outcome: o, leaseUntil: leaseUntil, done: done}:
 		return true
 	case <-c.ctx.Done():
 		return false
@@ -124,25 +139,35 @@ func (c *Completer) loop() {
 	}
 }
 
-// write records one batch, retrying a failed write a few times: an outcome
-// that is never written is not lost (the lease expires and the job runs
-// again), but it costs a duplicate delivery, so it is worth a retry.
+// write records one batch. A failed write is retried, with a growing wait,
+// for the outcomes that can still be applied: an outcome that is never
+// written is not lost (the lease expires and the job runs again), but it
+// costs a duplicate delivery, so it is worth retrying as long as the lease
+// holds. Each outcome given up is told the last error.
 func (c *Completer) write(batch []item) {
-	outcomes := make([]*twicestore.JobOutcome, len(batch))
-	for i, it := range batch {
-		outcomes[i] = it.outcome
-	}
 	var (
-		res *twicestore.JobFinishResult
-		err error
+		res  *twicestore.JobFinishResult
+		err  error
+		wait = retryFirst
 	)
-	for try := range 4 {
-		if try > 0 && !c.pause(time.Duration(try)*200*time.Millisecond) {
-			break // aborted: err is the last failure
+	for try := 0; ; try++ {
+		if try > 0 {
+			batch = c.giveUp(batch, try, wait, err)
+			if len(batch) == 0 {
+				return
+			}
+			if !c.pause(wait) {
+				break // aborted: err is the last failure
+			}
+			wait = min(2*wait, retryMax)
 		}
 		if c.ctx.Err() != nil {
 			err = c.ctx.Err()
 			break
+		}
+		outcomes := make([]*twicestore.JobOutcome, len(batch))
+		for i, it := range batch {
+			outcomes[i] = it.outcome
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
 		res, err = c.exec.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: outcomes})
@@ -150,8 +175,9 @@ func (c *Completer) write(batch []item) {
 		if err == nil {
 			break
 		}
-		if try < 3 && c.ctx.Err() == nil {
-			c.logger.Warn("writing job outcomes failed; retrying", logattr.Err, err, "jobs", len(batch))
+		if c.ctx.Err() == nil {
+			c.logger.Warn("writing job outcomes failed; retrying while their leases hold", logattr.Err, err,
+				"jobs", len(batch), "try", try+1)
 		}
 	}
 	if err == nil && res.Inserted && c.OnInserted != nil {
@@ -164,6 +190,23 @@ func (c *Completer) write(batch []item) {
 		}
 		it.done(res.Applied[i], nil)
 	}
+}
+
+// giveUp tells the outcomes of batch that cannot be retried after wait,
+// the try-th, that their write failed with err, and returns the rest: an
+// outcome whose lease would have expired by then (the rescuer may run the
+// job again meanwhile), or given no lease and tried retryTries times.
+func (c *Completer) giveUp(batch []item, try int, wait time.Duration, err error) []item {
+	next := time.Now().Add(wait)
+	kept := batch[:0]
+	for _, it := range batch {
+		if it.leaseUntil == nil && try < retryTries || it.leaseUntil != nil && it.leaseUntil().After(next) {
+			kept = append(kept, it)
+			continue
+		}
+		it.done(false, err)
+	}
+	return kept
 }
 
 // pause waits d before a retry, and reports false instead when the

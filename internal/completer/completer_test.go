@@ -93,7 +93,7 @@ func TestBatchesWhatArrivesDuringAWrite(t *testing.T) {
 	applied := make([]bool, len(rows))
 	add := func(i int) {
 		wg.Add(1)
-		c.Add(completed(rows[i]), func(ok bool, err error) {
+		c.Add(completed(rows[i]), nil, func(ok bool, err error) {
 			applied[i] = ok && err == nil
 			wg.Done()
 		})
@@ -123,7 +123,7 @@ func TestRetriesAFailedWrite(t *testing.T) {
 	c := New(store, discard(), 10)
 	c.Start(context.Background())
 	done := make(chan error, 1)
-	c.Add(completed(rows[0]), func(_ bool, err error) { done <- err })
+	c.Add(completed(rows[0]), nil, func(_ bool, err error) { done <- err })
 	if err := waitfor.Recv(t, done, "the outcome to be written after retries"); err != nil {
 		t.Fatalf("outcome not written after retries: %v", err)
 	}
@@ -140,7 +140,7 @@ func TestAddAfterStopIsRefused(t *testing.T) {
 	c := New(store, discard(), 10)
 	c.Start(context.Background())
 	c.Stop()
-	if c.Add(completed(rows[0]), func(bool, error) { t.Error("done called for a refused outcome") }) {
+	if c.Add(completed(rows[0]), nil, func(bool, error) { t.Error("done called for a refused outcome") }) {
 		t.Fatal("Add after Stop accepted an outcome")
 	}
 }
@@ -158,14 +158,14 @@ func TestAbortEndsTheRetries(t *testing.T) {
 	c := New(hang, discard(), 10)
 	c.Start(ctx)
 	done := make(chan error, 1)
-	c.Add(completed(rows[0]), func(_ bool, err error) { done <- err })
+	c.Add(completed(rows[0]), nil, func(_ bool, err error) { done <- err })
 	waitfor.Closed(t, store.entered, "the write to be in flight")
 	abort()
 	if err := waitfor.Recv(t, done, "the outcome to be reported failed after the abort"); !errors.Is(err, context.Canceled) {
 		t.Errorf("done err = %v, want the abort's context.Canceled", err)
 	}
 	c.Stop()
-	if c.Add(completed(rows[0]), func(bool, error) {}) {
+	if c.Add(completed(rows[0]), nil, func(bool, error) {}) {
 		t.Error("Add after the abort accepted an outcome")
 	}
 	if n := len(store.batches); n != 1 {
@@ -184,4 +184,87 @@ func (h *hangingFinish) JobFinish(ctx context.Context, p *twicestore.JobFinishPa
 	close(h.entered)
 	<-ctx.Done()
 	return nil, ctx.Err()
+}
+
+// outageStore is the real store whose JobFinish fails until down ends, as
+// PostgreSQL does while its primary fails over.
+type outageStore struct {
+	twicestore.Store
+	down   time.Time
+	mu     sync.Mutex
+	writes int
+}
+
+func (s *outageStore) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	s.mu.Lock()
+	s.writes++
+	s.mu.Unlock()
+	if time.Now().Before(s.down) {
+		return nil, errors.New("injected outage: connection refused")
+	}
+	return s.Store.JobFinish(ctx, p)
+}
+
+// TestOutcomesOutlastAnOutage: while the store refuses writes for 3 s, an
+// outcome whose lease holds a minute is retried (with a capped backoff)
+// and written once the store is back; an outcome whose lease ends within
+// the outage is given up, with the store's error, before the outage ends,
+// and its job stays running for the rescuer. Before, every outcome was
+// given up after four tries in 1.2 s, and its job ran again.
+func TestOutcomesOutlastAnOutage(t *testing.T) {
+	t.Parallel()
+	const outage = 3 * time.Second
+	tests := []struct {
+		name      string
+		lease     time.Duration
+		wantState twicetype.JobState
+	}{
+		{"lease outlasts the outage", time.Minute, twicetype.JobStateCompleted},
+		{"lease ends during the outage", time.Second, twicetype.JobStateRunning},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			gated, rows := setup(t, 1)
+			start := time.Now()
+			store := &outageStore{Store: gated.Store, down: start.Add(outage)}
+			c := New(store, discard(), 10)
+			c.Start(context.Background())
+			defer c.Stop()
+			type result struct {
+				applied bool
+				err     error
+				at      time.Time
+			}
+			done := make(chan result, 1)
+			leaseUntil := start.Add(tt.lease)
+			c.Add(completed(rows[0]), func() time.Time { return leaseUntil }, func(applied bool, err error) {
+				done <- result{applied, err, time.Now()}
+			})
+			r := waitfor.RecvWithin(t, 30*time.Second, done, "the outcome to be written or given up")
+			row, err := gated.JobGet(context.Background(), &twicestore.JobGetParams{ID: rows[0].ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.State != tt.wantState {
+				t.Errorf("job state = %s, want %s", row.State, tt.wantState)
+			}
+			switch tt.wantState {
+			case twicetype.JobStateCompleted:
+				if !r.applied || r.err != nil {
+					t.Errorf("done(%v, %v), want the outcome applied", r.applied, r.err)
+				}
+				if r.at.Before(store.down) {
+					t.Errorf("written at %s, before the outage ended", r.at.Sub(start))
+				}
+			default:
+				if r.applied || r.err == nil {
+					t.Errorf("done(%v, %v), want the outage's error", r.applied, r.err)
+				}
+				if !r.at.Before(store.down) {
+					t.Errorf("given up at %s, after the outage: it should stop when the lease ends", r.at.Sub(start))
+				}
+			}
+		})
+	}
 }
