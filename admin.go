@@ -78,10 +78,11 @@ var (
 	// handler's name is its kind unless KindOpts.HandlerName says
 	// otherwise).
 	ErrMarkerNotFound error = &inputError{msg: "marker not found"}
-	// ErrUniqueConflict: retrying the job would put a second unfinished job
-	// with its unique key in the queue (state). The other jobs of the same
-	// batch are still retried.
-	ErrUniqueConflict = errors.New("an unfinished job has the same unique key")
+	// ErrUniqueConflict: retrying the job would put a second job holding
+	// its unique key in the queue: an unfinished one, or a finished one
+	// whose UniqueOpts.ByStates hold the key in its state. The other jobs
+	// of the same batch are still retried.
+	ErrUniqueConflict = errors.New("another job holds the same unique key")
 )
 
 // errUnknownKind is ErrUnknownKind in the usage class: the admin API

@@ -239,8 +239,8 @@ func (c *Client) JobDeleteTx(ctx context.Context, tx any, p *JobActionParams) (*
 // JobRetry makes dead, discarded and cancelled jobs available again, with
 // their attempts reset and their error history kept. A running job is
 // refused (ErrJobRunning), as is one waiting to run or completed
-// (ErrJobNotRetryable), and one whose unique key an unfinished job of its
-// kind holds (ErrUniqueConflict); the others are retried all the same.
+// (ErrJobNotRetryable), and one whose unique key another job of its kind
+// holds (ErrUniqueConflict); the others are retried all the same.
 func (c *Client) JobRetry(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
 	return c.jobAction(ctx, c.store, actionRetry, p, true)
 }
@@ -350,7 +350,7 @@ func jobResult(action jobAction, r twicestore.JobActionResult) JobResult {
 	case twicestore.JobActionAlreadyFinished:
 		out.Err = fmt.Errorf("job %d is %s: %w; nothing to cancel", r.ID, r.State, ErrJobFinished)
 	case twicestore.JobActionConflict:
-		out.Err = fmt.Errorf("job %d: %w (job %d): retry it once that job has finished", r.ID, ErrUniqueConflict, r.HolderID)
+		out.Err = fmt.Errorf("job %d: %w (job %d): retry it once that job no longer holds the key (finished outside its ByStates, or deleted)", r.ID, ErrUniqueConflict, r.HolderID)
 	case twicestore.JobActionWrongState:
 		switch {
 		case r.State == twicetype.JobStateRunning:

@@ -323,6 +323,7 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 			}
 		}
 		p.Replace = u.OnConflict == OnConflictReplace
+		p.UniqueStates = u.states()
 	}
 	if err := checkEnvelope(p); err != nil {
 		return nil, fmt.Errorf("kind %q: %w", kind, err)

@@ -15,21 +15,21 @@ import (
 )
 
 // UniqueOpts make an enqueue a no-op (or, with OnConflictReplace, an
-// update) while an unfinished job of the same kind matches it by the
-// chosen parts: its args (all or some fields), its queue, and the period
-// its run time falls in. The key is computed at enqueue from those parts,
-// hashed, and stored as the job's unique key, so the database's unique
-// index on (kind, unique key) for unfinished jobs settles insert races
-// between nodes: of any number of concurrent inserters, one inserts and
-// the others get that job back with Duplicate set.
+// update) while a job of the same kind that matches it by the chosen parts
+// — its args (all or some fields), its queue, and the period its run time
+// falls in — holds the key: while it is unfinished, or also once it
+// finished in one of ByStates. The key is computed at enqueue from those
+// parts, hashed, and stored as the job's unique key with its states, so
+// the database's unique index settles insert races between nodes: of any
+// number of concurrent inserters, one inserts and the others get that job
+// back with Duplicate set.
 //
 // With no By field set the kind itself is the key: at most one unfinished
-// job of the kind at a time.
+// job of the kind at a time. ByPeriod with completed among ByStates is
+// "at most once per period, even after it ran".
 //
-// What is not supported: a finished job never holds a key (see ByStates),
-// so "at most once per period, even after it ran" needs the handler's own
-// marker; and a replaced job keeps its queue, priority, unique key and
-// concurrency key — only its args and run time change.
+// What is not supported: a replaced job keeps its queue, priority, unique
+// key, states and concurrency key — only its args and run time change.
 type UniqueOpts struct {
 	// ByArgs makes the args part of the key: all of them, or only the
 	// fields ArgsFields names.
@@ -52,21 +52,32 @@ type UniqueOpts struct {
 	// ByQueue makes the job's queue part of the key, so the same args may
 	// wait once per queue.
 	ByQueue bool
-	// ByStates are the states in which a job holds its key. Only the
-	// unfinished states are supported, both together: available (waiting,
-	// scheduled or waiting for a retry) and running — the states the unique
-	// index covers, which is what makes the check race-free. A finished job
-	// (completed, dead, discarded, cancelled) never holds a key, so
-	// "once per period even if it already ran" is not supported; any other
-	// value is refused. Defaults to available and running.
+	// ByStates are the states in which a job holds its key. They must
+	// include the unfinished states, available (waiting, scheduled or
+	// waiting for a retry) and running: a job that let its key go while
+	// unfinished could find it taken when it finished. Any finished state
+	// may be added: completed ("never again once it completed", or once
+	// per ByPeriod even after it ran), dead ("not while one waits in the
+	// dead-letter queue"), cancelled, and discarded (with dead, as a
+	// discarded job was dead first). The states are stored with each job
+	// and checked by the database's unique index, so races between nodes
+	// are settled as for unfinished jobs.
+	//
+	// A finished job holds its key until it is deleted: retention deleting
+	// it frees the key (Config.CompletedRetention, DeadRetention and
+	// DiscardedRetention, a day for completed jobs by default: keep it at
+	// least ByPeriod, or KeepForever for "never again"), and so does
+	// deleting it by hand. Retrying a finished job by hand while another job holds its
+	// key is refused with ErrUniqueConflict. Anything else is refused at
+	// registration or enqueue. Defaults to available and running.
 	ByStates []twicetype.JobState
 	// OnConflict says what an enqueue does when the key is held. Defaults
 	// to OnConflictSkip.
 	OnConflict OnConflict
 }
 
-// OnConflict is what an enqueue does when an unfinished job already holds
-// its unique key.
+// OnConflict is what an enqueue does when a job already holds its unique
+// key.
 type OnConflict int
 
 const (
@@ -75,8 +86,9 @@ const (
 	OnConflictSkip OnConflict = iota
 	// OnConflictReplace moves the new args and run time onto the holder
 	// while it waits (state available) — a debounce: the result is the
-	// updated holder, with Duplicate and Replaced set. A running holder is
-	// never touched: the enqueue is then a plain duplicate. The update is
+	// updated holder, with Duplicate and Replaced set. A running holder, or
+	// a finished one holding its key in one of its ByStates, is never
+	// touched: the enqueue is then a plain duplicate. The update is
 	// guarded by the holder's state in the store, so a job a worker
 	// leases at the same moment is either replaced before the lease or not
 	// at all.
@@ -87,9 +99,6 @@ const (
 // key per enqueue, and a clock skew between nodes matters more than the
 // period.
 const minUniquePeriod = time.Second
-
-// uniqueStates are the only states a key can be held in (see ByStates).
-var uniqueStates = []twicetype.JobState{twicetype.JobStateAvailable, twicetype.JobStateRunning}
 
 // check refuses options no store can honour, naming what to do. fields
 // are the args type's JSON fields, nil when unknown (a type that encodes
@@ -103,16 +112,22 @@ func (u *UniqueOpts) check(t reflect.Type, fields []ArgField) error {
 	case u.OnConflict != OnConflictSkip && u.OnConflict != OnConflictReplace:
 		return fmt.Errorf("UniqueOpts.OnConflict is %d: use OnConflictSkip or OnConflictReplace", u.OnConflict)
 	}
+	for _, s := range u.ByStates {
+		if !s.Valid() {
+			return fmt.Errorf("UniqueOpts.ByStates has %q, which is no job state: use the twicetype.JobState constants", s)
+		}
+	}
 	if len(u.ByStates) > 0 {
-		for _, s := range u.ByStates {
-			if !slices.Contains(uniqueStates, s) {
-				return fmt.Errorf("UniqueOpts.ByStates has %q: only the unfinished states (available, running) can hold a unique key; leave ByStates empty", s)
+		set := twicetype.UniqueStatesOf(u.ByStates...)
+		for _, s := range []twicetype.JobState{twicetype.JobStateAvailable, twicetype.JobStateRunning} {
+			if !set.Has(s) {
+				return fmt.Errorf("UniqueOpts.ByStates lacks %q: a key is held while the job is unfinished; "+
+					"list available and running, then the finished states to add, or leave ByStates empty", s)
 			}
 		}
-		for _, s := range uniqueStates {
-			if !slices.Contains(u.ByStates, s) {
-				return fmt.Errorf("UniqueOpts.ByStates lacks %q: the store holds a key in available and running together; leave ByStates empty", s)
-			}
+		if set.Has(twicetype.JobStateDiscarded) && !set.Has(twicetype.JobStateDead) {
+			return fmt.Errorf("UniqueOpts.ByStates has %q but not %q: a discarded job was dead first; add dead",
+				twicetype.JobStateDiscarded, twicetype.JobStateDead)
 		}
 	}
 	if len(u.ArgsFields) == 0 || t == nil {
@@ -131,6 +146,12 @@ func (u *UniqueOpts) check(t reflect.Type, fields []ArgField) error {
 		}
 	}
 	return nil
+}
+
+// states is the set of states in which a job holds its key; zero (the
+// store's default, available and running) for no ByStates.
+func (u *UniqueOpts) states() twicetype.UniqueStates {
+	return twicetype.UniqueStatesOf(u.ByStates...)
 }
 
 // uniqueFor resolves the uniqueness of a job of kind: the call's options,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -397,8 +398,12 @@ func TestUniqueBadInput(t *testing.T) {
 		{"unknown field", twice.UniqueOpts{ArgsFields: []string{"tenant"}}, `field "tenant"`},
 		{"negative period", twice.UniqueOpts{ByPeriod: -time.Second}, "ByPeriod is -1s"},
 		{"period under a second", twice.UniqueOpts{ByPeriod: 500 * time.Millisecond}, "at least 1s"},
-		{"finished state", twice.UniqueOpts{ByStates: []twicetype.JobState{twicetype.JobStateCompleted}}, `"completed"`},
+		{"finished state alone", twice.UniqueOpts{ByStates: []twicetype.JobState{twicetype.JobStateCompleted}}, `lacks "available"`},
 		{"half the states", twice.UniqueOpts{ByStates: []twicetype.JobState{twicetype.JobStateAvailable}}, `lacks "running"`},
+		{"unknown state", twice.UniqueOpts{ByStates: []twicetype.JobState{twicetype.JobStateAvailable,
+			twicetype.JobStateRunning, "canceled"}}, `"canceled", which is no job state`},
+		{"discarded without dead", twice.UniqueOpts{ByStates: []twicetype.JobState{twicetype.JobStateAvailable,
+			twicetype.JobStateRunning, twicetype.JobStateDiscarded}}, "add dead"},
 		{"unknown conflict", twice.UniqueOpts{OnConflict: 7}, "OnConflict is 7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -414,10 +419,16 @@ func TestUniqueBadInput(t *testing.T) {
 			}
 		})
 	}
-	// Both unfinished states, in any order, are the default spelled out.
-	ok := twice.UniqueOpts{ByStates: []twicetype.JobState{twicetype.JobStateRunning, twicetype.JobStateAvailable}}
-	if err := twice.Register(twice.NewRegistry(), nop, &twice.KindOpts{Unique: &ok}); err != nil {
-		t.Fatalf("register with the unfinished states: %v", err)
+	// Both unfinished states, in any order, are the default spelled out;
+	// any finished state may be added to them.
+	for _, states := range [][]twicetype.JobState{
+		{twicetype.JobStateRunning, twicetype.JobStateAvailable},
+		append(slices.Clone(twicetype.AllJobStates), twicetype.JobStateCompleted), // a repeat is harmless
+	} {
+		ok := twice.UniqueOpts{ByStates: states}
+		if err := twice.Register(twice.NewRegistry(), nop, &twice.KindOpts{Unique: &ok}); err != nil {
+			t.Fatalf("register with %v: %v", states, err)
+		}
 	}
 }
 
@@ -437,4 +448,115 @@ func noteOf(t testing.TB, row *twicetype.JobRow) string {
 		t.Fatal(err)
 	}
 	return a.Note
+}
+
+// ByPeriod with completed among ByStates is "at most once per period, even
+// after it ran": the completed job holds the period's key, so a second
+// enqueue in the period is a duplicate of it, and one in the next period
+// runs.
+func TestUniqueByStatesOncePerPeriod(t *testing.T) {
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		reg := twice.NewRegistry()
+		var runs sync.Map // job id → true
+		twice.MustRegister(reg, twice.HandlerFunc[syncArgs](func(_ context.Context, j *twice.Job[syncArgs]) error {
+			runs.Store(j.ID, true)
+			return nil
+		}), &twice.KindOpts{Unique: &twice.UniqueOpts{ByArgs: true, ByPeriod: time.Hour,
+			ByStates: []twicetype.JobState{twicetype.JobStateAvailable, twicetype.JobStateRunning, twicetype.JobStateCompleted}}})
+		c := startClient(t, store, testConfig(reg))
+		enq := func(at time.Time) *twice.EnqueueResult {
+			t.Helper()
+			return mustEnqueueRes(t, c, syncArgs{CustomerID: 7}, &twice.EnqueueOpts{RunAt: at})
+		}
+		// Run times in the past are due at once; the hour is taken far
+		// enough back that none of them is in the future.
+		hour := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
+
+		first := enq(hour.Add(time.Minute))
+		waitJob(t, store, first.Job.ID, "completed", isState(twicetype.JobStateCompleted))
+		again := enq(hour.Add(59 * time.Minute))
+		if !again.Duplicate || again.Job.ID != first.Job.ID || again.Job.State != twicetype.JobStateCompleted {
+			t.Fatalf("enqueue in the same hour after it ran: duplicate %v of job %d (%s), want a duplicate of completed job %d",
+				again.Duplicate, again.Job.ID, again.Job.State, first.Job.ID)
+		}
+		next := enq(hour.Add(time.Hour))
+		if next.Duplicate {
+			t.Fatalf("enqueue in the next hour: a duplicate of job %d, want a new job", next.Job.ID)
+		}
+		waitJob(t, store, next.Job.ID, "completed", isState(twicetype.JobStateCompleted))
+		for _, id := range []int64{first.Job.ID, next.Job.ID} {
+			if _, ok := runs.Load(id); !ok {
+				t.Errorf("job %d never ran", id)
+			}
+		}
+		if n := countSyncJobs(t, c); n != 2 {
+			t.Errorf("%d jobs stored, want 2 (one per hour)", n)
+		}
+	})
+}
+
+// The default states still free the key when the job finishes: the
+// enqueue after it ran is a new job.
+func TestUniqueDefaultStatesFreeKeyOnCompletion(t *testing.T) {
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		reg := twice.NewRegistry()
+		twice.MustRegister(reg, twice.HandlerFunc[syncArgs](func(context.Context, *twice.Job[syncArgs]) error { return nil }),
+			&twice.KindOpts{Unique: &twice.UniqueOpts{ByArgs: true, ByPeriod: time.Hour}})
+		c := startClient(t, store, testConfig(reg))
+		at := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
+		first := mustEnqueueRes(t, c, syncArgs{CustomerID: 7}, &twice.EnqueueOpts{RunAt: at})
+		waitJob(t, store, first.Job.ID, "completed", isState(twicetype.JobStateCompleted))
+		if again := mustEnqueueRes(t, c, syncArgs{CustomerID: 7}, &twice.EnqueueOpts{RunAt: at}); again.Duplicate {
+			t.Fatalf("enqueue after it ran: a duplicate of job %d, want a new job", again.Job.ID)
+		}
+	})
+}
+
+// A retry by hand of a dead job whose key a completed job holds (completed
+// among its ByStates) is refused with ErrUniqueConflict naming the holder;
+// once retention (here a delete) removes the holder, the retry goes through.
+func TestUniqueByStatesRetryHeld(t *testing.T) {
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		ctx := context.Background()
+		fail := true
+		var mu sync.Mutex
+		reg := twice.NewRegistry()
+		twice.MustRegister(reg, twice.HandlerFunc[syncArgs](func(context.Context, *twice.Job[syncArgs]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if fail {
+				return twice.Permanent(errors.New("boom"))
+			}
+			return nil
+		}), &twice.KindOpts{Unique: &twice.UniqueOpts{ByArgs: true,
+			ByStates: []twicetype.JobState{twicetype.JobStateAvailable, twicetype.JobStateRunning, twicetype.JobStateCompleted}}})
+		c := startClient(t, store, testConfig(reg))
+		dead := mustEnqueueRes(t, c, syncArgs{CustomerID: 9}, nil)
+		waitJob(t, store, dead.Job.ID, "dead", isState(twicetype.JobStateDead))
+		mu.Lock()
+		fail = false
+		mu.Unlock()
+		holder := mustEnqueueRes(t, c, syncArgs{CustomerID: 9}, nil)
+		if holder.Duplicate {
+			t.Fatalf("enqueue beside a dead job: a duplicate of job %d; dead is not among ByStates", holder.Job.ID)
+		}
+		waitJob(t, store, holder.Job.ID, "completed", isState(twicetype.JobStateCompleted))
+
+		res, err := c.JobRetry(ctx, &twice.JobActionParams{IDs: []int64{dead.Job.ID}})
+		if err != nil {
+			t.Fatalf("JobRetry: %v", err)
+		}
+		if len(res.Jobs) != 1 || !errors.Is(res.Jobs[0].Err, twice.ErrUniqueConflict) ||
+			!strings.Contains(res.Jobs[0].Err.Error(), strconv.FormatInt(holder.Job.ID, 10)) {
+			t.Fatalf("retry held by a completed job: %+v; want ErrUniqueConflict naming job %d", res.Jobs, holder.Job.ID)
+		}
+		if _, err := c.JobDelete(ctx, &twice.JobActionParams{IDs: []int64{holder.Job.ID}}); err != nil {
+			t.Fatalf("JobDelete: %v", err)
+		}
+		res, err = c.JobRetry(ctx, &twice.JobActionParams{IDs: []int64{dead.Job.ID}})
+		if err != nil || len(res.Jobs) != 1 || !res.Jobs[0].Changed {
+			t.Fatalf("retry after the holder was deleted: %+v, %v; want it retried", res, err)
+		}
+		waitJob(t, store, dead.Job.ID, "completed", isState(twicetype.JobStateCompleted))
+	})
 }

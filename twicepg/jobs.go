@@ -158,13 +158,14 @@ func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*tw
 
 // insertSQL inserts a batch in one statement, from one array per column, and
 // returns a row per inserted job with its input's position (ord), plus the
-// stored unfinished jobs whose unique key an input repeats.
+// stored holders of the unique keys the inputs repeat.
 //
 //   - input draws the ids first (nextval, in input order), so each inserted
 //     row is matched to its input by id, whatever order RETURNING uses.
 //   - inserted skips, by ON CONFLICT DO NOTHING on the partial unique index,
-//     an input whose kind and unique key an unfinished job holds: a stored
-//     one, or an earlier input of the batch. Rows go in by kind and unique
+//     an input whose kind and unique key a job holds (one in a state among
+//     its own unique_states, migration 014): a stored one, or an earlier
+//     input of the batch. Rows go in by kind and unique
 //     key, then input order: the first of a batch's repeats is the one
 //     inserted, and two batches racing over the same keys (schedulers on
 //     several nodes enqueuing the same ticks) wait for each other's keys in
@@ -181,17 +182,19 @@ input AS MATERIALIZED (
 	SELECT nextval('twice_jobs_id_seq') AS id, t.*
 	FROM unnest($3::text[], $4::text[], $5::integer[], $6::bytea[], $7::text[], $8::text[], $9::text[],
 		$10::text[], $11::integer[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::text[],
-		$16::bigint[], $17::bigint[])
+		$16::bigint[], $17::bigint[], $18::integer[])
 		WITH ORDINALITY AS t(kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-			unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id, ord)
+			unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id,
+			unique_states, ord)
 	CROSS JOIN notified
 ),
 inserted AS (
 	INSERT INTO twice_jobs AS j (id, kind, queue, priority, args, message_id, idempotency_key,
-		correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id)
+		correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id,
+		unique_states)
 	SELECT id, kind, queue, priority, args, message_id, idempotency_key,
 		correlation_id, unique_key, max_attempts, run_at, created_at, metadata::jsonb, concurrency_key,
-		nullif(parent_id, 0), nullif(batch_id, 0)
+		nullif(parent_id, 0), nullif(batch_id, 0), unique_states
 	FROM input ORDER BY kind, unique_key, ord
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns + `
@@ -201,7 +204,7 @@ FROM inserted JOIN input ON input.id = inserted.id
 UNION ALL
 SELECT 0, true, ` + jobColumns + `
 FROM twice_jobs AS j
-WHERE j.unique_key <> '' AND j.state IN ('available', 'running')
+WHERE ` + twicestore.UniqueHeldSQL("j") + `
 	AND (j.kind, j.unique_key) IN (SELECT kind, unique_key FROM input WHERE unique_key <> '')`
 
 // metadataJSON encodes job metadata for its column; none is "{}".
@@ -221,8 +224,8 @@ type uniqueRef struct{ kind, key string }
 
 // JobInsertMany inserts the jobs with one statement, a single round trip
 // however many there are, which is atomic on its own. A job whose unique key
-// conflicts with an unfinished job of its kind (already stored, or earlier
-// in the same batch) is skipped and reported with that job.
+// a job of its kind holds (already stored, or earlier in the same batch) is
+// skipped and reported with that job.
 //
 // One case takes another round trip: another transaction inserted the
 // conflicting job and committed while the statement ran, too late for the
@@ -286,10 +289,11 @@ SELECT ` + jobCols("updated") + `
 FROM updated LEFT JOIN LATERAL (SELECT pg_notify($4, updated.queue) WHERE updated.run_at <= now()) AS n ON true`
 
 // replaceHolder gives holder, which holds j's unique key, j's args and run
-// time if it still waits. A holder that is running stays as it is and the
-// result is a plain duplicate; one that finished in between no longer holds
-// the key, so j is inserted after all (and may meet a new holder, tried
-// again up to insertTries times).
+// time if it still waits. A holder that is running, or finished in one of
+// its unique states, stays as it is and the result is a plain duplicate;
+// one that finished in between in another state no longer holds the key,
+// so j is inserted after all (and may meet a new holder, tried again up to
+// insertTries times).
 func (e *executor) replaceHolder(ctx context.Context, j *twicestore.JobInsertParams, holder *twicetype.JobRow) (*twicestore.JobInsertResult, error) {
 	runAt := j.RunAt
 	if runAt.IsZero() {
@@ -300,7 +304,7 @@ func (e *executor) replaceHolder(ctx context.Context, j *twicestore.JobInsertPar
 		payload = []byte{}
 	}
 	for try := 0; try < insertTries; try++ {
-		if holder.State == twicetype.JobStateRunning {
+		if holder.State != twicetype.JobStateAvailable {
 			return &twicestore.JobInsertResult{Job: holder, Duplicate: true}, nil
 		}
 		rows, err := queryJobs(ctx, e.q, replaceSQL, payload, runAt, holder.ID, e.notify.channel)
@@ -310,8 +314,9 @@ func (e *executor) replaceHolder(ctx context.Context, j *twicestore.JobInsertPar
 		if len(rows) == 1 {
 			return &twicestore.JobInsertResult{Job: rows[0], Duplicate: true, Replaced: true}, nil
 		}
-		// The holder left available: leased (then it is a duplicate) or
-		// finished (then the key is free). The insert tells which.
+		// The holder left available: leased or finished holding its key
+		// (then it is a duplicate), or finished letting it go (then the
+		// key is free). The insert tells which.
 		out, err := e.insertBatch(ctx, []*twicestore.JobInsertParams{j})
 		if err != nil {
 			return nil, err
@@ -336,6 +341,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 		metadata, ckeys         = make([]string, n), make([]string, n)
 		parents, batches        = make([]int64, n), make([]int64, n)
 		priorities, maxAttempts = make([]int32, n), make([]int32, n)
+		uniqueStates            = make([]int32, n)
 		payloads                = make([][]byte, n)
 		runAts, createdAts      = make([]time.Time, n), make([]time.Time, n)
 	)
@@ -364,6 +370,10 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 		}
 		ckeys[i] = j.ConcurrencyKey
 		parents[i], batches[i] = j.ParentID, j.BatchID
+		if err := j.UniqueStates.Validate(); err != nil {
+			return nil, fmt.Errorf("job %d of kind %q: %w", i, j.Kind, err)
+		}
+		uniqueStates[i] = int32(j.UniqueStates.OrDefault())
 	}
 	out := make([]*twicestore.JobInsertResult, n)
 	if n == 0 {
@@ -372,7 +382,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 
 	rs, err := e.q.query(ctx, insertSQL, e.notify.channel, e.notify.due(queues, now),
 		kinds, queues, priorities, payloads, messageIDs, keys, correlationIDs,
-		uniqueKeys, maxAttempts, runAts, createdAts, metadata, ckeys, parents, batches)
+		uniqueKeys, maxAttempts, runAts, createdAts, metadata, ckeys, parents, batches, uniqueStates)
 	if err != nil {
 		return nil, err
 	}

@@ -58,18 +58,23 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 }
 
 // retrySQL retries the matched dead, discarded and cancelled jobs, except a
-// unique job whose key a live job of its kind holds (held), and, among
-// matched jobs sharing a kind and unique key, all but the one with the
-// lowest id (chosen): retrying two would break the unique index, and the
-// others conflict with that one.
-const retrySQL = `WITH ` + matchedSQL + `,
+// unique job whose key another job of its kind holds (held: one the unique
+// index covers, unfinished or finished in one of its unique states, such as
+// a completed job that keeps its key), and, among matched jobs sharing a
+// kind and unique key, all but the one with the lowest id (chosen):
+// retrying two would break the unique index, and the others conflict with
+// that one. A retried job is available, which every job's unique states
+// include, so it always takes its key back; no other change of state can
+// move a job into holding its key (see twicetype.UniqueStates.Validate).
+var retrySQL = `WITH ` + matchedSQL + `,
 retryable AS (
 	SELECT * FROM matched WHERE state IN ('dead', 'discarded', 'cancelled')
 ),
 held AS (
 	SELECT DISTINCT ON (r.id) r.id, h.id AS holder
 	FROM retryable AS r
-	JOIN twice_jobs AS h ON h.kind = r.kind AND h.unique_key = r.unique_key AND h.state IN ('available', 'running')
+	JOIN twice_jobs AS h ON h.kind = r.kind AND h.unique_key = r.unique_key AND h.id <> r.id
+		AND ` + twicestore.UniqueHeldSQL("h") + `
 	WHERE r.unique_key <> ''
 	ORDER BY r.id, h.id
 ),
@@ -100,10 +105,11 @@ const retryTries = 3
 // JobRetry moves matching dead, discarded or cancelled jobs back to
 // available, due at Now, with their attempts reset, their cancel request
 // cleared and their error history kept. The lease epoch is never reset: it
-// must only grow for fencing to hold. A unique job whose key a live job of
-// its kind holds (one enqueued after it finished, or a matched job with a
-// lower id that this call retries) is left as it is, with a conflict result
-// naming the holder.
+// must only grow for fencing to hold. A unique job whose key another job of
+// its kind holds (one enqueued after it finished, a finished one holding
+// its key in one of its unique states, or a matched job with a lower id
+// that this call retries) is left as it is, with a conflict result naming
+// the holder.
 func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	if err := p.Filter.Validate(); err != nil {
 		return nil, fmt.Errorf("retry jobs: %w", err)

@@ -99,17 +99,18 @@ func metadataJSON(m map[string]string) string {
 }
 
 // insertColumnCount is the number of values bound per inserted row.
-const insertColumnCount = 15
+const insertColumnCount = 16
 
-// insertChunk is how many rows one INSERT carries: 500 rows × 15 values stays
+// insertChunk is how many rows one INSERT carries: 500 rows × 16 values stays
 // far below SQLite's bound-variable limit (32766 since 3.32).
 const insertChunk = 500
 
 // JobInsertMany inserts the jobs with one multi-row INSERT per chunk of
 // insertChunk, inside one transaction (unless it is inside one already, or
-// the batch is one statement with no unique keys to look up). A job whose unique key conflicts with
-// an unfinished job of its kind (already stored, or earlier in the same
-// batch) is skipped by ON CONFLICT DO NOTHING and reported with that job.
+// the batch is one statement with no unique keys to look up). A job whose unique key a job of its
+// kind holds (one in a state among its own unique_states, migration 014:
+// already stored, or earlier in the same batch) is skipped by ON CONFLICT
+// DO NOTHING and reported with that job.
 //
 // A zero CreatedAt is the current time and a zero RunAt is CreatedAt; a nil
 // Args is stored as an empty payload.
@@ -149,17 +150,21 @@ type uniqueRef struct{ kind, key string }
 func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, out []*twicestore.JobInsertResult) error {
 	var sb strings.Builder
 	sb.WriteString(`INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key,
-	correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id) VALUES `)
+	correlation_id, unique_key, max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id,
+	unique_states) VALUES `)
 	args := make([]any, 0, len(jobs)*insertColumnCount)
 	now := time.Now()
 	for i, j := range jobs {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		if len(j.ConcurrencyKey) > twicestore.MaxConcurrencyKeyBytes {
 			return fmt.Errorf("job of kind %q: %w (%d bytes, at most %d)", j.Kind,
 				twicestore.ErrConcurrencyKeyTooLong, len(j.ConcurrencyKey), twicestore.MaxConcurrencyKeyBytes)
+		}
+		if err := j.UniqueStates.Validate(); err != nil {
+			return fmt.Errorf("job of kind %q: %w", j.Kind, err)
 		}
 		createdAt := j.CreatedAt
 		if createdAt.IsZero() {
@@ -175,7 +180,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 		}
 		args = append(args, j.Kind, j.Queue, j.Priority, payload, j.MessageID, j.Key,
 			j.CorrelationID, j.UniqueKey, j.MaxAttempts, micros(runAt), micros(createdAt), metadataJSON(j.Metadata), j.ConcurrencyKey,
-			nullID(j.ParentID), nullID(j.BatchID))
+			nullID(j.ParentID), nullID(j.BatchID), int64(j.UniqueStates.OrDefault()))
 	}
 	sb.WriteString(" ON CONFLICT DO NOTHING RETURNING ")
 	sb.WriteString(jobColumns)
@@ -233,7 +238,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 	}
 	existing, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs INDEXED BY twice_jobs_unique
 		WHERE (kind, unique_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
-		AND unique_key <> '' AND state IN ('available', 'running')`, jsonArg(pairs))
+		AND `+twicestore.UniqueHeldSQL(""), jsonArg(pairs))
 	if err != nil {
 		return fmt.Errorf("look up duplicates: %w", err)
 	}
@@ -256,7 +261,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 // replaceHolders gives each waiting holder of a Replace job's key that
 // job's args and run time. It runs in the insert's transaction, and SQLite
 // has one writer, so the holder's state is the one the INSERT saw: a
-// running holder is left alone (the job stays a duplicate).
+// running or finished holder is left alone (the job stays a duplicate).
 func replaceHolders(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, out []*twicestore.JobInsertResult) error {
 	for i, j := range jobs {
 		r := out[i]

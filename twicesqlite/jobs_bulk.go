@@ -74,9 +74,13 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 // JobRetry moves matching dead, discarded or cancelled jobs back to
 // available, due at Now, with their attempts reset, their cancel request
 // cleared and their error history kept. The lease epoch is never reset: it
-// must only grow for fencing to hold. A unique job whose key a live job of
-// its kind holds (one enqueued after it finished, or one this call retried
-// first) is left as it is, with a conflict result naming the holder.
+// must only grow for fencing to hold. A unique job whose key another job of
+// its kind holds (one enqueued after it finished, a finished one holding
+// its key in one of its unique states, or one this call retried first) is
+// left as it is, with a conflict result naming the holder. A retried job is
+// available, which every job's unique states include, so it always takes
+// its key back; no other change of state can move a job into holding its
+// key (see twicetype.UniqueStates.Validate).
 func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	now := micros(nowOr(p.Now))
 	return e.bulk(ctx, "retry jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
@@ -88,7 +92,8 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 		if j.uniqueKey != "" {
 			var holder int64
 			err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(id), 0) FROM twice_jobs INDEXED BY twice_jobs_unique
-				WHERE kind = ? AND unique_key = ? AND unique_key <> '' AND state IN ('available', 'running')`, j.kind, j.uniqueKey).Scan(&holder)
+				WHERE kind = ? AND unique_key = ? AND id <> ? AND `+twicestore.UniqueHeldSQL(""),
+				j.kind, j.uniqueKey, j.id).Scan(&holder)
 			if err != nil {
 				return twicestore.JobActionResult{}, err
 			}

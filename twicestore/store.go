@@ -44,8 +44,9 @@ var (
 // transaction.
 type Executor interface {
 	// JobInsertMany inserts jobs in one round trip. A job whose UniqueKey
-	// matches an unfinished job of the same kind is not inserted; its result
-	// carries the existing job and Duplicate set.
+	// is held by a job of the same kind (one whose current state is among
+	// its own UniqueStates) is not inserted; its result carries the holder
+	// and Duplicate set.
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) (*JobInsertManyResult, error)
 	// JobFetch locks up to Limit available jobs of the given queue and kinds,
 	// ordered by priority, run time and id, and moves them to running under a
@@ -75,10 +76,13 @@ type Executor interface {
 	JobCount(ctx context.Context, p *JobCountParams) (*JobCountResult, error)
 	// JobRetry moves dead, discarded or cancelled jobs back to available
 	// with their attempts reset and their error history kept. A job whose
-	// unique key a live job holds is left alone with a JobActionConflict
-	// result; the others are retried all the same.
+	// unique key another job holds (see JobInsertParams.UniqueStates) is
+	// left alone with a JobActionConflict result; the others are retried
+	// all the same.
 	JobRetry(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
-	// JobDiscard moves dead jobs to discarded.
+	// JobDiscard moves dead jobs to discarded. It never takes a unique key:
+	// UniqueStates with discarded have dead too, so a discarded job held
+	// its key already while dead.
 	JobDiscard(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
 	// JobCancel cancels jobs. An available job (due or scheduled) becomes
 	// cancelled at once, finished at Now, with the request recorded as its
@@ -328,10 +332,20 @@ type JobInsertParams struct {
 	ConcurrencyKey string
 	// Replace, for a job with a UniqueKey, moves Args and RunAt onto the
 	// holder of the key when it is available (waiting), guarded by that
-	// state in the store; a running holder is left alone and the result is
-	// a plain duplicate. A holder that finished meanwhile no longer holds
-	// the key, and the job is inserted.
+	// state in the store; a running or finished holder is left alone and
+	// the result is a plain duplicate. A holder that finished meanwhile in
+	// a state outside its UniqueStates no longer holds the key, and the
+	// job is inserted.
 	Replace bool
+	// UniqueStates are the states in which the job holds UniqueKey: while
+	// its current state is among them, no other job of its kind can be
+	// inserted with that key (nor retried into holding it). They must
+	// include available and running; finished states may be added (a
+	// completed job keeps its key until retention deletes it, say). Zero
+	// is twicetype.UniqueStatesDefault, available and running; the insert
+	// fails, inserting nothing, for states that fail
+	// twicetype.UniqueStates.Validate.
+	UniqueStates twicetype.UniqueStates
 	// ParentID, when set, records the job whose completion inserted this
 	// one (a continuation's edge); JobFinish sets it for Children.
 	ParentID int64
@@ -347,7 +361,7 @@ type JobInsertManyParams struct {
 // JobInsertResult is the outcome of one insert.
 type JobInsertResult struct {
 	Job       *twicetype.JobRow
-	Duplicate bool // the unique key matched this existing unfinished job
+	Duplicate bool // the unique key is held by this existing job (unfinished, or finished in one of its UniqueStates)
 	Replaced  bool // with Replace: the duplicate took this job's args and run time
 }
 
@@ -624,8 +638,9 @@ const (
 	// JobActionWrongState: the action does not apply to the job's state
 	// (JobActionResult.State); nothing changed.
 	JobActionWrongState JobActionStatus = "wrong_state"
-	// JobActionConflict: a retry found the job's unique key held by a live
-	// job of its kind (JobActionResult.HolderID); nothing changed.
+	// JobActionConflict: a retry found the job's unique key
+	// held by another job of its kind (JobActionResult.HolderID), unfinished
+	// or finished in one of its UniqueStates; nothing changed.
 	JobActionConflict JobActionStatus = "conflict"
 )
 
@@ -636,7 +651,7 @@ type JobActionResult struct {
 	// State is the job's state after the action (as found, when the
 	// action changed nothing); empty when not found or deleted.
 	State twicetype.JobState
-	// HolderID is the live job holding the unique key, for a conflict.
+	// HolderID is the job holding the unique key, for a conflict.
 	HolderID int64
 }
 

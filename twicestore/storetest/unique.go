@@ -8,14 +8,14 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-var uniqueTests = []test{
+var uniqueTests = append([]test{
 	{"DuplicateWhileUnfinished", testUniqueUnfinished},
 	{"DuplicateWithinOneBatch", testUniqueBatch},
 	{"OtherKindIsNotDuplicate", testUniqueOtherKind},
 	{"DeadFreesKey", testUniqueDead},
 	{"EmptyKeyNeverDuplicate", testUniqueEmpty},
 	{"ReplaceWaitingHolderOnly", testUniqueReplace},
-}
+}, uniqueStatesTests...)
 
 func (e *env) uniqueJob(kind, key string) *twicestore.JobInsertParams {
 	p := e.job(kind)
