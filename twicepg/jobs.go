@@ -275,6 +275,15 @@ func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertMan
 	return res, nil
 }
 
+// replaceTries bounds the rounds of replaceHolder. Each round that does not
+// settle means another transaction made progress in between (it leased or
+// finished the holder, or inserted a new one), so the loop cannot spin on its
+// own; but a worker that leases every new holder at once, beside other
+// replacing enqueuers, can outrun a few rounds on a loaded machine
+// (TestUniqueReplaceRacesWorker ran out of 5 under -race), hence more than
+// insertTries.
+const replaceTries = 50
+
 // replaceSQL moves a job's args and run time onto the holder of its key,
 // only while the holder waits: the row lock and the state guard make it
 // atomic with a fetch that leases the holder at the same moment (one of
@@ -293,7 +302,7 @@ FROM updated LEFT JOIN LATERAL (SELECT pg_notify($4, updated.queue) WHERE update
 // its unique states, stays as it is and the result is a plain duplicate;
 // one that finished in between in another state no longer holds the key,
 // so j is inserted after all (and may meet a new holder, tried again up to
-// insertTries times).
+// replaceTries times).
 func (e *executor) replaceHolder(ctx context.Context, j *twicestore.JobInsertParams, holder *twicetype.JobRow) (*twicestore.JobInsertResult, error) {
 	runAt := j.RunAt
 	if runAt.IsZero() {
@@ -303,7 +312,7 @@ func (e *executor) replaceHolder(ctx context.Context, j *twicestore.JobInsertPar
 	if payload == nil {
 		payload = []byte{}
 	}
-	for try := 0; try < insertTries; try++ {
+	for try := 0; try < replaceTries; try++ {
 		if holder.State != twicetype.JobStateAvailable {
 			return &twicestore.JobInsertResult{Job: holder, Duplicate: true}, nil
 		}
