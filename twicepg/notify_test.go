@@ -185,7 +185,9 @@ func TestListenInsertsBurst(t *testing.T) {
 	go func() { done <- s.ListenInserts(listenCtx, func(queue string) { heard <- queue }) }()
 	defer func() {
 		stop()
-		waitfor.Recv(t, done, "ListenInserts to return")
+		if err := waitfor.Recv(t, done, "ListenInserts to return"); !errors.Is(err, context.Canceled) {
+			t.Errorf("ListenInserts returned %v, want context.Canceled", err)
+		}
 	}()
 	waitfor.Recv(t, listening, "ListenInserts to listen")
 
