@@ -389,7 +389,8 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 		return out, nil
 	}
 
-	rs, err := e.q.query(ctx, insertSQL, e.notify.channel, e.notify.due(queues, now),
+	notifyNow, committed := e.insertNotify(queues, now)
+	rs, err := e.q.query(ctx, insertSQL, e.notify.channel, notifyNow,
 		kinds, queues, priorities, payloads, messageIDs, keys, correlationIDs,
 		uniqueKeys, maxAttempts, runAts, createdAts, metadata, ckeys, parents, batches, uniqueStates)
 	if err != nil {
@@ -423,6 +424,7 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 	if err := rs.Err(); err != nil {
 		return nil, err
 	}
+	committed()
 	for i, j := range jobs {
 		if out[i] != nil {
 			continue

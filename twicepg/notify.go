@@ -12,20 +12,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // insertChannel is the notification channel of the public schema; other
 // schemas append their name to it (see channelFor).
 const insertChannel = "twice_insert"
 
-// notifyInterval is how long after notifying a queue a Store skips further
-// notifications for it: a worker woken fetches everything due, so one wake-up
-// per burst is enough. A job inserted in the skipped window waits for the
-// next notification, so the window is the floor of enqueue-to-start latency
-// under a steady stream: BenchmarkPostgresLatency at 500 jobs/s measured
-// p50/p99 of 11.9/22.7 ms with 20 ms, 3.4/6.8 ms with 5 ms and 1.2/3.0 ms
-// with 1 ms. 2 ms still caps a busy producer at 500 notifications a second
-// per queue.
+// notifyInterval is how long after notifying a queue inside a transaction a
+// Store skips further in-transaction notifications for it: a worker woken
+// fetches everything due, so one wake-up per burst is enough. It applies
+// only to inserts in a caller's transaction (Begin, ExecutorFromTx), whose
+// notification must ride on that transaction's commit; an insert on the
+// Store itself notifies after its commit, from the notifier's sender (see
+// notifier.committed), which needs no window.
 const notifyInterval = 2 * time.Millisecond
 
 // Reconnection backoff of ListenInserts: from listenBackoffMin, doubling up to
@@ -58,20 +58,105 @@ func schemaChannel(base, schema string) string {
 	return ch
 }
 
+// notifyInStatement, set by benchmarks only, makes inserts on the pool
+// notify in their own statement again, as they did before the sender, so
+// the two can be measured side by side.
+var notifyInStatement = false
+
+// notifySendTimeout bounds one notification statement of the sender.
+const notifySendTimeout = 5 * time.Second
+
 // notifier rate-limits insert notifications per queue. The Store and every
 // executor it hands out share one.
+//
+// PostgreSQL serialises the commits of transactions that notify: each holds
+// a database-wide lock from its pre-commit to the end of its commit,
+// including the commit's WAL flush. Inserts that notified in their own
+// statement therefore committed one at a time, a flush each, and a stream of
+// single inserts faster than one flush per notification queued up behind
+// the lock holding a pool connection each: at 500 jobs/s with a 2 ms window
+// every connection of a pool of 20 waited on that lock, and the workers'
+// fetches and completions waited for a connection behind them (latency p50
+// of seconds on a loaded machine). So an insert on the Store's pool does
+// not notify; once it has committed it hands its queues to the sender, one
+// goroutine sending one notification statement at a time on the pool: the
+// inserts commit in parallel (and share WAL flushes), and every queue
+// inserted into while a notification is in flight is notified by the next
+// one, after that insert's commit. The sender adapts to the server: the
+// slower a notification commits, the more inserts each one covers, and
+// never is an insert left without a notification sent after its commit.
 type notifier struct {
 	channel       string // insert wake-ups
 	toggleChannel string // kill switch changes
 	cancelChannel string // cancel requests for running jobs (see jobs_cancel.go)
 
 	mu   sync.Mutex
-	last map[string]time.Time // queue → when it was last notified
+	last map[string]time.Time // queue → when it was last notified in a transaction
+	// pending are the queues of committed inserts that the sender has not
+	// notified yet; sending is set while its goroutine runs.
+	pending map[string]bool
+	sending bool
 }
 
 func newNotifier(schema string) *notifier {
 	return &notifier{channel: channelFor(schema), toggleChannel: schemaChannel(toggleChannel, schema),
-		cancelChannel: schemaChannel(cancelChannel, schema), last: map[string]time.Time{}}
+		cancelChannel: schemaChannel(cancelChannel, schema), last: map[string]time.Time{}, pending: map[string]bool{}}
+}
+
+// insertNotify returns the queues insertSQL is to notify in its own
+// statement, and the function to call once that statement has returned
+// without error. An insert in a caller's transaction notifies in the
+// statement, so the notification is delivered on that transaction's commit
+// and never for a rollback (rate-limited by due). An insert on the Store's
+// pool commits when its statement ends: it notifies nothing itself, and
+// committed hands its queues to the sender.
+func (e *executor) insertNotify(queues []string, now time.Time) (inStatement []string, committed func()) {
+	q, ok := e.q.(pgxQuerier)
+	if !ok || notifyInStatement {
+		return e.notify.due(queues, now), func() {}
+	}
+	if _, onPool := q.c.(*pgxpool.Pool); !onPool {
+		return e.notify.due(queues, now), func() {}
+	}
+	return []string{}, func() { e.notify.committed(q, queues) }
+}
+
+// committed queues a notification of queues, whose inserts have committed,
+// and starts the sender if it is not running.
+func (n *notifier) committed(q querier, queues []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, name := range queues {
+		n.pending[name] = true
+	}
+	if n.sending || len(n.pending) == 0 {
+		return
+	}
+	n.sending = true
+	go n.send(q)
+}
+
+// send notifies the pending queues, one statement at a time, until none is
+// pending. A failed statement loses its notifications: they are hints, and
+// the workers' polling covers them, as it covers a lost connection.
+func (n *notifier) send(q querier) {
+	for {
+		n.mu.Lock()
+		if len(n.pending) == 0 {
+			n.sending = false
+			n.mu.Unlock()
+			return
+		}
+		queues := make([]string, 0, len(n.pending))
+		for name := range n.pending {
+			queues = append(queues, name)
+		}
+		clear(n.pending)
+		n.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), notifySendTimeout)
+		_, _ = q.exec(ctx, `SELECT count(pg_notify($1, q)) FROM unnest($2::text[]) AS q`, n.channel, queues)
+		cancel()
+	}
 }
 
 // due returns the distinct queues of an insert at now that were not

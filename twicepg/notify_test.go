@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -165,4 +166,53 @@ func TestListenToggles(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("a delete")
+}
+
+// TestListenInsertsBurst: a burst of concurrent inserts on the Store's pool
+// into several queues, which the sender coalesces into fewer notification
+// statements, still has every queue notified after its insert committed.
+func TestListenInsertsBurst(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, connString := openStore(t)
+	other := openAt(t, connString)
+
+	listening := make(chan uint32, 4)
+	s.onListen = func(pid uint32) { listening <- pid }
+	heard := make(chan string, 1024)
+	listenCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.ListenInserts(listenCtx, func(queue string) { heard <- queue }) }()
+	defer func() {
+		stop()
+		if err := waitfor.Recv(t, done, "ListenInserts to return"); !errors.Is(err, context.Canceled) {
+			t.Errorf("ListenInserts returned %v, want context.Canceled", err)
+		}
+	}()
+	waitfor.Recv(t, listening, "ListenInserts to listen")
+
+	queues := []string{"q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7"}
+	errs := make(chan error, len(queues)*4)
+	for range 4 {
+		for _, q := range queues {
+			go func() {
+				_, err := other.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{
+					{Kind: "test.burst.v1", Queue: q, MaxAttempts: 1},
+				}})
+				errs <- err
+			}()
+		}
+	}
+	for range len(queues) * 4 {
+		if err := waitfor.Recv(t, errs, "an insert to return"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := map[string]bool{}
+	for _, q := range queues {
+		missing[q] = true
+	}
+	for len(missing) > 0 {
+		delete(missing, waitfor.Recv(t, heard, fmt.Sprintf("notifications for queues %v", slices.Sorted(maps.Keys(missing)))))
+	}
 }

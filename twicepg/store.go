@@ -26,15 +26,18 @@
 //
 // An insert sends pg_notify with the queue name as payload, on the channel
 // twice_insert (in the public schema; twice_insert.<schema> otherwise, so
-// installations sharing a database do not wake each other), once per queue
-// per statement and in the statement's transaction, so it is delivered on
-// commit and never for a rollback. Each Store skips the notification for a
-// queue it notified less than 20ms before: a burst of single inserts wakes
-// the workers once, not once per job, and PostgreSQL, which serialises the
-// commits of transactions that notify, is spared most of them. A skipped
-// notification is covered by the one sent just before it once that one's
-// transaction commits; when it rolls back, or commits much later, the
-// workers' polling covers the gap, as it covers a lost connection.
+// installations sharing a database do not wake each other). PostgreSQL
+// serialises the commits of transactions that notify, WAL flush included,
+// so an insert on the Store itself does not notify in its own statement:
+// once it has committed, one sender per Store notifies its queues, one
+// statement at a time, each covering every insert committed while the one
+// before was in flight. An insert in a caller's transaction notifies in
+// that transaction, so the notification is delivered on commit and never
+// for a rollback; those skip a queue notified less than 2ms before, and a
+// skipped one is covered by the notification sent just before it once that
+// one's transaction commits. When a notification is lost, or its
+// transaction rolls back, the workers' polling covers the gap, as it
+// covers a lost connection.
 // ListenInserts receives the notifications.
 //
 // PostgreSQL 12 or later is required.

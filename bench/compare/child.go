@@ -147,6 +147,11 @@ func twicePG(ctx context.Context, u string, cfg bench.Config, finishedRows int) 
 		return nil, err
 	}
 	cfg.Store = store
+	stopTrace, err := startTrace()
+	if err != nil {
+		return nil, err
+	}
+	defer stopTrace()
 	return bench.Run(ctx, cfg)
 }
 
@@ -186,5 +191,10 @@ func twiceSQLite(ctx context.Context, path string, cfg bench.Config) (*bench.Res
 	}
 	defer func() { _ = store.Close() }()
 	cfg.Store = store
+	stopTrace, err := startTrace()
+	if err != nil {
+		return nil, err
+	}
+	defer stopTrace()
 	return bench.Run(ctx, cfg)
 }

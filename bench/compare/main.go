@@ -119,7 +119,7 @@ func (o *options) runAll(ctx context.Context) error {
 	if err := o.createSchemas(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("twice vs River, %d runs each, %d workers, pool of %d; %s\n", o.runs, o.workers, o.poolConns, pgSettings(ctx, o.pg))
+	fmt.Printf("twice vs River, %d runs each, %d workers, pool of %d; %s; %s\n", o.runs, o.workers, o.poolConns, hogNote(), pgSettings(ctx, o.pg))
 	var selected []workload
 	for _, w := range o.workloads() {
 		if o.only == "" || slices.Contains(strings.Split(o.only, ","), w.name) {
@@ -212,7 +212,13 @@ func (o *options) spawn(ctx context.Context, workload, system string, extra ...s
 		"-growth-rows", fmt.Sprint(o.growthRows), "-duration", o.duration.String(), "-rate", fmt.Sprint(o.rate),
 		"-workers", fmt.Sprint(o.workers), "-pool-conns", fmt.Sprint(o.poolConns), "-river-fetch-cooldown", o.cooldown.String()}
 	args = append(args, extra...)
+	stopHog, err := startHog()
+	if err != nil {
+		return nil, err
+	}
+	defer stopHog()
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = childEnv(system)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := cmd.Run(); err != nil {

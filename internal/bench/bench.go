@@ -87,7 +87,12 @@ type Result struct {
 	P50ms    float64 `json:"p50_ms"`
 	P95ms    float64 `json:"p95_ms"`
 	P99ms    float64 `json:"p99_ms"`
-	MaxRSSMB float64 `json:"max_rss_mb"`
+	// EnqueueP50ms and EnqueueP99ms are the latency mode's enqueue times,
+	// from a job's At to its Enqueue's return: the share of P50ms and
+	// P99ms spent before the job was committed.
+	EnqueueP50ms float64 `json:"enqueue_p50_ms,omitempty"`
+	EnqueueP99ms float64 `json:"enqueue_p99_ms,omitempty"`
+	MaxRSSMB     float64 `json:"max_rss_mb"`
 }
 
 func (c Config) withDefaults() Config {
@@ -181,6 +186,14 @@ func (r *Result) Percentiles(latencies []time.Duration) {
 		return round(float64(latencies[int(p*float64(len(latencies)-1))])/float64(time.Millisecond), 3)
 	}
 	r.P50ms, r.P95ms, r.P99ms = pct(0.50), pct(0.95), pct(0.99)
+}
+
+// EnqueuePercentiles fills EnqueueP50ms and EnqueueP99ms from enqueue
+// times (sorted in place).
+func (r *Result) EnqueuePercentiles(enqueued []time.Duration) {
+	var e Result
+	e.Percentiles(enqueued)
+	r.EnqueueP50ms, r.EnqueueP99ms = e.P50ms, e.P99ms
 }
 
 func round(v float64, digits int) float64 {

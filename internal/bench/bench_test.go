@@ -109,3 +109,25 @@ func BenchmarkClaimAfterPostgres(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLatencyPostgres: the latency workload (500 jobs a second for
+// b.N milliseconds, at least 3 s, 2,000 workers, a pool of 20) on
+// PostgreSQL; it reports enqueue-to-start p50/p99 and, of those, the
+// enqueue's own share (enqueue-p50/p99, to the commit).
+func BenchmarkLatencyPostgres(b *testing.B) {
+	u, _ := pgtest.Schema(b, "bench_latency")
+	store, err := twicepg.Open(context.Background(), pgtest.WithParams(b, u, map[string]string{"pool_max_conns": "20"}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	res, err := Run(context.Background(), Config{Store: store, Mode: ModeLatency, Duration: max(time.Duration(b.N)*time.Millisecond, 3*time.Second), Workers: 2000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(res.P50ms, "p50-ms")
+	b.ReportMetric(res.P99ms, "p99-ms")
+	b.ReportMetric(res.EnqueueP50ms, "enqueue-p50-ms")
+	b.ReportMetric(res.EnqueueP99ms, "enqueue-p99-ms")
+	b.ReportMetric(0, "ns/op")
+}

@@ -39,6 +39,10 @@ type runner struct {
 	target    int64
 	all       chan struct{}
 	latencies []time.Duration
+	// enqueued are the latency mode's enqueue times: from the job's At
+	// to its Enqueue's return (the commit), the part of a latency that
+	// is the enqueue's and not the worker's.
+	enqueued []time.Duration
 }
 
 // expect makes all close once n of this run's jobs have started, and
@@ -277,12 +281,18 @@ func (r *runner) latency(ctx context.Context) (*Result, error) {
 		}
 		n := sent.Add(1)
 		wg.Go(func() {
-			if _, err := c.Enqueue(ctx, Args{Run: r.runID, N: n, At: time.Now().UnixNano()}, nil); err != nil {
+			at := time.Now()
+			if _, err := c.Enqueue(ctx, Args{Run: r.runID, N: n, At: at.UnixNano()}, nil); err != nil {
 				select {
 				case errs <- err:
 				default:
 				}
+				return
 			}
+			d := time.Since(at)
+			r.mu.Lock()
+			r.enqueued = append(r.enqueued, d)
+			r.mu.Unlock()
 		})
 	}
 	tick.Stop()
@@ -303,6 +313,7 @@ func (r *runner) latency(ctx context.Context) (*Result, error) {
 	res := &Result{Jobs: int(sent.Load()), Seconds: round(elapsed.Seconds(), 3)}
 	r.mu.Lock()
 	res.Percentiles(r.latencies)
+	res.EnqueuePercentiles(r.enqueued)
 	r.mu.Unlock()
 	return res, nil
 }

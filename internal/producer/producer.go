@@ -4,6 +4,14 @@
 // local notification, when a slot frees after a full fetch, and on a
 // jittered fallback timer; the database, not the notification, is the truth.
 //
+// A notification that comes while a fetch round is in flight starts a
+// second round at once, on a goroutine of its own, instead of waiting for
+// the first to return: a fetch is a write that commits (a WAL flush), and on
+// a busy server it takes tens of milliseconds, so a job enqueued just after
+// a round began waited for that round and then for its own, one and a half
+// rounds on average. At most maxRounds rounds are in flight; each reserves
+// the slots it asks for, so together they never lease more jobs than slots.
+//
 // Jobs run on worker goroutines that outlive one job: a worker that finishes
 // takes the next dispatched job if one comes within workerIdle, so a busy
 // producer does not pay a goroutine start, and a stack grown again from
@@ -29,6 +37,13 @@ const fetchTimeout = 30 * time.Second
 // workerIdle is how long a worker goroutine waits for its next job before
 // it exits.
 const workerIdle = 2 * time.Second
+
+// maxRounds is the most fetch rounds in flight at once: the main loop's and
+// one started by a notification while it was in flight. More rounds fetch
+// fewer jobs each, and each is a write the server commits; on a loaded
+// machine 4 measured no better than 2. A variable only so
+// BenchmarkNotifyToStart can set 1, the single round of before.
+var maxRounds = 2
 
 // Queue is one named queue and the most of its jobs run at once.
 type Queue struct {
@@ -93,9 +108,21 @@ type Producer struct {
 	mu     sync.Mutex
 	active map[string]int // queue -> running count
 	total  int
-	wg     sync.WaitGroup // running jobs
-	done   chan struct{}  // closed when Run returns: no more dispatches
-	rotate int
+	// reserved are the slots that fetches in flight asked for, per queue
+	// and in all: free counts them as taken.
+	reserved      map[string]int
+	reservedTotal int
+	// inRound is set while the main loop's fetch round is in flight, and
+	// extra counts the notifications' rounds in flight; roundCtx is the main loop's
+	// context, stopped is set when it returns. All guarded by mu.
+	inRound  bool
+	extra    int // notification rounds in flight
+	stopped  bool
+	roundCtx context.Context
+	extras   sync.WaitGroup // notification rounds
+	wg       sync.WaitGroup // running jobs
+	done     chan struct{}  // closed when Run returns: no more dispatches
+	rotate   int
 	// handoff passes a dispatched job to an idle worker; unbuffered, so a
 	// job is only handed to a worker that is waiting for one.
 	handoff chan Fetched
@@ -108,17 +135,23 @@ type Producer struct {
 // New returns a producer; Run starts it.
 func New(cfg Config) *Producer {
 	return &Producer{
-		cfg:     cfg,
-		wake:    make(chan struct{}, 1),
-		freed:   make(chan struct{}, 1),
-		active:  make(map[string]int),
-		done:    make(chan struct{}),
-		handoff: make(chan Fetched),
+		cfg:      cfg,
+		wake:     make(chan struct{}, 1),
+		freed:    make(chan struct{}, 1),
+		active:   make(map[string]int),
+		reserved: make(map[string]int),
+		done:     make(chan struct{}),
+		handoff:  make(chan Fetched),
 	}
 }
 
-// Notify asks for a fetch soon (a job was just enqueued, say).
+// Notify asks for a fetch soon (a job was just enqueued, say): at once on
+// a goroutine of its own if the main loop's round is in flight (and no
+// other notification's is), else as the main loop's next round.
 func (p *Producer) Notify() {
+	if p.roundNow() {
+		return
+	}
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -136,14 +169,61 @@ func (p *Producer) NotifyThrottled() {
 	}
 }
 
+// roundNow starts a fetch round on a goroutine of its own if the main
+// loop's is in flight and fewer than maxRounds are, and reports whether it
+// did. When that round leaves work behind (its fetch came back full,
+// throttled or failed) it wakes the main loop, whose own round may have
+// ended meanwhile, so nothing waits for the poll timer.
+func (p *Producer) roundNow() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.inRound || p.extra >= maxRounds-1 || p.stopped {
+		return false
+	}
+	p.extra++
+	p.extras.Add(1)
+	ctx := p.roundCtx
+	go func() {
+		defer p.extras.Done()
+		full, retryAt, err := p.fetchRound(ctx)
+		p.mu.Lock()
+		p.extra--
+		p.mu.Unlock()
+		if full || err != nil || !retryAt.IsZero() {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return true
+}
+
+// setInRound records whether the main loop's round is in flight.
+func (p *Producer) setInRound(ctx context.Context, in bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inRound, p.roundCtx = in, ctx
+}
+
 // Run fetches until ctx is done. It returns without waiting for running
 // jobs; Wait does that.
 func (p *Producer) Run(ctx context.Context) {
 	defer close(p.done)
+	defer func() {
+		// No notification round starts any more, and the one in flight
+		// dispatches before done closes.
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
+		p.extras.Wait()
+	}()
 	logger := p.cfg.Logger.With(logattr.Component, "producer")
 	backoff := p.cfg.PollInterval
 	for {
+		p.setInRound(ctx, true)
 		full, retryAt, err := p.fetchRound(ctx)
+		p.setInRound(ctx, false)
 		if err != nil && ctx.Err() == nil {
 			logger.ErrorContext(ctx, "fetching jobs failed; retrying", logattr.Err, err)
 		}
@@ -199,22 +279,23 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time
 	n := len(p.cfg.Queues)
 	start := 0
 	if p.cfg.RoundRobin && n > 0 {
+		p.mu.Lock()
 		start = p.rotate % n
 		p.rotate++
+		p.mu.Unlock()
 	}
 	for i := range n {
 		if ctx.Err() != nil {
 			return false, time.Time{}, nil
 		}
 		q := p.cfg.Queues[(start+i)%n]
-		limit := p.free(q)
+		limit := p.reserve(q)
 		if limit <= 0 {
 			if p.globalFree() <= 0 {
 				return true, retryAt, nil
 			}
 			continue
 		}
-		limit = min(limit, p.cfg.FetchLimit)
 		now := time.Now()
 		// A fetch that committed must be dispatched, so the statement runs
 		// to its end even when shutdown begins meanwhile.
@@ -231,8 +312,10 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time
 		})
 		cancel()
 		if ferr != nil {
+			p.settle(q.Name, limit, 0)
 			return false, retryAt, ferr
 		}
+		p.settle(q.Name, limit, len(res.Jobs))
 		// A throttled fetch left due jobs that a freed slot lets start.
 		if len(res.Jobs) == limit || res.Throttled {
 			full = true
@@ -252,29 +335,65 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time
 					f.Peek = Processed
 				}
 			}
-			p.dispatch(f)
+			p.start(f)
 		}
 	}
 	return full, retryAt, nil
 }
 
+// free is how many more jobs of q may be leased now.
 func (p *Producer) free(q Queue) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return min(q.Concurrency-p.active[q.Name], p.cfg.MaxWorkers-p.total)
+	return p.freeLocked(q)
+}
+
+func (p *Producer) freeLocked(q Queue) int {
+	return min(q.Concurrency-p.active[q.Name]-p.reserved[q.Name], p.cfg.MaxWorkers-p.total-p.reservedTotal)
+}
+
+// reserve takes the slots of q a fetch may fill now, at most FetchLimit,
+// so a concurrent round does not count them free; settle gives them back.
+func (p *Producer) reserve(q Queue) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := min(p.freeLocked(q), p.cfg.FetchLimit)
+	if n > 0 {
+		p.reserved[q.Name] += n
+		p.reservedTotal += n
+	}
+	return n
+}
+
+// settle returns a fetch's reserved slots of queue and takes one for each
+// of the leased jobs it dispatches next, in one step, so no round sees
+// those slots free in between.
+func (p *Producer) settle(queue string, reserved, leased int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reserved[queue] -= reserved
+	p.reservedTotal -= reserved
+	p.active[queue] += leased
+	p.total += leased
 }
 
 func (p *Producer) globalFree() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cfg.MaxWorkers - p.total
+	return p.cfg.MaxWorkers - p.total - p.reservedTotal
 }
 
+// dispatch takes a slot for f and starts it.
 func (p *Producer) dispatch(f Fetched) {
 	p.mu.Lock()
 	p.active[f.Row.Queue]++
 	p.total++
 	p.mu.Unlock()
+	p.start(f)
+}
+
+// start runs f, whose slot is taken, on an idle worker or a new one.
+func (p *Producer) start(f Fetched) {
 	p.wg.Add(1)
 	select {
 	case p.handoff <- f: // an idle worker took it
