@@ -404,8 +404,9 @@ func (e *executor) batchSeal(ctx context.Context, id int64, now time.Time) error
 	var fire bool
 	err := e.q.queryRow(ctx, `UPDATE twice_batches SET sealed = true,
 		callback_state = CASE WHEN callback_state = 0 AND pending = 0 AND (NOT on_success OR (dead = 0 AND cancelled = 0))
-			THEN 1 ELSE callback_state END
-		WHERE id = $1 RETURNING callback_state = 1`, id).Scan(&fire)
+			THEN 1 ELSE callback_state END,
+		finished_at = CASE WHEN callback_state = 0 AND pending = 0 THEN coalesce(finished_at, $2) ELSE finished_at END
+		WHERE id = $1 RETURNING callback_state = 1`, id, now).Scan(&fire)
 	if isNoRows(err) {
 		return twicestore.ErrNotFound
 	}

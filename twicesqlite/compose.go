@@ -393,8 +393,7 @@ func batchSeal(ctx context.Context, q dbtx, id int64, now time.Time) error {
 	if _, err := q.ExecContext(ctx, `UPDATE twice_batches SET sealed = 1,
 		callback_state = CASE WHEN callback_state = 0 AND pending = 0 AND (on_success = 0 OR (dead = 0 AND cancelled = 0))
 			THEN 1 ELSE callback_state END,
-		finished_at = CASE WHEN callback_state = 0 AND pending = 0 AND (on_success = 0 OR (dead = 0 AND cancelled = 0))
-			THEN ?2 ELSE finished_at END
+		finished_at = CASE WHEN callback_state = 0 AND pending = 0 THEN coalesce(finished_at, ?2) ELSE finished_at END
 		WHERE id = ?1`, id, micros(now)); err != nil {
 		return err
 	}
