@@ -55,14 +55,7 @@ func (e *executor) finishWithChildren(ctx context.Context, p *twicestore.JobFini
 		}
 		var kids []*twicestore.JobInsertParams
 		for i, o := range p.Outcomes {
-			if len(o.Children) == 0 || o.State != twicetype.JobStateCompleted {
-				continue
-			}
-			earned := r.Applied[i]
-			if o.Marker != nil {
-				earned = claimed[i]
-			}
-			if !earned {
+			if !twicestore.ChildrenEarned(o, r.Applied[i], claimed[i]) {
 				continue
 			}
 			for _, c := range o.Children {
@@ -104,10 +97,7 @@ func scanWorkflow(r row) (*twicetype.Workflow, error) {
 // roots, in one transaction.
 func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowInsertParams) (*twicestore.WorkflowInsertResult, error) {
 	now := nowOr(p.CreatedAt)
-	onDead := p.OnDead
-	if onDead == "" {
-		onDead = twicetype.WorkflowOnDeadHold
-	}
+	onDead := p.OnDeadPolicy()
 	n := len(p.Tasks)
 	var (
 		names, kinds, queues, msgIDs, keys, corrIDs, metas, ckeys = make([]string, n), make([]string, n),
@@ -248,14 +238,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 
 // WorkflowList lists workflows newest first.
 func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListParams) (*twicestore.WorkflowListResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	before := p.Before
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
+	before, limit := p.Page()
 	rs, err := e.q.query(ctx, `SELECT `+workflowColumns+` FROM twice_workflows
 		WHERE id < $1 AND ($2 = '' OR state = $2) ORDER BY id DESC LIMIT $3`, before, string(p.State), limit)
 	if err != nil {
@@ -386,13 +369,8 @@ func (e *executor) batchAdd(ctx context.Context, id int64, jobs []*twicestore.Jo
 	if err != nil {
 		return nil, err
 	}
-	n := 0
-	for _, j := range r.Jobs {
-		if !j.Duplicate {
-			n++
-		}
-	}
-	_, err = e.q.exec(ctx, `UPDATE twice_batches SET total = total + $1, pending = pending + $1 WHERE id = $2`, n, id)
+	_, err = e.q.exec(ctx, `UPDATE twice_batches SET total = total + $1, pending = pending + $1 WHERE id = $2`,
+		twicestore.Joined(r.Jobs), id)
 	return r.Jobs, err
 }
 

@@ -22,13 +22,7 @@ import (
 // applied or, for an outcome with a marker, this call stored the marker
 // (see twicestore.Composer for why).
 func insertChildren(ctx context.Context, q dbtx, o *twicestore.JobOutcome, applied, claimedHere bool) error {
-	if len(o.Children) == 0 || o.State != twicetype.JobStateCompleted {
-		return nil
-	}
-	if o.Marker != nil {
-		applied = claimedHere
-	}
-	if !applied {
+	if !twicestore.ChildrenEarned(o, applied, claimedHere) {
 		return nil
 	}
 	for _, c := range o.Children {
@@ -85,10 +79,7 @@ func scanWorkflow(r rowScanner) (*twicetype.Workflow, error) {
 // roots, in one transaction.
 func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowInsertParams) (*twicestore.WorkflowInsertResult, error) {
 	now := nowOr(p.CreatedAt)
-	onDead := p.OnDead
-	if onDead == "" {
-		onDead = twicetype.WorkflowOnDeadHold
-	}
+	onDead := p.OnDeadPolicy()
 	res := &twicestore.WorkflowInsertResult{}
 	err := e.inTx(ctx, func(q dbtx) error {
 		w, err := scanWorkflow(q.QueryRowContext(ctx, `INSERT INTO twice_workflows (name, on_dead, tasks, created_at)
@@ -232,14 +223,7 @@ func (p prefixScanner) Scan(dest ...any) error {
 
 // WorkflowList lists workflows newest first.
 func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListParams) (*twicestore.WorkflowListResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	before := p.Before
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
+	before, limit := p.Page()
 	rs, err := e.db.QueryContext(ctx, `SELECT `+workflowColumns+` FROM twice_workflows
 		WHERE id < ? AND (? = '' OR state = ?) ORDER BY id DESC LIMIT ?`, before, string(p.State), string(p.State), limit)
 	if err != nil {
@@ -377,13 +361,8 @@ func batchAdd(ctx context.Context, q dbtx, id int64, jobs []*twicestore.JobInser
 			return nil, err
 		}
 	}
-	n := 0
-	for _, r := range out {
-		if !r.Duplicate {
-			n++
-		}
-	}
-	_, err := q.ExecContext(ctx, `UPDATE twice_batches SET total = total + ?1, pending = pending + ?1 WHERE id = ?2`, n, id)
+	_, err := q.ExecContext(ctx, `UPDATE twice_batches SET total = total + ?1, pending = pending + ?1 WHERE id = ?2`,
+		twicestore.Joined(out), id)
 	return out, err
 }
 

@@ -183,3 +183,58 @@ type BatchSealParams struct {
 type BatchGetParams struct {
 	ID int64
 }
+
+// The rules below are the drivers' to follow alike; only their SQL
+// differs.
+
+// WorkflowListLimitDefault is how many workflows WorkflowList returns when
+// Limit is zero or less.
+const WorkflowListLimitDefault = 100
+
+// Page returns the listing's bounds with the defaults applied: the id to
+// list below (all ids when Before is not set) and the page size.
+func (p *WorkflowListParams) Page() (before int64, limit int) {
+	before, limit = p.Before, p.Limit
+	if limit <= 0 {
+		limit = WorkflowListLimitDefault
+	}
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	return before, limit
+}
+
+// OnDeadPolicy is the workflow's policy for a dead task, the default
+// (twicetype.WorkflowOnDeadHold) when OnDead is empty.
+func (p *WorkflowInsertParams) OnDeadPolicy() string {
+	if p.OnDead == "" {
+		return twicetype.WorkflowOnDeadHold
+	}
+	return p.OnDead
+}
+
+// ChildrenEarned reports whether JobFinish inserts outcome o's Children:
+// only for a completed outcome, when its guarded write applied or, for an
+// outcome with a Marker, when this call's claim of the marker is the one
+// stored (claimedHere), as Composer describes.
+func ChildrenEarned(o *JobOutcome, applied, claimedHere bool) bool {
+	if len(o.Children) == 0 || o.State != twicetype.JobStateCompleted {
+		return false
+	}
+	if o.Marker != nil {
+		return claimedHere
+	}
+	return applied
+}
+
+// Joined counts the jobs of an insert that joined a batch: all but the
+// duplicates left out.
+func Joined(rs []*JobInsertResult) int {
+	n := 0
+	for _, r := range rs {
+		if !r.Duplicate {
+			n++
+		}
+	}
+	return n
+}
