@@ -177,7 +177,6 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
 	res := &twicestore.WorkflowGetResult{Workflow: w}
-	byName := map[string]*twicetype.WorkflowTask{}
 	rs, err := e.q.query(ctx, `SELECT name, kind, pending, state FROM twice_workflow_tasks
 		WHERE workflow_id = $1 ORDER BY name`, p.ID)
 	if err != nil {
@@ -193,8 +192,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
 		t.State = twicetype.WorkflowTaskState(state)
-		res.Tasks = append(res.Tasks, &t)
-		byName[t.Name] = &t
+		res.AddTask(&t)
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
@@ -210,9 +208,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 			rs.Close()
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
-		if t := byName[task]; t != nil {
-			t.Deps = append(t.Deps, dep)
-		}
+		res.AddDep(dep, task)
 	}
 	rs.Close()
 	rs, err = e.q.query(ctx, `SELECT j.workflow_task, `+jobColumns+` FROM twice_jobs AS j WHERE j.workflow_id = $1`, p.ID)
@@ -226,9 +222,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		if err != nil {
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
-		if t := byName[name]; t != nil {
-			t.Job = j
-		}
+		res.SetJob(name, j)
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)

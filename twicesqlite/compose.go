@@ -141,7 +141,6 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
 	res := &twicestore.WorkflowGetResult{Workflow: w}
-	byName := map[string]*twicetype.WorkflowTask{}
 	rs, err := e.db.QueryContext(ctx, `SELECT name, kind, pending, state FROM twice_workflow_tasks
 		WHERE workflow_id = ? ORDER BY name`, p.ID)
 	if err != nil {
@@ -157,8 +156,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
 		t.State = twicetype.WorkflowTaskState(state)
-		res.Tasks = append(res.Tasks, &t)
-		byName[t.Name] = &t
+		res.AddTask(&t)
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
@@ -174,9 +172,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 			rs.Close()
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
-		if t := byName[task]; t != nil {
-			t.Deps = append(t.Deps, dep)
-		}
+		res.AddDep(dep, task)
 	}
 	rs.Close()
 	jobs, err := e.workflowJobs(ctx, e.db, p.ID)
@@ -184,9 +180,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
 	for name, j := range jobs {
-		if t := byName[name]; t != nil {
-			t.Job = j
-		}
+		res.SetJob(name, j)
 	}
 	return res, nil
 }

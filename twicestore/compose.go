@@ -113,6 +113,32 @@ type WorkflowGetParams struct {
 type WorkflowGetResult struct {
 	Workflow *twicetype.Workflow
 	Tasks    []*twicetype.WorkflowTask
+
+	byName map[string]*twicetype.WorkflowTask
+}
+
+// AddTask appends a task, as a driver reads the tasks in name order.
+func (r *WorkflowGetResult) AddTask(t *twicetype.WorkflowTask) {
+	if r.byName == nil {
+		r.byName = map[string]*twicetype.WorkflowTask{}
+	}
+	r.Tasks = append(r.Tasks, t)
+	r.byName[t.Name] = t
+}
+
+// AddDep records that task depends on dep (read in dep order per task);
+// a task not added is ignored.
+func (r *WorkflowGetResult) AddDep(dep, task string) {
+	if t := r.byName[task]; t != nil {
+		t.Deps = append(t.Deps, dep)
+	}
+}
+
+// SetJob sets task's job; a task not added is ignored.
+func (r *WorkflowGetResult) SetJob(task string, j *twicetype.JobRow) {
+	if t := r.byName[task]; t != nil {
+		t.Job = j
+	}
 }
 
 // WorkflowListParams filter and page a workflow listing.
