@@ -40,8 +40,10 @@ func (b *Batch) Add(args Args, opts *EnqueueOpts) *Batch {
 }
 
 // OnSuccess makes the callback wait until every job has completed: while
-// any is dead (or cancelled) there is no callback; retrying it and seeing
-// it complete brings it.
+// any is dead, discarded or cancelled (or was deleted unfinished) there is
+// no callback. Once its last job finishes such a batch is finished with
+// failures all the same (BatchGet: FinishedAt set, Failed true);
+// retrying the failed jobs and seeing them complete brings the callback.
 func (b *Batch) OnSuccess() *Batch {
 	b.onSuccess = true
 	return b

@@ -55,14 +55,7 @@ func (e *executor) finishWithChildren(ctx context.Context, p *twicestore.JobFini
 		}
 		var kids []*twicestore.JobInsertParams
 		for i, o := range p.Outcomes {
-			if len(o.Children) == 0 || o.State != twicetype.JobStateCompleted {
-				continue
-			}
-			earned := r.Applied[i]
-			if o.Marker != nil {
-				earned = claimed[i]
-			}
-			if !earned {
+			if !twicestore.ChildrenEarned(o, r.Applied[i], claimed[i]) {
 				continue
 			}
 			for _, c := range o.Children {
@@ -104,10 +97,7 @@ func scanWorkflow(r row) (*twicetype.Workflow, error) {
 // roots, in one transaction.
 func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowInsertParams) (*twicestore.WorkflowInsertResult, error) {
 	now := nowOr(p.CreatedAt)
-	onDead := p.OnDead
-	if onDead == "" {
-		onDead = twicetype.WorkflowOnDeadHold
-	}
+	onDead := p.OnDeadPolicy()
 	n := len(p.Tasks)
 	var (
 		names, kinds, queues, msgIDs, keys, corrIDs, metas, ckeys = make([]string, n), make([]string, n),
@@ -187,7 +177,6 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
 	res := &twicestore.WorkflowGetResult{Workflow: w}
-	byName := map[string]*twicetype.WorkflowTask{}
 	rs, err := e.q.query(ctx, `SELECT name, kind, pending, state FROM twice_workflow_tasks
 		WHERE workflow_id = $1 ORDER BY name`, p.ID)
 	if err != nil {
@@ -203,8 +192,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
 		t.State = twicetype.WorkflowTaskState(state)
-		res.Tasks = append(res.Tasks, &t)
-		byName[t.Name] = &t
+		res.AddTask(&t)
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
@@ -220,9 +208,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 			rs.Close()
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
-		if t := byName[task]; t != nil {
-			t.Deps = append(t.Deps, dep)
-		}
+		res.AddDep(dep, task)
 	}
 	rs.Close()
 	rs, err = e.q.query(ctx, `SELECT j.workflow_task, `+jobColumns+` FROM twice_jobs AS j WHERE j.workflow_id = $1`, p.ID)
@@ -236,9 +222,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		if err != nil {
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
-		if t := byName[name]; t != nil {
-			t.Job = j
-		}
+		res.SetJob(name, j)
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
@@ -248,14 +232,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 
 // WorkflowList lists workflows newest first.
 func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListParams) (*twicestore.WorkflowListResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	before := p.Before
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
+	before, limit := p.Page()
 	rs, err := e.q.query(ctx, `SELECT `+workflowColumns+` FROM twice_workflows
 		WHERE id < $1 AND ($2 = '' OR state = $2) ORDER BY id DESC LIMIT $3`, before, string(p.State), limit)
 	if err != nil {
@@ -386,13 +363,8 @@ func (e *executor) batchAdd(ctx context.Context, id int64, jobs []*twicestore.Jo
 	if err != nil {
 		return nil, err
 	}
-	n := 0
-	for _, j := range r.Jobs {
-		if !j.Duplicate {
-			n++
-		}
-	}
-	_, err = e.q.exec(ctx, `UPDATE twice_batches SET total = total + $1, pending = pending + $1 WHERE id = $2`, n, id)
+	_, err = e.q.exec(ctx, `UPDATE twice_batches SET total = total + $1, pending = pending + $1 WHERE id = $2`,
+		twicestore.Joined(r.Jobs), id)
 	return r.Jobs, err
 }
 
@@ -404,8 +376,9 @@ func (e *executor) batchSeal(ctx context.Context, id int64, now time.Time) error
 	var fire bool
 	err := e.q.queryRow(ctx, `UPDATE twice_batches SET sealed = true,
 		callback_state = CASE WHEN callback_state = 0 AND pending = 0 AND (NOT on_success OR (dead = 0 AND cancelled = 0))
-			THEN 1 ELSE callback_state END
-		WHERE id = $1 RETURNING callback_state = 1`, id).Scan(&fire)
+			THEN 1 ELSE callback_state END,
+		finished_at = CASE WHEN callback_state = 0 AND pending = 0 THEN coalesce(finished_at, $2) ELSE finished_at END
+		WHERE id = $1 RETURNING callback_state = 1`, id, now).Scan(&fire)
 	if isNoRows(err) {
 		return twicestore.ErrNotFound
 	}

@@ -22,13 +22,7 @@ import (
 // applied or, for an outcome with a marker, this call stored the marker
 // (see twicestore.Composer for why).
 func insertChildren(ctx context.Context, q dbtx, o *twicestore.JobOutcome, applied, claimedHere bool) error {
-	if len(o.Children) == 0 || o.State != twicetype.JobStateCompleted {
-		return nil
-	}
-	if o.Marker != nil {
-		applied = claimedHere
-	}
-	if !applied {
+	if !twicestore.ChildrenEarned(o, applied, claimedHere) {
 		return nil
 	}
 	for _, c := range o.Children {
@@ -85,10 +79,7 @@ func scanWorkflow(r rowScanner) (*twicetype.Workflow, error) {
 // roots, in one transaction.
 func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowInsertParams) (*twicestore.WorkflowInsertResult, error) {
 	now := nowOr(p.CreatedAt)
-	onDead := p.OnDead
-	if onDead == "" {
-		onDead = twicetype.WorkflowOnDeadHold
-	}
+	onDead := p.OnDeadPolicy()
 	res := &twicestore.WorkflowInsertResult{}
 	err := e.inTx(ctx, func(q dbtx) error {
 		w, err := scanWorkflow(q.QueryRowContext(ctx, `INSERT INTO twice_workflows (name, on_dead, tasks, created_at)
@@ -150,7 +141,6 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
 	res := &twicestore.WorkflowGetResult{Workflow: w}
-	byName := map[string]*twicetype.WorkflowTask{}
 	rs, err := e.db.QueryContext(ctx, `SELECT name, kind, pending, state FROM twice_workflow_tasks
 		WHERE workflow_id = ? ORDER BY name`, p.ID)
 	if err != nil {
@@ -166,8 +156,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
 		t.State = twicetype.WorkflowTaskState(state)
-		res.Tasks = append(res.Tasks, &t)
-		byName[t.Name] = &t
+		res.AddTask(&t)
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
@@ -183,9 +172,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 			rs.Close()
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
-		if t := byName[task]; t != nil {
-			t.Deps = append(t.Deps, dep)
-		}
+		res.AddDep(dep, task)
 	}
 	rs.Close()
 	jobs, err := e.workflowJobs(ctx, e.db, p.ID)
@@ -193,9 +180,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
 	for name, j := range jobs {
-		if t := byName[name]; t != nil {
-			t.Job = j
-		}
+		res.SetJob(name, j)
 	}
 	return res, nil
 }
@@ -232,14 +217,7 @@ func (p prefixScanner) Scan(dest ...any) error {
 
 // WorkflowList lists workflows newest first.
 func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListParams) (*twicestore.WorkflowListResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	before := p.Before
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
+	before, limit := p.Page()
 	rs, err := e.db.QueryContext(ctx, `SELECT `+workflowColumns+` FROM twice_workflows
 		WHERE id < ? AND (? = '' OR state = ?) ORDER BY id DESC LIMIT ?`, before, string(p.State), string(p.State), limit)
 	if err != nil {
@@ -377,13 +355,8 @@ func batchAdd(ctx context.Context, q dbtx, id int64, jobs []*twicestore.JobInser
 			return nil, err
 		}
 	}
-	n := 0
-	for _, r := range out {
-		if !r.Duplicate {
-			n++
-		}
-	}
-	_, err := q.ExecContext(ctx, `UPDATE twice_batches SET total = total + ?1, pending = pending + ?1 WHERE id = ?2`, n, id)
+	_, err := q.ExecContext(ctx, `UPDATE twice_batches SET total = total + ?1, pending = pending + ?1 WHERE id = ?2`,
+		twicestore.Joined(out), id)
 	return out, err
 }
 
@@ -393,8 +366,7 @@ func batchSeal(ctx context.Context, q dbtx, id int64, now time.Time) error {
 	if _, err := q.ExecContext(ctx, `UPDATE twice_batches SET sealed = 1,
 		callback_state = CASE WHEN callback_state = 0 AND pending = 0 AND (on_success = 0 OR (dead = 0 AND cancelled = 0))
 			THEN 1 ELSE callback_state END,
-		finished_at = CASE WHEN callback_state = 0 AND pending = 0 AND (on_success = 0 OR (dead = 0 AND cancelled = 0))
-			THEN ?2 ELSE finished_at END
+		finished_at = CASE WHEN callback_state = 0 AND pending = 0 THEN coalesce(finished_at, ?2) ELSE finished_at END
 		WHERE id = ?1`, id, micros(now)); err != nil {
 		return err
 	}

@@ -113,6 +113,32 @@ type WorkflowGetParams struct {
 type WorkflowGetResult struct {
 	Workflow *twicetype.Workflow
 	Tasks    []*twicetype.WorkflowTask
+
+	byName map[string]*twicetype.WorkflowTask
+}
+
+// AddTask appends a task, as a driver reads the tasks in name order.
+func (r *WorkflowGetResult) AddTask(t *twicetype.WorkflowTask) {
+	if r.byName == nil {
+		r.byName = map[string]*twicetype.WorkflowTask{}
+	}
+	r.Tasks = append(r.Tasks, t)
+	r.byName[t.Name] = t
+}
+
+// AddDep records that task depends on dep (read in dep order per task);
+// a task not added is ignored.
+func (r *WorkflowGetResult) AddDep(dep, task string) {
+	if t := r.byName[task]; t != nil {
+		t.Deps = append(t.Deps, dep)
+	}
+}
+
+// SetJob sets task's job; a task not added is ignored.
+func (r *WorkflowGetResult) SetJob(task string, j *twicetype.JobRow) {
+	if t := r.byName[task]; t != nil {
+		t.Job = j
+	}
 }
 
 // WorkflowListParams filter and page a workflow listing.
@@ -182,4 +208,59 @@ type BatchSealParams struct {
 // BatchGetParams name a batch.
 type BatchGetParams struct {
 	ID int64
+}
+
+// The rules below are the drivers' to follow alike; only their SQL
+// differs.
+
+// WorkflowListLimitDefault is how many workflows WorkflowList returns when
+// Limit is zero or less.
+const WorkflowListLimitDefault = 100
+
+// Page returns the listing's bounds with the defaults applied: the id to
+// list below (all ids when Before is not set) and the page size.
+func (p *WorkflowListParams) Page() (before int64, limit int) {
+	before, limit = p.Before, p.Limit
+	if limit <= 0 {
+		limit = WorkflowListLimitDefault
+	}
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	return before, limit
+}
+
+// OnDeadPolicy is the workflow's policy for a dead task, the default
+// (twicetype.WorkflowOnDeadHold) when OnDead is empty.
+func (p *WorkflowInsertParams) OnDeadPolicy() string {
+	if p.OnDead == "" {
+		return twicetype.WorkflowOnDeadHold
+	}
+	return p.OnDead
+}
+
+// ChildrenEarned reports whether JobFinish inserts outcome o's Children:
+// only for a completed outcome, when its guarded write applied or, for an
+// outcome with a Marker, when this call's claim of the marker is the one
+// stored (claimedHere), as Composer describes.
+func ChildrenEarned(o *JobOutcome, applied, claimedHere bool) bool {
+	if len(o.Children) == 0 || o.State != twicetype.JobStateCompleted {
+		return false
+	}
+	if o.Marker != nil {
+		return claimedHere
+	}
+	return applied
+}
+
+// Joined counts the jobs of an insert that joined a batch: all but the
+// duplicates left out.
+func Joined(rs []*JobInsertResult) int {
+	n := 0
+	for _, r := range rs {
+		if !r.Duplicate {
+			n++
+		}
+	}
+	return n
 }

@@ -87,12 +87,23 @@ type Batch struct {
 	// sealed.
 	Open bool
 	// Total counts the jobs added; Pending those not finished; Completed,
-	// Dead (dead or discarded) and Cancelled the others.
+	// Dead (dead or discarded) and Cancelled (cancelled, or deleted before
+	// they finished) the others.
 	Total, Pending, Completed, Dead, Cancelled int
 	// CallbackKind is the callback job's kind; CallbackJobID is its id once
-	// inserted, zero before.
+	// inserted, zero before (and for ever, for an OnSuccess batch that
+	// failed).
 	CallbackKind  string
 	CallbackJobID int64
 	CreatedAt     time.Time
-	FinishedAt    time.Time // when the callback was inserted
+	// FinishedAt is when the batch finished: sealed, with no job pending.
+	// Its callback, if one is due, was inserted then. Zero while a job is
+	// pending, and again once a failed job of a batch still without a
+	// callback is retried.
+	FinishedAt time.Time
 }
+
+// Failed reports whether a finished batch finished with failures: some of
+// its jobs are dead, discarded or cancelled. An OnSuccess batch that failed
+// got no callback; retrying its failed jobs can still bring it.
+func (b *Batch) Failed() bool { return !b.FinishedAt.IsZero() && b.Dead+b.Cancelled > 0 }

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -98,48 +98,33 @@ The limits are the registry's: a binary built without the kinds (the
 stock 'twice') knows no limits and lists none.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			client, done, err := c.openClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			usage, err := client.LimitList(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				out := make([]limitJSON, len(usage))
-				for i, u := range usage {
-					out[i] = newLimitJSON(u)
-				}
-				return writeJSON(c.stdout, out)
-			}
-			if len(usage) == 0 {
-				fmt.Fprintln(c.stdout, "no limited kinds: this binary registers no kind with a concurrency or rate limit")
-				return nil
-			}
-			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "KIND\tLIMITS\tRUNNING/SLOTS\tDUE\tTHROTTLED\tBUSY KEYS\tRATE USED")
-			for _, u := range usage {
-				slots := fmt.Sprintf("%d/-", u.Running)
-				if u.Limit.Global > 0 {
-					slots = fmt.Sprintf("%d/%d", u.Running, u.Limit.Global)
-				}
-				keys := "-"
-				if u.Limit.PerKey > 0 || !u.Limit.KeyRate.IsZero() {
-					keys = fmt.Sprintf("%d of %d", u.BusyKeys, u.Keys)
-				}
-				rate := "-"
-				if r := u.Limit.Rate; !r.IsZero() {
-					rate = fmt.Sprintf("%d/%d per %s", u.RateUsed, r.Limit, period(r.Period))
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", u.Kind, limitsText(u), slots, u.Due, u.Throttled, keys, rate)
-			}
-			return tw.Flush()
+			return printList(c, cmd, asJSON, listing[twice.LimitUsage, limitJSON]{
+				list: (*twice.Client).LimitList, toJSON: newLimitJSON,
+				empty:  "no limited kinds: this binary registers no kind with a concurrency or rate limit",
+				header: "KIND\tLIMITS\tRUNNING/SLOTS\tDUE\tTHROTTLED\tBUSY KEYS\tRATE USED",
+				row:    limitRow,
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// limitRow is one limited kind's line in 'limits ls'.
+func limitRow(tw io.Writer, u twice.LimitUsage) {
+	slots := fmt.Sprintf("%d/-", u.Running)
+	if u.Limit.Global > 0 {
+		slots = fmt.Sprintf("%d/%d", u.Running, u.Limit.Global)
+	}
+	keys := "-"
+	if u.Limit.PerKey > 0 || !u.Limit.KeyRate.IsZero() {
+		keys = fmt.Sprintf("%d of %d", u.BusyKeys, u.Keys)
+	}
+	rate := "-"
+	if r := u.Limit.Rate; !r.IsZero() {
+		rate = fmt.Sprintf("%d/%d per %s", u.RateUsed, r.Limit, period(r.Period))
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", u.Kind, limitsText(u), slots, u.Due, u.Throttled, keys, rate)
 }
 
 // period is a rate period the way people write it: "1h" and "5m", not

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,53 +69,38 @@ live nodes that work it. A queue with waiting jobs and no live node is
 stranded: its jobs wait until a worker that serves it starts.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			client, done, err := c.openClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			queues, err := client.QueueList(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				out := make([]queueJSON, len(queues))
-				for i, q := range queues {
-					out[i] = newQueueJSON(q)
-				}
-				return writeJSON(c.stdout, out)
-			}
-			if len(queues) == 0 {
-				fmt.Fprintln(c.stdout, "no queues: no jobs, no workers and no catalogued kinds yet")
-				return nil
-			}
-			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "QUEUE\tSTATUS\tDUE\tSCHEDULED\tRUNNING\tNODES\tPAUSED BY\tUNTIL\tREASON")
-			for _, q := range queues {
-				status, by, until, reason := "active", "-", "-", "-"
-				switch {
-				case q.Paused:
-					status, by, reason = "paused", q.By, truncate(fmt.Sprintf("%q", q.Reason), 50)
-					until = "resumed"
-					if !q.Until.IsZero() {
-						until = formatTime(q.Until)
-					}
-				case stranded(q):
-					status = "stranded"
-				case len(q.Nodes) == 0:
-					status = "idle"
-				}
-				nodes := "-"
-				if len(q.Nodes) > 0 {
-					nodes = strings.Join(q.Nodes, ",")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", q.Name, status, q.Due, q.Scheduled, q.Running, nodes, by, until, reason)
-			}
-			return tw.Flush()
+			return printList(c, cmd, asJSON, listing[twice.QueueInfo, queueJSON]{
+				list: (*twice.Client).QueueList, toJSON: newQueueJSON,
+				empty:  "no queues: no jobs, no workers and no catalogued kinds yet",
+				header: "QUEUE\tSTATUS\tDUE\tSCHEDULED\tRUNNING\tNODES\tPAUSED BY\tUNTIL\tREASON",
+				row:    queueRow,
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// queueRow is one queue's line in 'queues ls'.
+func queueRow(tw io.Writer, q twice.QueueInfo) {
+	status, by, until, reason := "active", "-", "-", "-"
+	switch {
+	case q.Paused:
+		status, by, reason = "paused", q.By, truncate(fmt.Sprintf("%q", q.Reason), 50)
+		until = "resumed"
+		if !q.Until.IsZero() {
+			until = formatTime(q.Until)
+		}
+	case stranded(q):
+		status = "stranded"
+	case len(q.Nodes) == 0:
+		status = "idle"
+	}
+	nodes := "-"
+	if len(q.Nodes) > 0 {
+		nodes = strings.Join(q.Nodes, ",")
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", q.Name, status, q.Due, q.Scheduled, q.Running, nodes, by, until, reason)
 }
 
 func (c *cli) queuesPauseCommand() *cobra.Command {

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,47 +51,36 @@ recorded but neither registered nor published was removed from the code:
 'recurring rm' removes its record.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			client, done, err := c.openClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			list, err := client.ScheduleList(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				out := make([]scheduleJSON, len(list))
-				for i, s := range list {
-					out[i] = scheduleJSON{Name: s.Name, Kind: s.Kind, Spec: s.Spec,
-						LastTickAt: timePtr(s.LastTickAt), LastOutcome: s.LastOutcome, LastJobID: s.LastJobID,
-						NextAt: timePtr(s.NextAt), UpdatedAt: timePtr(s.UpdatedAt),
-						Recorded: s.Recorded, Registered: s.Registered, Published: s.Published}
-				}
-				return writeJSON(c.stdout, out)
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(c.stdout, "no schedules: none has ticked, and none is registered here or published by a worker")
-				return nil
-			}
-			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tKIND\tSPEC\tLAST TICK\tOUTCOME\tJOB\tNEXT RUN\tDEFINED BY")
-			for _, s := range list {
-				job, outcome := "-", "-"
-				if s.LastJobID != 0 {
-					job = fmt.Sprint(s.LastJobID)
-				}
-				if s.LastOutcome != "" {
-					outcome = s.LastOutcome
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.Spec,
-					formatTime(s.LastTickAt), outcome, job, formatTime(s.NextAt), definedBy(s))
-			}
-			return tw.Flush()
+			return printList(c, cmd, asJSON, listing[twice.ScheduleInfo, scheduleJSON]{
+				list: (*twice.Client).ScheduleList, toJSON: newScheduleJSON,
+				empty:  "no schedules: none has ticked, and none is registered here or published by a worker",
+				header: "NAME\tKIND\tSPEC\tLAST TICK\tOUTCOME\tJOB\tNEXT RUN\tDEFINED BY",
+				row:    scheduleRow,
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+func newScheduleJSON(s twice.ScheduleInfo) scheduleJSON {
+	return scheduleJSON{Name: s.Name, Kind: s.Kind, Spec: s.Spec,
+		LastTickAt: timePtr(s.LastTickAt), LastOutcome: s.LastOutcome, LastJobID: s.LastJobID,
+		NextAt: timePtr(s.NextAt), UpdatedAt: timePtr(s.UpdatedAt),
+		Recorded: s.Recorded, Registered: s.Registered, Published: s.Published}
+}
+
+// scheduleRow is one schedule's line in 'recurring ls'.
+func scheduleRow(tw io.Writer, s twice.ScheduleInfo) {
+	job, outcome := "-", "-"
+	if s.LastJobID != 0 {
+		job = fmt.Sprint(s.LastJobID)
+	}
+	if s.LastOutcome != "" {
+		outcome = s.LastOutcome
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.Spec,
+		formatTime(s.LastTickAt), outcome, job, formatTime(s.NextAt), definedBy(s))
 }
 
 // definedBy says where a schedule is still defined.

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -68,33 +70,19 @@ func (c *cli) workflowsListCommand() *cobra.Command {
 			default:
 				return usagef("--state %q: use running, completed, failed or cancelled", state)
 			}
-			client, done, err := c.openClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			list, err := client.WorkflowList(cmd.Context(), &twice.WorkflowListOpts{State: twicetype.WorkflowState(state), Limit: limit})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				out := make([]workflowJSON, len(list))
-				for i, w := range list {
-					out[i] = newWorkflowJSON(w)
-				}
-				return writeJSON(c.stdout, out)
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(c.stdout, "no workflows")
-				return nil
-			}
-			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tDONE\tDEAD\tON DEAD\tCREATED")
-			for _, w := range list {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", w.ID, truncate(w.Name, 40), workflowState(w),
-					w.Completed, w.Tasks, w.Dead, w.OnDead, formatTime(w.CreatedAt))
-			}
-			return tw.Flush()
+			opts := &twice.WorkflowListOpts{State: twicetype.WorkflowState(state), Limit: limit}
+			return printList(c, cmd, asJSON, listing[*twicetype.Workflow, workflowJSON]{
+				list: func(client *twice.Client, ctx context.Context) ([]*twicetype.Workflow, error) {
+					return client.WorkflowList(ctx, opts)
+				},
+				toJSON: newWorkflowJSON,
+				empty:  "no workflows",
+				header: "ID\tNAME\tSTATE\tDONE\tDEAD\tON DEAD\tCREATED",
+				row: func(tw io.Writer, w *twicetype.Workflow) {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", w.ID, truncate(w.Name, 40), workflowState(w),
+						w.Completed, w.Tasks, w.Dead, w.OnDead, formatTime(w.CreatedAt))
+				},
+			})
 		}),
 	}
 	f := cmd.Flags()

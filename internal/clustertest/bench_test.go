@@ -61,7 +61,7 @@ func BenchmarkPostgresWork(b *testing.B) {
 			c.waitCompleted(b.N, 15*time.Minute)
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
-			c.stopAll()
+			c.workers.StopAll()
 		})
 	}
 }

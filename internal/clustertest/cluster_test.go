@@ -1,15 +1,10 @@
 package clustertest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/nodetest"
 	"github.com/twicejobs/twice/internal/pgtest"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicestore"
@@ -32,21 +28,12 @@ func TestMain(m *testing.M) {
 
 // cluster is one test's database schema and the worker processes on it.
 type cluster struct {
-	t         testing.TB
-	url       string // with search_path and the workers' application_name
-	app       string // the workers' application_name, to find their backends
-	admin     *pgxpool.Pool
-	store     *twicepg.Store
-	mu        sync.Mutex
-	processes []*process
-}
-
-// process is one worker process.
-type process struct {
-	node   string
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
-	exited chan error
+	t       testing.TB
+	url     string // with search_path and the workers' application_name
+	app     string // the workers' application_name, to find their backends
+	admin   *pgxpool.Pool
+	store   *twicepg.Store
+	workers *nodetest.Processes
 }
 
 // newCluster makes a schema of its own on the TWICE_TEST_POSTGRES server,
@@ -78,7 +65,7 @@ func newCluster(t testing.TB) *cluster {
 		`CREATE TRIGGER record_completion AFTER UPDATE OF state ON twice_jobs FOR EACH ROW
 			WHEN (NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed')
 			EXECUTE FUNCTION record_completion()`)
-	t.Cleanup(c.stopAll)
+	c.workers = nodetest.New(t, envWorker)
 	return c
 }
 
@@ -100,64 +87,17 @@ func (c *cluster) count(q string, args ...any) int {
 	return n
 }
 
-// start runs a worker process: this test binary, told by its environment
-// to be a worker.
-func (c *cluster) start(node string, env ...string) *process {
+// start runs a worker process on the cluster's schema.
+func (c *cluster) start(node string, env ...string) *nodetest.Process {
 	c.t.Helper()
-	p := &process{node: node, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(append(os.Environ(), envWorker+"=1", envURL+"="+c.url, envNode+"="+node), env...)
-	p.cmd.Stderr = &lockedWriter{w: p.stderr}
-	if err := p.cmd.Start(); err != nil {
-		c.t.Fatalf("start worker %s: %v", node, err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	c.mu.Lock()
-	c.processes = append(c.processes, p)
-	c.mu.Unlock()
-	return p
+	return c.workers.Start(node, append([]string{envURL + "=" + c.url, envNode + "=" + node}, env...)...)
 }
 
 // kill ends a worker with SIGKILL: no drain, no outcome written, leases
 // left to expire.
-func (c *cluster) kill(p *process) {
+func (c *cluster) kill(p *nodetest.Process) {
 	c.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		c.t.Fatalf("kill %s: %v", p.node, err)
-	}
-	err := <-p.exited
-	c.t.Logf("%s killed: %v", p.node, err)
-}
-
-func (c *cluster) stopAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.processes {
-		if p.cmd.ProcessState != nil {
-			continue
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.exited:
-			if err != nil && !strings.Contains(err.Error(), "killed") {
-				c.t.Errorf("worker %s exited: %v\n%s", p.node, err, p.stderr)
-			}
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			c.t.Errorf("worker %s did not stop on SIGTERM", p.node)
-		}
-	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
+	c.workers.Kill(p)
 }
 
 // completed counts completed jobs.
@@ -183,11 +123,7 @@ func (c *cluster) waitCompleted(n int, within time.Duration) {
 	defer tick.Stop()
 	for c.completed() < n {
 		if time.Now().After(deadline) {
-			c.mu.Lock()
-			for _, p := range c.processes {
-				c.t.Logf("worker %s stderr:\n%s", p.node, p.stderr)
-			}
-			c.mu.Unlock()
+			c.workers.LogStderr(0)
 			c.t.Fatalf("only %d of %d jobs completed after %s", c.completed(), n, within)
 		}
 		<-tick.C
@@ -254,8 +190,8 @@ func TestThreeWorkerProcessesSurviveKillsAndCuts(t *testing.T) {
 	for gen, at := range []int{total * 3 / 10, total * 6 / 10} {
 		c.waitCompleted(at, 5*time.Minute)
 		c.kill(victim)
-		inFlight := c.inFlightEmails(victim.node)
-		t.Logf("killed %s at %d completed jobs; %d of its emails in flight", victim.node, c.completed(), len(inFlight))
+		inFlight := c.inFlightEmails(victim.Node)
+		t.Logf("killed %s at %d completed jobs; %d of its emails in flight", victim.Node, c.completed(), len(inFlight))
 		for id := range inFlight {
 			allowedDuplicates[id] = true
 		}
@@ -270,7 +206,7 @@ func TestThreeWorkerProcessesSurviveKillsAndCuts(t *testing.T) {
 	t.Logf("terminated %d worker connections at %d completed jobs", cut, c.completed())
 
 	c.waitCompleted(total, 5*time.Minute)
-	c.stopAll()
+	c.workers.StopAll()
 
 	counts, err := c.store.JobCount(ctx, &twicestore.JobCountParams{})
 	if err != nil {

@@ -154,7 +154,7 @@ func TestClusterComposeThroughKill(t *testing.T) {
 	for gen, at := range []int{total / 4, total / 2, total * 3 / 4} {
 		c.waitCompleted(at, 5*time.Minute)
 		c.kill(victim)
-		t.Logf("killed %s at %d of %d completed jobs (%s)", victim.node, c.completed(), total, time.Since(start))
+		t.Logf("killed %s at %d of %d completed jobs (%s)", victim.Node, c.completed(), total, time.Since(start))
 		victim = c.start(fmt.Sprintf("w0-gen%d", gen+2), envRedeliver+"=1")
 	}
 	c.waitCompleted(total, 5*time.Minute)

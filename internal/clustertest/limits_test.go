@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/nodetest"
 )
 
 // envLimits, set in a worker's environment, registers the flow-control
@@ -130,7 +131,7 @@ func TestClusterLimitsHoldThroughKill(t *testing.T) {
 	}
 	total := keys * perKey
 
-	workers := map[string]*process{}
+	workers := map[string]*nodetest.Process{}
 	for _, node := range []string{"w0", "w1", "w2"} {
 		workers[node] = c.start(node, envLimits+"=keyed")
 	}
@@ -156,7 +157,7 @@ func TestClusterLimitsHoldThroughKill(t *testing.T) {
 	}
 	t.Logf("killed %s at %d completed jobs with %d of its jobs running", victim, c.completed(), inFlight)
 	c.waitCompleted(total, 5*time.Minute)
-	c.stopAll()
+	c.workers.StopAll()
 
 	if n := c.count(`SELECT count(*) FROM twice_jobs WHERE state <> 'completed'`); n != 0 {
 		t.Errorf("%d jobs not completed: a slot leaked or a job was lost", n)
@@ -294,7 +295,7 @@ func TestClusterRateLimit(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling the handlers' record; nothing to subscribe to across processes
 	}
 	time.Sleep(run + 500*time.Millisecond) // the run itself: the measurement is of time passing
-	c.stopAll()
+	c.workers.StopAll()
 
 	var started int
 	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM limit_log WHERE at >= $1 AND at < $2`,

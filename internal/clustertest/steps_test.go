@@ -124,7 +124,7 @@ func TestClusterStepsThroughKill(t *testing.T) {
 	for gen, at := range []int{orders / 4, orders / 2, orders * 3 / 4} {
 		waitFinished(at)
 		c.kill(victim)
-		t.Logf("killed %s at %d of %d finished orders (%s)", victim.node, finished(), orders, time.Since(start))
+		t.Logf("killed %s at %d of %d finished orders (%s)", victim.Node, finished(), orders, time.Since(start))
 		victim = c.start(fmt.Sprintf("w0-gen%d", gen+2), envRedeliver+"=1", envSlots+"=10")
 	}
 	waitFinished(orders)

@@ -5,16 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/twicepg"
+	"github.com/twicejobs/twice/internal/nodetest"
 )
 
 // Environment of a worker process.
@@ -70,54 +68,27 @@ func registry(pool *pgxpool.Pool) *twice.Registry {
 	return reg
 }
 
-// runWorker is the whole life of a worker process: work until SIGTERM,
-// then drain and exit. A SIGKILL ends it anywhere, which is the point.
+// runWorker is the whole life of a worker process (see nodetest.Worker).
 func runWorker() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	url, node := os.Getenv(envURL), os.Getenv(envNode)
 	slots := 20
 	if v, err := strconv.Atoi(os.Getenv(envSlots)); err == nil && v > 0 {
 		slots = v
 	}
-	store, err := twicepg.Open(ctx, url)
-	if err != nil {
-		logger.Error("worker: open store", "err", err)
-		return 1
-	}
-	defer store.Close()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		logger.Error("worker: open pool", "err", err)
-		return 1
-	}
-	defer pool.Close()
-	client, err := twice.NewClient(store, twice.Config{
-		Registry:       registry(pool),
-		Queues:         []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: slots}},
-		LeaseDuration:  workerLease,
-		RescueInterval: 500 * time.Millisecond,
-		PollInterval:   200 * time.Millisecond,
-		Backoff:        func(int) time.Duration { return 50 * time.Millisecond },
-		NodeID:         node,
-		Redeliver:      os.Getenv(envRedeliver) != "",
-		Logger:         logger,
-	})
-	if err != nil {
-		logger.Error("worker: new client", "err", err)
-		return 1
-	}
-	if err := client.Start(ctx); err != nil {
-		logger.Error("worker: start", "err", err)
-		return 1
-	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := client.Shutdown(stopCtx, 10*time.Second); err != nil {
-		logger.Error("worker: stop", "err", err)
-		return 1
-	}
-	return 0
+	return nodetest.Worker{
+		URL:    os.Getenv(envURL),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Config: func(pool *pgxpool.Pool) twice.Config {
+			return twice.Config{
+				Registry:       registry(pool),
+				Queues:         []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: slots}},
+				LeaseDuration:  workerLease,
+				RescueInterval: 500 * time.Millisecond,
+				PollInterval:   200 * time.Millisecond,
+				Backoff:        func(int) time.Duration { return 50 * time.Millisecond },
+				NodeID:         os.Getenv(envNode),
+				Redeliver:      os.Getenv(envRedeliver) != "",
+			}
+		},
+		Stop: func(c *twice.Client, ctx context.Context) error { return c.Shutdown(ctx, 10*time.Second) },
+	}.Run()
 }

@@ -6,12 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/nodetest"
 	"github.com/twicejobs/twice/twicepg"
 )
 
@@ -272,7 +270,7 @@ func runFailover(t *testing.T, synchronous bool) *report {
 	s.waitListening()
 	r.latAfter = s.probe(1 + probes)
 	r.workersAfter = s.count(`SELECT count(DISTINCT attempted_by) FROM twice_jobs WHERE finished_at > $1 AND kind <> $2`, dead, probeArgs{}.Kind())
-	s.stopAll()
+	s.workers.StopAll()
 
 	// What the new primary holds, by each job's key.
 	type stored struct{ rows, completed, dead int }
@@ -356,17 +354,7 @@ type scenario struct {
 	store    *twicepg.Store
 	producer *twice.Client
 	effects  string // the directory the workers append their effects to
-
-	mu        sync.Mutex
-	processes []*process
-}
-
-// process is one worker process.
-type process struct {
-	node   string
-	cmd    *exec.Cmd
-	stderr *lockedBuffer
-	exited chan error
+	workers  *nodetest.Processes
 }
 
 func newScenario(t *testing.T, p *pair) *scenario {
@@ -405,57 +393,21 @@ func newScenario(t *testing.T, p *pair) *scenario {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	t.Cleanup(s.stopAll)
+	s.workers = nodetest.New(t, envWorker)
 	return s
 }
 
-// start runs a worker process: this test binary, told by its environment
-// to be a worker, given the pair's multi-host URL.
+// start runs a worker process given the pair's multi-host URL.
 func (s *scenario) start(node string) {
 	s.t.Helper()
-	p := &process{node: node, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), envWorker+"=1", envNode+"="+node, envEffects+"="+s.effects,
+	s.workers.Start(node, envNode+"="+node, envEffects+"="+s.effects,
 		envURL+"="+s.pair.url("application_name=failover_"+node))
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		s.t.Fatalf("start worker %s: %v", node, err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	s.mu.Lock()
-	s.processes = append(s.processes, p)
-	s.mu.Unlock()
-}
-
-// stopAll stops the workers with SIGTERM, so each drains.
-func (s *scenario) stopAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.processes {
-		if p.cmd.ProcessState != nil {
-			continue
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.exited:
-			if err != nil {
-				s.t.Errorf("worker %s exited: %v\n%s", p.node, err, p.stderr)
-			}
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			s.t.Errorf("worker %s did not stop on SIGTERM", p.node)
-		}
-	}
 }
 
 // fail ends the test with the workers' logs.
 func (s *scenario) fail(format string, args ...any) {
 	s.t.Helper()
-	s.mu.Lock()
-	for _, p := range s.processes {
-		s.t.Logf("worker %s stderr:\n%s", p.node, tail(p.stderr.String(), 30))
-	}
-	s.mu.Unlock()
+	s.workers.LogStderr(30)
 	s.t.Fatalf(format, args...)
 }
 
@@ -578,25 +530,6 @@ func (s *scenario) readEffects() (emails, charges map[int64]int) {
 		}
 	}
 	return emails, charges
-}
-
-// lockedBuffer is a worker's stderr, written by exec's copier and read by
-// the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func median(d []time.Duration) time.Duration {

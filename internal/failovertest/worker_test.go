@@ -5,17 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/twicepg"
+	"github.com/twicejobs/twice/internal/nodetest"
 )
 
 // Environment of a worker process.
@@ -116,55 +114,30 @@ func registry(pool *pgxpool.Pool, eff *effects) *twice.Registry {
 	return reg
 }
 
-// runWorker is the whole life of a worker process: work until SIGTERM,
-// then drain and exit. It is given the pair's multi-host URL and nothing
-// else: finding the new primary after the failover is its own business.
+// runWorker is the whole life of a worker process (see nodetest.Worker).
+// It is given the pair's multi-host URL and nothing else: finding the new
+// primary after the failover is its own business.
 func runWorker() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	url, node := os.Getenv(envURL), os.Getenv(envNode)
+	node := os.Getenv(envNode)
 	f, err := os.OpenFile(filepath.Join(os.Getenv(envEffects), node+".log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		logger.Error("worker: open effects file", "err", err)
 		return 1
 	}
 	defer f.Close()
-	store, err := twicepg.Open(ctx, url)
-	if err != nil {
-		logger.Error("worker: open store", "err", err)
-		return 1
-	}
-	defer store.Close()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		logger.Error("worker: open pool", "err", err)
-		return 1
-	}
-	defer pool.Close()
-	client, err := twice.NewClient(store, twice.Config{
-		Registry:       registry(pool, &effects{f: f}),
-		Queues:         []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: 20}},
-		LeaseDuration:  workerLease,
-		RescueInterval: workerRescue,
-		Backoff:        func(int) time.Duration { return workerBackoff },
-		NodeID:         node,
-		Logger:         logger,
-	})
-	if err != nil {
-		logger.Error("worker: new client", "err", err)
-		return 1
-	}
-	if err := client.Start(ctx); err != nil {
-		logger.Error("worker: start", "err", err)
-		return 1
-	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
-		logger.Error("worker: stop", "err", err)
-		return 1
-	}
-	return 0
+	return nodetest.Worker{
+		URL:    os.Getenv(envURL),
+		Logger: logger,
+		Config: func(pool *pgxpool.Pool) twice.Config {
+			return twice.Config{
+				Registry:       registry(pool, &effects{f: f}),
+				Queues:         []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: 20}},
+				LeaseDuration:  workerLease,
+				RescueInterval: workerRescue,
+				Backoff:        func(int) time.Duration { return workerBackoff },
+				NodeID:         node,
+			}
+		},
+	}.Run()
 }

@@ -27,6 +27,7 @@ var composeTests = []test{
 	{"BatchCallbackOnce", testBatchCallbackOnce},
 	{"BatchOnSuccess", testBatchOnSuccess},
 	{"BatchOpenAddSeal", testBatchOpen},
+	{"BatchFailedFinishes", testBatchFailedFinishes},
 }
 
 // kindIDs lists the ids of the jobs of kind, ascending.
@@ -498,4 +499,95 @@ func testBatchOpen(t *testing.T, e *env) {
 	if _, err := e.s.BatchGet(e.ctx, &twicestore.BatchGetParams{ID: id + 1000}); !errors.Is(err, twicestore.ErrNotFound) {
 		t.Fatalf("get of a missing batch: %v, want ErrNotFound", err)
 	}
+}
+
+// batchState is a batch's counters and whether it says it finished, and
+// with failures.
+func batchState(b *twicetype.Batch) string {
+	return fmt.Sprintf("%s finished=%v failed=%v", batchCounts(b), !b.FinishedAt.IsZero(), b.Failed())
+}
+
+// testBatchFailedFinishes: a batch whose last job finishes finishes, even
+// when no callback is due (an OnSuccess batch with a dead, cancelled or
+// deleted job): its FinishedAt is set and Failed says why there is no
+// callback. A deleted unfinished job counts as cancelled, so it cannot
+// leave a batch pending for ever.
+func testBatchFailedFinishes(t *testing.T, e *env) {
+	const member = "storetest.member.v1"
+	t.Run("DeadThenRetried", func(t *testing.T) {
+		res, cb := e.batch(false, true, 2)
+		jobs := e.fetch(e.base, 10, "node-a", member)
+		e.complete(jobs[0], e.base)
+		e.finish(&twicestore.JobOutcome{ID: jobs[1].ID, Epoch: jobs[1].Epoch, State: twicetype.JobStateDead, FinishedAt: e.base,
+			Error: &twicetype.AttemptError{Attempt: 1, At: e.base, Error: "boom"}})
+		b := e.batchGet(res.Batch.ID)
+		if got := batchState(b); got != "total=2 pending=0 completed=1 dead=1 cancelled=0 callback=false finished=true failed=true" {
+			t.Fatalf("one dead: %s", got)
+		}
+		if b.FinishedAt.Before(e.base) {
+			t.Fatalf("finished at %v, before its last job (%v)", b.FinishedAt, e.base)
+		}
+		e.discard(&twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{jobs[1].ID}}, Now: e.base})
+		if got := batchState(e.batchGet(res.Batch.ID)); got != "total=2 pending=0 completed=1 dead=1 cancelled=0 callback=false finished=true failed=true" {
+			t.Fatalf("dead one discarded: %s", got)
+		}
+		e.retry(&twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{jobs[1].ID}}, Now: e.base})
+		if got := batchState(e.batchGet(res.Batch.ID)); got != "total=2 pending=1 completed=1 dead=0 cancelled=0 callback=false finished=false failed=false" {
+			t.Fatalf("failed one retried: %s", got)
+		}
+		e.complete(e.fetchOne(e.at(time.Hour), member), e.base)
+		if got := batchState(e.batchGet(res.Batch.ID)); got != "total=2 pending=0 completed=2 dead=0 cancelled=0 callback=true finished=true failed=false" {
+			t.Fatalf("all succeeded after the retry: %s", got)
+		}
+		if n := len(e.kindIDs(cb.Kind)); n != 1 {
+			t.Fatalf("%d callbacks, want 1", n)
+		}
+	})
+	t.Run("Cancelled", func(t *testing.T) {
+		before := len(e.kindIDs("storetest.callback.v1"))
+		res, cb := e.batch(false, true, 2)
+		e.cancel("ops", "not needed", e.base, res.Jobs[0].Job.ID)
+		e.complete(e.fetchOne(e.base, member), e.base)
+		if got := batchState(e.batchGet(res.Batch.ID)); got != "total=2 pending=0 completed=1 dead=0 cancelled=1 callback=false finished=true failed=true" {
+			t.Fatalf("one cancelled: %s", got)
+		}
+		if n := len(e.kindIDs(cb.Kind)) - before; n != 0 {
+			t.Fatalf("%d callbacks of a failed OnSuccess batch, want 0", n)
+		}
+	})
+	t.Run("DeletedUnfinished", func(t *testing.T) {
+		for _, onSuccess := range []bool{false, true} {
+			before := len(e.kindIDs("storetest.callback.v1"))
+			res, cb := e.batch(false, onSuccess, 2)
+			e.deleteJobs(res.Jobs[0].Job.ID)
+			if got := batchState(e.batchGet(res.Batch.ID)); got != "total=2 pending=1 completed=0 dead=0 cancelled=1 callback=false finished=false failed=false" {
+				t.Fatalf("onSuccess=%v, one deleted: %s", onSuccess, got)
+			}
+			e.complete(e.fetchOne(e.base, member), e.base)
+			b := e.batchGet(res.Batch.ID)
+			want := fmt.Sprintf("total=2 pending=0 completed=1 dead=0 cancelled=1 callback=%v finished=true failed=true", !onSuccess)
+			if got := batchState(b); got != want {
+				t.Fatalf("onSuccess=%v, the other completed: %s, want %s", onSuccess, got, want)
+			}
+			if n := len(e.kindIDs(cb.Kind)) - before; (n == 1) != !onSuccess || n > 1 {
+				t.Fatalf("onSuccess=%v: %d callbacks", onSuccess, n)
+			}
+		}
+	})
+	t.Run("SealedAfterAFailure", func(t *testing.T) {
+		res, _ := e.batch(true, true, 1)
+		j := e.fetchOne(e.base, member)
+		e.finish(&twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateDead, FinishedAt: e.base,
+			Error: &twicetype.AttemptError{Attempt: 1, At: e.base, Error: "boom"}})
+		if got := batchState(e.batchGet(res.Batch.ID)); got != "total=1 pending=0 completed=0 dead=1 cancelled=0 callback=false finished=false failed=false" {
+			t.Fatalf("open, one dead: %s", got)
+		}
+		b, err := e.s.BatchSeal(e.ctx, &twicestore.BatchSealParams{ID: res.Batch.ID, Now: e.at(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := batchState(b); got != "total=1 pending=0 completed=0 dead=1 cancelled=0 callback=false finished=true failed=true" {
+			t.Fatalf("sealed with one dead: %s", got)
+		}
+	})
 }

@@ -1,0 +1,182 @@
+package twicepg
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// TestBatchCountersNoDeadlock finishes, concurrently, jobs of two batches
+// whose ids interleave, in two completion statements that reach the
+// batches in opposite orders: one finishes most of X's jobs and then one
+// of Y's, the other most of Y's and then one of X's. The counter updates
+// the batch trigger makes per row used to lock X then Y in one statement
+// and Y then X in the other ("deadlock detected"); the counters are now
+// updated in batch id order at the end of each statement.
+func TestBatchCountersNoDeadlock(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	ctx := t.Context()
+	const rounds, k = 25, 20
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	job := func(kind string) *twicestore.JobInsertParams {
+		return &twicestore.JobInsertParams{Kind: kind, Queue: "default", Args: []byte(`{}`), MaxAttempts: 3,
+			RunAt: base, CreatedAt: base}
+	}
+	for r := range rounds {
+		kind := fmt.Sprintf("deadlock.member%d.v1", r)
+		var batches [2]int64
+		for i := range batches {
+			b, err := s.BatchInsert(ctx, &twicestore.BatchInsertParams{Open: true, Callback: job("deadlock.callback.v1"),
+				CreatedAt: base})
+			if err != nil {
+				t.Fatalf("BatchInsert: %v", err)
+			}
+			batches[i] = b.Batch.ID
+		}
+		// Jobs x0, y0, x1, y1, …, xk, yk: their ids interleave.
+		batchOf := map[int64]int64{}
+		for range k + 1 {
+			for _, id := range batches {
+				add, err := s.BatchAdd(ctx, &twicestore.BatchAddParams{ID: id,
+					Jobs: []*twicestore.JobInsertParams{job(kind)}})
+				if err != nil {
+					t.Fatalf("BatchAdd: %v", err)
+				}
+				batchOf[add.Jobs[0].Job.ID] = id
+			}
+		}
+		fetched, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{kind},
+			Limit: 2 * (k + 1), Node: "node-a", Now: base, LeaseUntil: base.Add(time.Hour)})
+		if err != nil || len(fetched.Jobs) != 2*(k+1) {
+			t.Fatalf("fetched %d jobs, %v; want %d", len(fetched.Jobs), err, 2*(k+1))
+		}
+		byBatch := map[int64][]*twicetype.JobRow{}
+		slices.SortFunc(fetched.Jobs, func(a, b *twicetype.JobRow) int { return cmp.Compare(a.ID, b.ID) })
+		for _, j := range fetched.Jobs {
+			byBatch[batchOf[j.ID]] = append(byBatch[batchOf[j.ID]], j)
+		}
+		xs, ys := byBatch[batches[0]], byBatch[batches[1]]
+		done := func(js ...*twicetype.JobRow) []*twicestore.JobOutcome {
+			var out []*twicestore.JobOutcome
+			for _, j := range js {
+				out = append(out, &twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted,
+					FinishedAt: base})
+			}
+			return out
+		}
+		sets := [][]*twicestore.JobOutcome{
+			append(done(xs[:k]...), done(ys[k])...), // X first, then Y
+			append(done(ys[:k]...), done(xs[k])...), // Y first, then X
+		}
+		finishConcurrently(t, s, r, sets...)
+		for _, id := range batches {
+			b, err := s.BatchGet(ctx, &twicestore.BatchGetParams{ID: id})
+			if err != nil || b.Completed != k+1 || b.Pending != 0 {
+				t.Fatalf("round %d: batch %d after the completions: %+v, %v; want %d completed", r, id, b, err, k+1)
+			}
+		}
+	}
+}
+
+// finishConcurrently writes each set of outcomes in a JobFinish of its own,
+// all at once, and fails on any error.
+func finishConcurrently(t *testing.T, s *Store, round int, sets ...[]*twicestore.JobOutcome) {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make([]error, len(sets))
+	)
+	for i, set := range sets {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = s.JobFinish(t.Context(), &twicestore.JobFinishParams{Outcomes: set})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("round %d: concurrent completions: %v", round, err)
+		}
+	}
+}
+
+// TestBatchAndWorkflowCountersNoDeadlock is TestBatchCountersNoDeadlock
+// across a batch and a workflow: batch X's first jobs, then workflow W's
+// root tasks' jobs, then one more of X's (added to the open batch later),
+// so one statement finishing X's first jobs and one of W's reaches X then
+// W, and one finishing W's others and X's late one reaches W then X.
+func TestBatchAndWorkflowCountersNoDeadlock(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	ctx := t.Context()
+	const rounds, k = 25, 20
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	for r := range rounds {
+		kind := fmt.Sprintf("deadlock.mixed%d.v1", r)
+		job := func() *twicestore.JobInsertParams {
+			return &twicestore.JobInsertParams{Kind: kind, Queue: "default", Args: []byte(`{}`), MaxAttempts: 3,
+				RunAt: base, CreatedAt: base}
+		}
+		first := make([]*twicestore.JobInsertParams, k)
+		for i := range first {
+			first[i] = job()
+		}
+		cb := job()
+		cb.Kind = "deadlock.callback.v1"
+		b, err := s.BatchInsert(ctx, &twicestore.BatchInsertParams{Open: true, Callback: cb, Jobs: first, CreatedAt: base})
+		if err != nil {
+			t.Fatalf("BatchInsert: %v", err)
+		}
+		tasks := make([]*twicestore.WorkflowTaskParams, k)
+		for i := range tasks {
+			tasks[i] = &twicestore.WorkflowTaskParams{Name: fmt.Sprint("t", i), Job: job()}
+		}
+		w, err := s.WorkflowInsert(ctx, &twicestore.WorkflowInsertParams{Name: "mixed", Tasks: tasks, CreatedAt: base})
+		if err != nil {
+			t.Fatalf("WorkflowInsert: %v", err)
+		}
+		late, err := s.BatchAdd(ctx, &twicestore.BatchAddParams{ID: b.Batch.ID, Jobs: []*twicestore.JobInsertParams{job()}})
+		if err != nil {
+			t.Fatalf("BatchAdd: %v", err)
+		}
+		fetched, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{kind},
+			Limit: 2*k + 1, Node: "node-a", Now: base, LeaseUntil: base.Add(time.Hour)})
+		if err != nil || len(fetched.Jobs) != 2*k+1 {
+			t.Fatalf("fetched %d jobs, %v; want %d", len(fetched.Jobs), err, 2*k+1)
+		}
+		slices.SortFunc(fetched.Jobs, func(a, b *twicetype.JobRow) int { return cmp.Compare(a.ID, b.ID) })
+		xs, ws, xLate := fetched.Jobs[:k], fetched.Jobs[k:2*k], fetched.Jobs[2*k]
+		if xLate.ID != late.Jobs[0].Job.ID || ws[0].ID != w.Jobs[0].ID {
+			t.Fatalf("ids do not interleave as planned: batch %d..%d+%d, workflow from %d", xs[0].ID, xs[k-1].ID, xLate.ID, ws[0].ID)
+		}
+		done := func(js ...*twicetype.JobRow) []*twicestore.JobOutcome {
+			var out []*twicestore.JobOutcome
+			for _, j := range js {
+				out = append(out, &twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted,
+					FinishedAt: base})
+			}
+			return out
+		}
+		finishConcurrently(t, s, r,
+			append(done(xs...), done(ws[0])...),     // X, then W
+			append(done(ws[1:]...), done(xLate)...), // W, then X
+		)
+		bb, err := s.BatchGet(ctx, &twicestore.BatchGetParams{ID: b.Batch.ID})
+		if err != nil || bb.Completed != k+1 {
+			t.Fatalf("round %d: batch after the completions: %+v, %v; want %d completed", r, bb, err, k+1)
+		}
+		wg, err := s.WorkflowGet(ctx, &twicestore.WorkflowGetParams{ID: w.Workflow.ID})
+		if err != nil || wg.Workflow.Completed != k || wg.Workflow.State != twicetype.WorkflowCompleted {
+			t.Fatalf("round %d: workflow after the completions: %+v, %v; want completed", r, wg.Workflow, err)
+		}
+	}
+}
