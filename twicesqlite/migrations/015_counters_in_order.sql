@@ -1,4 +1,4 @@
--- 016: a batch that will get no callback still finishes; deleted jobs
+-- 015: a batch that will get no callback still finishes; deleted jobs
 -- count.
 --
 -- (On PostgreSQL, 016 also applies the counters of a statement in batch and
