@@ -1,7 +1,7 @@
 -- 015: a batch that will get no callback still finishes; deleted jobs
 -- count.
 --
--- (On PostgreSQL, 016 also applies the counters of a statement in batch and
+-- (On PostgreSQL, its 016 also applies the counters of a statement in batch and
 -- workflow id order, against deadlocks; SQLite has one writer at a time.)
 --
 -- An on_success batch whose last job finished dead, discarded or cancelled
