@@ -50,6 +50,9 @@ func newLimitRow(u twice.LimitUsage) limitRow {
 	if l.PerKey > 0 {
 		parts = append(parts, fmt.Sprintf("per key %d", l.PerKey))
 	}
+	if l.KeyOrderSkipsRetries {
+		parts = append(parts, "retries out of key order")
+	}
 	if !l.Rate.IsZero() {
 		parts = append(parts, fmt.Sprintf("rate %d/%s", l.Rate.Limit, period(l.Rate.Period)))
 		row.Rate = fmt.Sprintf("%d / %d per %s", u.RateUsed, l.Rate.Limit, period(l.Rate.Period))

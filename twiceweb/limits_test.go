@@ -35,9 +35,10 @@ func limitedRegistry(started chan<- string, release <-chan struct{}) *twice.Regi
 		}
 		return nil
 	}), &twice.KindOpts{
-		GlobalConcurrency: 2,
-		KeyConcurrency:    1,
-		ConcurrencyKey:    "tenant",
+		GlobalConcurrency:    2,
+		KeyConcurrency:       1,
+		KeyOrderSkipsRetries: true,
+		ConcurrencyKey:       "tenant",
 		// An hour long, so the starts stay in the window however slow
 		// the machine.
 		RateLimit: twice.RateLimit{Limit: 100, Period: time.Hour},
@@ -104,7 +105,7 @@ func testLimitsPage(t *testing.T, e *env) {
 	}
 	for _, want := range []string{
 		`data-limit-kind="web.sync.v1"`,
-		"global 2, per key 1, rate 100/1h",
+		"global 2, per key 1, retries out of key order, rate 100/1h",
 		`data-slots="web.sync.v1">2 / 2 <span class="badge paused">full</span>`,
 		`data-due="web.sync.v1">2<`,
 		`data-throttled="web.sync.v1"><span class="badge throttled">2 throttled</span>`,

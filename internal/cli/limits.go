@@ -37,13 +37,16 @@ func newRateJSON(r twice.RateLimit) *rateJSON {
 // limitJSON is one limited kind as 'limits ls --json' prints it. A limit
 // of 0 and an absent rate are no limit.
 type limitJSON struct {
-	Kind              string    `json:"kind"`
-	GlobalConcurrency int       `json:"global_concurrency"`
-	KeyConcurrency    int       `json:"key_concurrency"`
-	RateLimit         *rateJSON `json:"rate_limit,omitempty"`
-	KeyRateLimit      *rateJSON `json:"key_rate_limit,omitempty"`
-	Running           int       `json:"running"`
-	Due               int       `json:"due"`
+	Kind              string `json:"kind"`
+	GlobalConcurrency int    `json:"global_concurrency"`
+	KeyConcurrency    int    `json:"key_concurrency"`
+	// KeyOrderSkipsRetries: a job of a key waiting for its retry does not
+	// hold back the key's later jobs (KindOpts.KeyOrderSkipsRetries).
+	KeyOrderSkipsRetries bool      `json:"key_order_skips_retries"`
+	RateLimit            *rateJSON `json:"rate_limit,omitempty"`
+	KeyRateLimit         *rateJSON `json:"key_rate_limit,omitempty"`
+	Running              int       `json:"running"`
+	Due                  int       `json:"due"`
 	// Throttled counts the due jobs a limit holds back: they wait for a
 	// slot, and are neither orphaned nor stuck.
 	Throttled int `json:"throttled"`
@@ -55,7 +58,8 @@ type limitJSON struct {
 func newLimitJSON(u twice.LimitUsage) limitJSON {
 	return limitJSON{
 		Kind: u.Kind, GlobalConcurrency: u.Limit.Global, KeyConcurrency: u.Limit.PerKey,
-		RateLimit: newRateJSON(u.Limit.Rate), KeyRateLimit: newRateJSON(u.Limit.KeyRate),
+		KeyOrderSkipsRetries: u.Limit.KeyOrderSkipsRetries,
+		RateLimit:            newRateJSON(u.Limit.Rate), KeyRateLimit: newRateJSON(u.Limit.KeyRate),
 		Running: u.Running, Due: u.Due, Throttled: u.Throttled,
 		Keys: u.Keys, BusyKeys: u.BusyKeys, RateUsed: u.RateUsed,
 	}
@@ -70,6 +74,9 @@ func limitsText(u twice.LimitUsage) string {
 	}
 	if u.Limit.PerKey > 0 {
 		parts = append(parts, fmt.Sprintf("per key %d", u.Limit.PerKey))
+	}
+	if u.Limit.KeyOrderSkipsRetries {
+		parts = append(parts, "retries out of key order")
 	}
 	if r := u.Limit.Rate; !r.IsZero() {
 		parts = append(parts, fmt.Sprintf("rate %d/%s", r.Limit, period(r.Period)))

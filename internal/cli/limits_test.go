@@ -40,9 +40,10 @@ func limitedWorker(t *testing.T, db string) *twice.Registry {
 		}
 		return nil
 	}), &twice.KindOpts{
-		GlobalConcurrency: 2,
-		KeyConcurrency:    1,
-		ConcurrencyKey:    "tenant",
+		GlobalConcurrency:    2,
+		KeyConcurrency:       1,
+		KeyOrderSkipsRetries: true,
+		ConcurrencyKey:       "tenant",
 		// An hour long, so the starts stay in the window however slow
 		// the machine.
 		RateLimit: twice.RateLimit{Limit: 100, Period: time.Hour},
@@ -122,7 +123,7 @@ func testLimitsList(t *testing.T, s *setup) {
 	if err := json.Unmarshal([]byte(run("limits", "ls", "--json").stdout), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := limitJSON{Kind: "tenant.sync.v1", GlobalConcurrency: 2, KeyConcurrency: 1,
+	want := limitJSON{Kind: "tenant.sync.v1", GlobalConcurrency: 2, KeyConcurrency: 1, KeyOrderSkipsRetries: true,
 		RateLimit: &rateJSON{Limit: 100, Period: "1h"},
 		Running:   2, Due: 2, Throttled: 2, Keys: 2, BusyKeys: 2, RateUsed: 2}
 	if len(got) != 1 || got[0].RateLimit == nil || *got[0].RateLimit != *want.RateLimit ||
@@ -146,7 +147,7 @@ func testLimitsList(t *testing.T, s *setup) {
 		t.Errorf("limits ls has no header:\n%s", out)
 	}
 	line := tableLine(t, out, "tenant.sync.v1")
-	for _, w := range []string{"global 2, per key 1, rate 100/1h", " 2/2 ", " 2 of 2 ", "2/100 per 1h"} {
+	for _, w := range []string{"global 2, per key 1, retries out of key order, rate 100/1h", " 2/2 ", " 2 of 2 ", "2/100 per 1h"} {
 		if !strings.Contains(line, w) {
 			t.Errorf("limits ls line %q lacks %q", line, w)
 		}
