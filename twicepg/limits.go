@@ -257,13 +257,14 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 	)
 	scan := func(rs rows) error {
 		defer rs.Close()
+		var processed bool
+		scanner := newJobScanner(&processed)
 		for rs.Next() {
-			var f fetched
-			var err error
-			if f.job, err = scanJob(rs, &f.processed); err != nil {
+			j, err := scanner.scan(rs)
+			if err != nil {
 				return err
 			}
-			out = append(out, f)
+			out = append(out, fetched{job: j, processed: processed})
 		}
 		return rs.Err()
 	}
