@@ -94,7 +94,7 @@ cap AS (
 // queue in the fetch index and leased none, holding the write lock all
 // along. With 10,000 jobs queued under a 500/s rate limit that took half a
 // second, so a window's freed starts waited for it and the limit reached
-// only 0.45-0.67 of itself in BenchmarkLimits.
+// only 0.45-0.79 of itself in BenchmarkLimits (0.93-0.95 without it).
 const limitCapsSQL = `WITH ` + limitCapsCTE + `
 SELECT count(*) FROM cap WHERE cap > 0`
 
