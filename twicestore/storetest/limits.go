@@ -30,6 +30,7 @@ var limitTests = []test{
 	{"Rate", testLimitRate},
 	{"KeyRate", testLimitKeyRate},
 	{"RateStaleFetch", testLimitRateStaleFetch},
+	{"RateFullKindLeavesOthers", testLimitRateFullKindLeavesOthers},
 	{"List", testLimitList},
 }
 
@@ -480,8 +481,12 @@ func testLimitRate(t *testing.T, e *env) {
 	for _, j := range first.Jobs {
 		e.complete(j, t0)
 	}
-	if res := e.fetchLimited(t0.Add(999*time.Millisecond), 10, lim, kind); len(res.Jobs) != 0 {
-		t.Fatalf("leased %d within the first second, want none", len(res.Jobs))
+	// A fetch with no room left at all still says what it held back and
+	// until when (SQLite answers it without running its lease).
+	if res := e.fetchLimited(t0.Add(999*time.Millisecond), 10, lim, kind); len(res.Jobs) != 0 || !res.Throttled ||
+		!res.RetryAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("within the first second leased %d (Throttled %v, RetryAt %s), want none, throttled until %s",
+			len(res.Jobs), res.Throttled, res.RetryAt, t0.Add(time.Second))
 	}
 	if res := e.fetchLimited(t0.Add(time.Second), 2, lim, kind); len(res.Jobs) != 2 {
 		t.Fatalf("one period later leased %d of 2, want 2", len(res.Jobs))
@@ -518,6 +523,30 @@ func testLimitRateStaleFetch(t *testing.T, e *env) {
 	if res := e.fetchLimited(stale, 10, lim, kind); len(res.Jobs) != 0 {
 		t.Fatalf("a fetch at %s leased %d: with the 2 starts at %s that makes %d in one window of 1s, over the limit of 2",
 			stale.Sub(t0), len(res.Jobs), t0, 2+len(res.Jobs))
+	}
+}
+
+// testLimitRateFullKindLeavesOthers: in a fetch of two rate-limited
+// kinds, one whose window is full holds back only its own jobs.
+func testLimitRateFullKindLeavesOthers(t *testing.T, e *env) {
+	const full, free = "storetest.limit.ratefull.v1", "storetest.limit.ratefree.v1"
+	e.insertN(6, func(i int) *twicestore.JobInsertParams { return e.job([]string{full, free}[i%2]) })
+	lim := map[string]twicestore.KindLimit{
+		full: {Rate: twicestore.RateLimit{Limit: 1, Period: time.Second}},
+		free: {Rate: twicestore.RateLimit{Limit: 2, Period: time.Second}},
+	}
+	t0 := e.at(time.Second)
+	if res := e.fetchLimited(t0, 10, lim, full); len(res.Jobs) != 1 {
+		t.Fatalf("leased %d of kind %s, want its limit of 1", len(res.Jobs), full)
+	}
+	res := e.fetchLimited(t0.Add(time.Millisecond), 10, lim, full, free)
+	if len(res.Jobs) != 2 || !res.Throttled {
+		t.Fatalf("leased %d (Throttled %v), want the 2 of kind %s, throttled", len(res.Jobs), res.Throttled, free)
+	}
+	for _, j := range res.Jobs {
+		if j.Kind != free {
+			t.Fatalf("leased a job of kind %s, whose window is full", j.Kind)
+		}
 	}
 }
 
