@@ -390,7 +390,9 @@ func (batchCallback) Kind() string { return "edges.batch-callback.v1" }
 
 // TestBatchHundredThousand: a batch of 100,000 jobs is stored in one
 // call, worked to the end, and gets one callback, its counters kept by
-// each job's finishing write (no scan of the batch). Skipped in -short.
+// each job's finishing write (no scan of the batch). Skipped in -short;
+// 20,000 jobs under -race, where 100,000 took 9 min 19 s of the 10 the
+// test allows (34 s without -race), on the project's 2-core machine.
 func TestBatchHundredThousand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("100,000 jobs: skipped in -short mode")
@@ -406,7 +408,10 @@ func TestBatchHundredThousand(t *testing.T) {
 	cfg.Queues = []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: 50}}
 	c := startClient(t, s, cfg)
 	ctx := context.Background()
-	const n = 100_000
+	n := 100_000
+	if raceDetector {
+		n = 20_000
+	}
 	b := twice.NewBatch(batchCallback{1}, nil)
 	for range n {
 		b.Add(taskArgs{"m"}, nil)
