@@ -167,7 +167,11 @@ func (w Worker) Run() int {
 		w.Logger.Error("worker: open store", "err", err)
 		return 1
 	}
-	defer store.Close()
+	defer func() {
+		if err := store.Close(); err != nil {
+			w.Logger.Warn("worker: close store", "err", err)
+		}
+	}()
 	pool, err := pgxpool.New(ctx, w.URL)
 	if err != nil {
 		w.Logger.Error("worker: open pool", "err", err)
