@@ -143,7 +143,11 @@ func (c *Client) nodeLoop(ctx context.Context) {
 		ID: c.cfg.NodeID, Host: hostname(), PID: os.Getpid(),
 		Kinds: c.registry.Kinds(), Queues: c.queueNames(), StartedAt: started,
 	}
-	var lastOrphanReport time.Time
+	// The first report comes nodeAliveWindow after the start: the nodes
+	// started with this one (a deploy) have heartbeated by then, so their
+	// kinds and queues are not reported as unserved, and a node's start
+	// does not begin with two scans of the backlog.
+	lastOrphanReport := started.Add(nodeAliveWindow - orphanReportInterval)
 	periodic.Run(ctx, nodeHeartbeatInterval, func(ctx context.Context) {
 		node.HeartbeatAt = time.Now()
 		if err := c.store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: node}); err != nil {

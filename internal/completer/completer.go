@@ -15,7 +15,7 @@ import (
 )
 
 // MaxBatchDefault is the most outcomes written in one call.
-const MaxBatchDefault = 500
+const MaxBatchDefault = 1000
 
 // writeTimeout bounds one batch write; outcomes are written even during
 // shutdown, so they run on a context that is not the caller's.

@@ -1,7 +1,8 @@
 // Package producer is the fetch loop of a worker: it leases available jobs
 // from the store, queue by queue in priority order, whenever slots are free,
 // and hands each job to a run function on its own goroutine. It wakes on a
-// local notification, when a slot frees after a full fetch, and on a
+// local notification, when slots free after a full fetch (once half a
+// fetch's worth is free, or after a short cooldown: see gather), and on a
 // jittered fallback timer; the database, not the notification, is the truth.
 //
 // A notification that comes while a fetch round is in flight starts a
@@ -37,6 +38,11 @@ const fetchTimeout = 30 * time.Second
 // workerIdle is how long a worker goroutine waits for its next job before
 // it exits.
 const workerIdle = 2 * time.Second
+
+// fetchCooldown is the longest the fetch loop waits, after a slot frees
+// behind a full fetch, for more slots to free before it fetches again (see
+// gather). A variable only so tests can lengthen it.
+var fetchCooldown = 5 * time.Millisecond
 
 // maxRounds is the most fetch rounds in flight at once: the main loop's and
 // one started by a notification while it was in flight. More rounds fetch
@@ -243,10 +249,50 @@ func (p *Producer) Run(ctx context.Context) {
 			return
 		case <-p.wake:
 		case <-freed:
+			p.gather(ctx)
 		case <-timer.C:
 		}
 		timer.Stop()
 	}
+}
+
+// gather waits, after a slot freed behind a full fetch, until half a
+// fetch's worth of slots is free, for at most fetchCooldown, or until a
+// notification or shutdown. Jobs that finish fast free their slots one by
+// one; fetching at the first would lease a few jobs a statement, and
+// every fetch is a write the server commits and an index walk over the
+// entries the previous fetches left behind. A slow handler's slot waits
+// at most the cooldown.
+func (p *Producer) gather(ctx context.Context) {
+	want := max(1, min(p.cfg.FetchLimit, p.cfg.MaxWorkers)/2)
+	if p.fetchable() >= want {
+		return
+	}
+	t := time.NewTimer(fetchCooldown)
+	defer t.Stop()
+	for p.fetchable() < want {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+			return
+		case <-p.freed:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// fetchable is how many jobs a fetch round could lease now, over all
+// queues.
+func (p *Producer) fetchable() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, q := range p.cfg.Queues {
+		n += max(0, q.Concurrency-p.active[q.Name]-p.reserved[q.Name])
+	}
+	return min(n, p.cfg.MaxWorkers-p.total-p.reservedTotal)
 }
 
 // Wait blocks until Run has returned, every dispatched job's run function

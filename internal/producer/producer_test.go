@@ -474,3 +474,81 @@ func BenchmarkNotifyToStart(b *testing.B) {
 		})
 	}
 }
+
+// recordedFetch reports each JobFetch's Limit on limits.
+type recordedFetch struct {
+	twicestore.Executor
+	limits chan int
+}
+
+func (r *recordedFetch) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
+	r.limits <- p.Limit
+	return r.Executor.JobFetch(ctx, p)
+}
+
+// TestFreedSlotsGatherBeforeFetching: after a full fetch, the fetch loop
+// does not fetch at the first freed slot but once half a fetch's worth is
+// free, or when fetchCooldown ends the wait.
+func TestFreedSlotsGatherBeforeFetching(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cooldown  time.Duration
+		freed     int // slots freed before the second fetch
+		wantLimit int
+	}{
+		{"half a fetch", time.Hour, 5, 5},
+		{"cooldown", time.Millisecond, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const slots = 10
+			defer func(d time.Duration) { fetchCooldown = d }(fetchCooldown)
+			fetchCooldown = tc.cooldown
+			ctx := context.Background()
+			store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = store.Close() }()
+			params := make([]*twicestore.JobInsertParams, 2*slots)
+			for i := range params {
+				params[i] = &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
+			}
+			if _, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
+				t.Fatal(err)
+			}
+			rec := &recordedFetch{Executor: store, limits: make(chan int, 100)}
+			release := make(chan struct{})
+			started := make(chan struct{}, 2*slots)
+			p := New(Config{
+				Exec: rec, Queues: []Queue{{Name: "q", Concurrency: slots}}, MaxWorkers: slots,
+				Kinds: func() []string { return []string{"k.v1"} }, Node: "n", Lease: time.Minute,
+				PollInterval: time.Hour, FetchLimit: slots, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Run: func(Fetched) {
+					started <- struct{}{}
+					<-release
+				},
+			})
+			runCtx, cancel := context.WithCancel(ctx)
+			go p.Run(runCtx)
+			if got := waitfor.Recv(t, rec.limits, "the first fetch"); got != slots {
+				t.Fatalf("first fetch asked for %d jobs, want %d", got, slots)
+			}
+			for range slots {
+				waitfor.Recv(t, started, "the first fetch's jobs to start")
+			}
+			release <- struct{}{}
+			// Room for a fetch at the first freed slot to happen, if the
+			// loop did that (then the next fetch asks for 1).
+			time.Sleep(50 * time.Millisecond)
+			for range tc.freed - 1 {
+				release <- struct{}{}
+			}
+			if got := waitfor.Recv(t, rec.limits, "the second fetch"); got != tc.wantLimit {
+				t.Errorf("second fetch asked for %d jobs, want %d", got, tc.wantLimit)
+			}
+			cancel()
+			close(release)
+			p.Wait()
+		})
+	}
+}
