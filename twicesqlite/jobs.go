@@ -545,7 +545,8 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 // cancel the job, else back to available while attempts remain, dead
 // otherwise, recording the lost attempt either way. SET expressions read
 // the row as it was, so every CASE sees the old attempt. INDEXED BY pins
-// the partial rescue index, for the reason fetchSQL does.
+// the partial index of running jobs (at most the workers' slots, sorted by
+// lease_until here), for the reason fetchSQL does.
 var rescueSQL = `UPDATE twice_jobs SET
 	state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
 		WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END,
@@ -558,7 +559,7 @@ var rescueSQL = `UPDATE twice_jobs SET
 		'error', 'lease expired at ' || strftime('%Y-%m-%dT%H:%M:%fZ', lease_until / 1000000.0, 'unixepoch') ||
 			' before node "' || attempted_by || '" finished the attempt'))`, "json_array_length(errors) + 1") + `
 WHERE id IN (
-	SELECT id FROM twice_jobs INDEXED BY twice_jobs_rescue
+	SELECT id FROM twice_jobs INDEXED BY twice_jobs_running_kind
 	WHERE state = 'running' AND lease_until < ?1
 	ORDER BY lease_until, id
 	LIMIT ?3

@@ -75,10 +75,15 @@ func TestMigration009KeepsJobsAndIDs(t *testing.T) {
 		t.Fatalf("cancel after the rebuild: %+v, %v", c, err)
 	}
 	// The rebuilt indexes are the ones fetch and retention pin.
-	for _, idx := range []string{"twice_jobs_fetch", "twice_jobs_rescue", "twice_jobs_unique", "twice_jobs_state_id", "twice_jobs_kind_id"} {
+	for _, idx := range []string{"twice_jobs_fetch", "twice_jobs_running_kind", "twice_jobs_unique", "twice_jobs_state_id", "twice_jobs_kind_id"} {
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ? AND tbl_name = 'twice_jobs'`, idx).Scan(&n); err != nil || n != 1 {
 			t.Errorf("index %s: %d, %v", idx, n, err)
 		}
+	}
+	// 016 dropped the lease_until index: no write pays for it any more.
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'twice_jobs_rescue'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("twice_jobs_rescue after the migrations: %d, %v", n, err)
 	}
 }
