@@ -256,6 +256,15 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 	now := nowOr(p.Now)
 	res := &twicestore.WorkflowCancelResult{}
 	err := e.inTx(ctx, func(tx *executor) error {
+		// The workflow's unfinished jobs first, in id order, then the
+		// workflow: a completion locks its jobs' rows in id order and the
+		// workflow's at the end of its statement, so taking the workflow
+		// first and then waiting for a job a completion holds deadlocked.
+		if _, err := tx.q.exec(ctx, `SELECT id FROM twice_jobs
+			WHERE workflow_id = $1 AND state IN ('available', 'running')
+			ORDER BY id FOR UPDATE`, p.ID); err != nil {
+			return err
+		}
 		w, err := scanWorkflow(tx.q.queryRow(ctx, `UPDATE twice_workflows SET
 			state = CASE WHEN state = 'running' THEN 'cancelled' ELSE state END,
 			finished_at = CASE WHEN state = 'running' THEN $1 ELSE finished_at END

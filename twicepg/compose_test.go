@@ -2,12 +2,16 @@ package twicepg
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/twicejobs/twice/internal/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -178,5 +182,71 @@ func TestBatchAndWorkflowCountersNoDeadlock(t *testing.T) {
 		if err != nil || wg.Workflow.Completed != k || wg.Workflow.State != twicetype.WorkflowCompleted {
 			t.Fatalf("round %d: workflow after the completions: %+v, %v; want completed", r, wg.Workflow, err)
 		}
+	}
+}
+
+// TestWorkflowCancelNoDeadlock: a completion holds a workflow job's row
+// (as a completion statement does before it applies the workflow's
+// counters at its end) while WorkflowCancel runs, and then finishes the
+// job. WorkflowCancel used to lock the workflow row first and then wait
+// for the job's, while the completion waited for the workflow row:
+// "deadlock detected". It now locks the workflow's jobs, in id order,
+// before the workflow, as completions do.
+func TestWorkflowCancelNoDeadlock(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	ctx := t.Context()
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	job := func() *twicestore.JobInsertParams {
+		return &twicestore.JobInsertParams{Kind: "cancel.deadlock.v1", Queue: "default", Args: []byte(`{}`), MaxAttempts: 3,
+			RunAt: base, CreatedAt: base}
+	}
+	w, err := s.WorkflowInsert(ctx, &twicestore.WorkflowInsertParams{Name: "cancelled", CreatedAt: base, Tasks: []*twicestore.WorkflowTaskParams{
+		{Name: "a", Job: job()}, {Name: "b", Job: job()}, {Name: "after-a", Deps: []string{"a"}, Job: job()}}})
+	if err != nil {
+		t.Fatalf("WorkflowInsert: %v", err)
+	}
+	fetched, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{"cancel.deadlock.v1"},
+		Limit: 10, Node: "node-a", Now: base, LeaseUntil: base.Add(time.Hour)})
+	if err != nil || len(fetched.Jobs) != 2 {
+		t.Fatalf("fetched %d jobs, %v; want the 2 root tasks' jobs", len(fetched.Jobs), err)
+	}
+	a := fetched.Jobs[0]
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	ptx := tx.Unwrap().(pgx.Tx)
+	var pid int
+	if err := ptx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ptx.Exec(ctx, `SELECT 1 FROM twice_jobs WHERE id = $1 FOR UPDATE`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := s.WorkflowCancel(ctx, &twicestore.WorkflowCancelParams{ID: w.Workflow.ID, Now: base})
+		cancelled <- err
+	}()
+	waitfor.Cond(t, "WorkflowCancel to wait for the job's row", func() bool {
+		var n int
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
+		return err == nil && n > 0
+	}, nil)
+	if _, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{
+		{ID: a.ID, Epoch: a.Epoch, State: twicetype.JobStateCompleted, FinishedAt: base}}}); err != nil {
+		t.Fatalf("finishing the job while WorkflowCancel waits: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if err := waitfor.Recv(t, cancelled, "WorkflowCancel to return"); err != nil {
+		t.Fatalf("WorkflowCancel: %v", err)
+	}
+	wg, err := s.WorkflowGet(ctx, &twicestore.WorkflowGetParams{ID: w.Workflow.ID})
+	if err != nil || wg.Workflow.State != twicetype.WorkflowCancelled {
+		t.Fatalf("workflow after the cancel: %+v, %v; want cancelled", wg.Workflow, err)
 	}
 }
