@@ -2,30 +2,44 @@ package twicesqlite
 
 import (
 	"database/sql"
+	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicestore/storetest"
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// TestMigration014UniqueStates: a database at migration 013 upgrades
-// cleanly, and its jobs keep today's uniqueness (held while available or
-// running, free once finished), while new jobs can hold keys when finished.
 func TestMigration014UniqueStates(t *testing.T) {
 	t.Parallel()
+	storetest.UniqueStatesUpgrade(t, openOldSchema)
+}
+
+func TestMigration014PredicateMatches(t *testing.T) {
+	t.Parallel()
+	m := embedded[13]
+	storetest.UniqueStatesPredicate(t, m.Version, m.Name, m.SQL)
+}
+
+// oldSchema is a database file held at an old migration version (times
+// are stored as integers, so small ones will do).
+type oldSchema struct{ db *sql.DB }
+
+// openOldSchema returns a new database file with migrations 1 to version
+// applied and recorded, as a twice of that version left it.
+func openOldSchema(t *testing.T, version int) storetest.OldSchema {
+	t.Helper()
 	ctx := t.Context()
-	db, err := sql.Open("sqlite", DSN(filepath.Join(t.TempDir(), "v13.db")))
+	db, err := sql.Open("sqlite", DSN(filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", version))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = db.Close() }()
+	t.Cleanup(func() { _ = db.Close() })
 	if _, err := db.ExecContext(ctx, createMigrationsTable); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range embedded[:13] {
+	for _, m := range embedded[:version] {
 		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
 			t.Fatalf("apply %s: %v", m.Name, err)
 		}
@@ -34,56 +48,34 @@ func TestMigration014UniqueStates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A waiting job holding "waiting" and a completed one that held "done".
-	if _, err := db.ExecContext(ctx, `INSERT INTO twice_jobs (kind, queue, args, unique_key, state, max_attempts, run_at, created_at, finished_at)
-		VALUES ('k.v1', 'default', x'7b7d', 'waiting', 'available', 3, 1, 1, NULL),
-		       ('k.v1', 'default', x'7b7d', 'done', 'completed', 3, 1, 1, 2)`); err != nil {
-		t.Fatal(err)
-	}
+	return oldSchema{db}
+}
 
-	s, err := New(ctx, db)
-	if err != nil {
-		t.Fatalf("migrate from 013: %v", err)
+func (o oldSchema) InsertJob(t *testing.T, uniqueKey string, state twicetype.JobState) {
+	t.Helper()
+	var finishedAt any
+	if state.Finished() {
+		finishedAt = 2
 	}
-	if applied, latest, err := s.SchemaVersion(ctx); err != nil || applied != latest {
-		t.Fatalf("SchemaVersion = %d, %d, %v", applied, latest, err)
-	}
-	insert := func(key string, states twicetype.UniqueStates) *twicestore.JobInsertResult {
-		t.Helper()
-		res, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{{
-			Kind: "k.v1", Queue: "default", MaxAttempts: 1, UniqueKey: key, UniqueStates: states, CreatedAt: time.Now()}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Jobs[0]
-	}
-	if r := insert("waiting", 0); !r.Duplicate {
-		t.Errorf("a job waiting from before the upgrade does not hold its key")
-	}
-	if r := insert("done", 0); r.Duplicate {
-		t.Errorf("a job completed before the upgrade holds its key (job %d)", r.Job.ID)
-	}
-	// The new index takes keys held once completed.
-	kept := insert("kept", twicetype.UniqueStatesDefault|twicetype.UniqueCompleted)
-	if _, err := db.ExecContext(ctx, `UPDATE twice_jobs SET state = 'completed', finished_at = 3 WHERE id = ?`, kept.Job.ID); err != nil {
+	if _, err := o.db.ExecContext(t.Context(), `INSERT INTO twice_jobs (kind, queue, args, unique_key, state, max_attempts, run_at, created_at, finished_at)
+		VALUES ('k.v1', 'default', x'7b7d', ?, ?, 3, 1, 1, ?)`, uniqueKey, string(state), finishedAt); err != nil {
 		t.Fatal(err)
-	}
-	if r := insert("kept", 0); !r.Duplicate || r.Job.ID != kept.Job.ID {
-		t.Errorf("a completed job with completed among its states: Duplicate %v of job %d, want a duplicate of %d",
-			r.Duplicate, r.Job.ID, kept.Job.ID)
 	}
 }
 
-// TestMigration014PredicateMatches: the index predicate of migration 014
-// is the one the queries render from twicetype's bits (SQLite uses a
-// partial index only for a WHERE that repeats its terms).
-func TestMigration014PredicateMatches(t *testing.T) {
-	t.Parallel()
-	m := embedded[13]
-	if m.Version != 14 {
-		t.Fatalf("embedded[13] is migration %d", m.Version)
+func (o oldSchema) Complete(t *testing.T, id int64) {
+	t.Helper()
+	if _, err := o.db.ExecContext(t.Context(), `UPDATE twice_jobs SET state = 'completed', finished_at = 3 WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(strings.Fields(m.SQL), " "), twicestore.UniqueHeldSQL("")) {
-		t.Errorf("migration %s lacks the predicate\n%s", m.Name, twicestore.UniqueHeldSQL(""))
+}
+
+func (o oldSchema) Upgrade(t *testing.T) twicestore.Store {
+	t.Helper()
+	s, err := New(t.Context(), o.db)
+	if err != nil {
+		t.Fatalf("migrate from the old version: %v", err)
 	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -96,6 +97,19 @@ type RateLimit struct {
 // IsZero reports whether r limits nothing.
 func (r RateLimit) IsZero() bool { return r.Limit == 0 && r.Period == 0 }
 
+// PeriodText is r's period the way people write it: "1h" and "5m", not
+// Go's "1h0m0s" and "5m0s".
+func (r RateLimit) PeriodText() string {
+	s := r.Period.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // MinRatePeriod is the shortest RateLimit.Period: the stores keep times to
 // the microsecond, and a shorter period would be a limit nobody could
 // observe.
@@ -104,6 +118,30 @@ const MinRatePeriod = time.Millisecond
 // IsZero reports whether l limits nothing.
 func (l KindLimit) IsZero() bool {
 	return l.Global == 0 && l.PerKey == 0 && !l.KeyOrderSkipsRetries && l.Rate.IsZero() && l.KeyRate.IsZero()
+}
+
+// Phrases puts l in words, one phrase a limit, in this order: "global
+// 10", "per key 1", "retries out of key order", "rate 100/1s", "key rate
+// 5/1m"; none for the zero value. The CLI and the dashboard both join
+// them, so a kind's limits read the same wherever they are shown.
+func (l KindLimit) Phrases() []string {
+	var parts []string
+	if l.Global > 0 {
+		parts = append(parts, fmt.Sprintf("global %d", l.Global))
+	}
+	if l.PerKey > 0 {
+		parts = append(parts, fmt.Sprintf("per key %d", l.PerKey))
+	}
+	if l.KeyOrderSkipsRetries {
+		parts = append(parts, "retries out of key order")
+	}
+	if !l.Rate.IsZero() {
+		parts = append(parts, fmt.Sprintf("rate %d/%s", l.Rate.Limit, l.Rate.PeriodText()))
+	}
+	if !l.KeyRate.IsZero() {
+		parts = append(parts, fmt.Sprintf("key rate %d/%s", l.KeyRate.Limit, l.KeyRate.PeriodText()))
+	}
+	return parts
 }
 
 // Validate refuses limits no store can enforce: a negative limit, a rate

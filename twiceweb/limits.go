@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/twicejobs/twice"
 )
@@ -40,27 +39,15 @@ type limitRow struct {
 
 func newLimitRow(u twice.LimitUsage) limitRow {
 	l := u.Limit
-	row := limitRow{LimitUsage: u, Keyed: l.PerKey > 0 || !l.KeyRate.IsZero(), Slots: fmt.Sprint(u.Running)}
-	var parts []string
+	row := limitRow{LimitUsage: u, Keyed: l.PerKey > 0 || !l.KeyRate.IsZero(), Slots: fmt.Sprint(u.Running),
+		Limits: strings.Join(l.Phrases(), ", ")}
 	if l.Global > 0 {
-		parts = append(parts, fmt.Sprintf("global %d", l.Global))
 		row.Slots = fmt.Sprintf("%d / %d", u.Running, l.Global)
 		row.Full = u.Running >= l.Global
 	}
-	if l.PerKey > 0 {
-		parts = append(parts, fmt.Sprintf("per key %d", l.PerKey))
-	}
-	if l.KeyOrderSkipsRetries {
-		parts = append(parts, "retries out of key order")
-	}
 	if !l.Rate.IsZero() {
-		parts = append(parts, fmt.Sprintf("rate %d/%s", l.Rate.Limit, period(l.Rate.Period)))
-		row.Rate = fmt.Sprintf("%d / %d per %s", u.RateUsed, l.Rate.Limit, period(l.Rate.Period))
+		row.Rate = fmt.Sprintf("%d / %d per %s", u.RateUsed, l.Rate.Limit, l.Rate.PeriodText())
 	}
-	if !l.KeyRate.IsZero() {
-		parts = append(parts, fmt.Sprintf("key rate %d/%s", l.KeyRate.Limit, period(l.KeyRate.Period)))
-	}
-	row.Limits = strings.Join(parts, ", ")
 	return row
 }
 
@@ -77,17 +64,4 @@ func (h *Handler) limits(r *http.Request) (string, any, error) {
 		d.Kinds = append(d.Kinds, newLimitRow(u))
 	}
 	return "Limits", d, nil
-}
-
-// period is a rate period the way people write it: "1h" and "5m", not
-// Go's "1h0m0s" and "5m0s".
-func period(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +30,7 @@ func newRateJSON(r twice.RateLimit) *rateJSON {
 	if r.IsZero() {
 		return nil
 	}
-	return &rateJSON{Limit: r.Limit, Period: period(r.Period)}
+	return &rateJSON{Limit: r.Limit, Period: r.PeriodText()}
 }
 
 // limitJSON is one limited kind as 'limits ls --json' prints it. A limit
@@ -63,28 +62,6 @@ func newLimitJSON(u twice.LimitUsage) limitJSON {
 		Running: u.Running, Due: u.Due, Throttled: u.Throttled,
 		Keys: u.Keys, BusyKeys: u.BusyKeys, RateUsed: u.RateUsed,
 	}
-}
-
-// limitsText is a kind's limits in a few words, e.g. "global 10, per key
-// 1, rate 100/1s".
-func limitsText(u twice.LimitUsage) string {
-	var parts []string
-	if u.Limit.Global > 0 {
-		parts = append(parts, fmt.Sprintf("global %d", u.Limit.Global))
-	}
-	if u.Limit.PerKey > 0 {
-		parts = append(parts, fmt.Sprintf("per key %d", u.Limit.PerKey))
-	}
-	if u.Limit.KeyOrderSkipsRetries {
-		parts = append(parts, "retries out of key order")
-	}
-	if r := u.Limit.Rate; !r.IsZero() {
-		parts = append(parts, fmt.Sprintf("rate %d/%s", r.Limit, period(r.Period)))
-	}
-	if r := u.Limit.KeyRate; !r.IsZero() {
-		parts = append(parts, fmt.Sprintf("key rate %d/%s", r.Limit, period(r.Period)))
-	}
-	return strings.Join(parts, ", ")
 }
 
 func (c *cli) limitsListCommand() *cobra.Command {
@@ -129,20 +106,7 @@ func limitRow(tw io.Writer, u twice.LimitUsage) {
 	}
 	rate := "-"
 	if r := u.Limit.Rate; !r.IsZero() {
-		rate = fmt.Sprintf("%d/%d per %s", u.RateUsed, r.Limit, period(r.Period))
+		rate = fmt.Sprintf("%d/%d per %s", u.RateUsed, r.Limit, r.PeriodText())
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", u.Kind, limitsText(u), slots, u.Due, u.Throttled, keys, rate)
-}
-
-// period is a rate period the way people write it: "1h" and "5m", not
-// Go's "1h0m0s" and "5m0s".
-func period(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", u.Kind, strings.Join(u.Limit.Phrases(), ", "), slots, u.Due, u.Throttled, keys, rate)
 }

@@ -1,53 +1,22 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/limitstest"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 )
 
-// syncArgs is a limited kind of the team whose CLI the limits tests build:
-// one sync per tenant at a time, two at most across the cluster.
-type syncArgs struct {
-	Tenant string `json:"tenant"`
-}
-
-func (syncArgs) Kind() string { return "tenant.sync.v1" }
-
-// limitedWorker registers tenant.sync.v1 with its limits, enqueues three
-// jobs for acme and one for globex on db, and starts a worker whose
-// handler holds every job until the test ends. It returns once the two
-// jobs the limits allow (acme's first, globex's) are running, and the
-// registry, for the CLI under test.
+// limitedWorker opens the store at db and starts the limited worker of
+// limitstest on it (tenant.sync.v1: two jobs running, two throttled), and
+// returns its registry, for the CLI under test.
 func limitedWorker(t *testing.T, db string) *twice.Registry {
 	t.Helper()
-	started := make(chan string, 8)
-	release := make(chan struct{})
-	reg := twice.NewRegistry()
-	twice.MustRegister(reg, twice.HandlerFunc[syncArgs](func(ctx context.Context, j *twice.Job[syncArgs]) error {
-		started <- j.Args.Tenant
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}), &twice.KindOpts{
-		GlobalConcurrency:    2,
-		KeyConcurrency:       1,
-		KeyOrderSkipsRetries: true,
-		ConcurrencyKey:       "tenant",
-		// An hour long, so the starts stay in the window however slow
-		// the machine.
-		RateLimit: twice.RateLimit{Limit: 100, Period: time.Hour},
-	})
 	var (
 		store twicestore.Store
 		err   error
@@ -60,38 +29,9 @@ func limitedWorker(t *testing.T, db string) *twice.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := twice.NewClient(store, twice.Config{Registry: reg, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tenant := range []string{"acme", "acme", "acme", "globex"} {
-		if _, err := client.Enqueue(t.Context(), syncArgs{Tenant: tenant}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := client.Start(context.WithoutCancel(t.Context())); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		close(release)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := client.Stop(ctx); err != nil {
-			t.Errorf("stop the worker: %v", err)
-		}
-		_ = store.Close()
-	})
-	got := map[string]bool{}
-	timeout := time.After(30 * time.Second)
-	for len(got) < 2 {
-		select {
-		case tenant := <-started:
-			got[tenant] = true
-		case <-timeout:
-			t.Fatalf("the limited jobs did not start in 30s; started: %v", got)
-		}
-	}
-	return reg
+	// Registered first, so it runs after the worker has stopped.
+	t.Cleanup(func() { _ = store.Close() })
+	return limitstest.StartWorker(t, store)
 }
 
 func TestLimitsList(t *testing.T) {
