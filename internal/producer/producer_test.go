@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -127,6 +128,46 @@ func BenchmarkDispatch(b *testing.B) {
 		}
 		wg.Wait()
 	})
+}
+
+// growStack uses about n × 256 bytes of stack, as a handler decoding its
+// arguments does.
+//
+//go:noinline
+func growStack(n int) byte {
+	var buf [256]byte
+	buf[n%len(buf)] = byte(n)
+	if n == 0 {
+		return buf[0]
+	}
+	return growStack(n-1) + buf[(n+1)%len(buf)]
+}
+
+// BenchmarkIdleWorkerStacks: bursts of 100 jobs whose run function needs
+// ~6 KB of stack, with a garbage collection while the workers wait for the
+// next burst, as in a burn-down, where collections come while the workers
+// wait for the next fetch. One op is one burst. An idle worker that waits
+// at the top of its stack has it halved by each collection and grown
+// (copied) again by its next job; one that waits in a frame of
+// idleStackPad bytes keeps it.
+func BenchmarkIdleWorkerStacks(b *testing.B) {
+	const slots = 100
+	var wg sync.WaitGroup
+	p := New(Config{Queues: []Queue{{Name: "q", Concurrency: slots}}, MaxWorkers: slots, Run: func(Fetched) {
+		defer wg.Done()
+		growStack(24)
+	}})
+	row := Fetched{Row: &twicetype.JobRow{Queue: "q"}}
+	for b.Loop() {
+		wg.Add(slots)
+		for range slots {
+			p.dispatch(row)
+		}
+		wg.Wait()
+		runtime.GC()
+	}
+	close(p.done)
+	p.Wait()
 }
 
 // dropPeeks is a store wrapper that hands back the fetched jobs without
