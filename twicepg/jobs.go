@@ -207,6 +207,28 @@ FROM twice_jobs AS j
 WHERE ` + twicestore.UniqueHeldSQL("j") + `
 	AND (j.kind, j.unique_key) IN (SELECT kind, unique_key FROM input WHERE unique_key <> '')`
 
+// insertOneSQL inserts one job without a unique key: insertSQL's work
+// without the arrays, the position bookkeeping and the unique-key branch,
+// which a single job with no key to hold needs none of. Enqueuing one job
+// at a time is the common case (a request enqueues its job), and it took
+// insertSQL about 0.6 ms of the server's time where this takes a fraction.
+// It notifies $2 on channel $1 in the statement, as insertSQL does.
+var insertOneSQL = `WITH notified AS (
+	SELECT count(pg_notify($1, q)) AS n FROM unnest($2::text[]) AS q
+)
+INSERT INTO twice_jobs AS j (kind, queue, priority, args, message_id, idempotency_key, correlation_id,
+	max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id, unique_states)
+SELECT $3::text, $4::text, $5::integer, $6::bytea, $7::text, $8::text, $9::text,
+	$10::integer, $11::timestamptz, $12::timestamptz, $13::jsonb, $14::text,
+	nullif($15::bigint, 0), nullif($16::bigint, 0), $17::integer
+FROM notified
+RETURNING ` + jobColumns
+
+// insertOneOff, set by benchmarks only, sends single jobs through
+// insertSQL too, as before insertOneSQL, so the two can be measured side
+// by side.
+var insertOneOff = false
+
 // metadataJSON encodes job metadata for its column; none is "{}".
 func metadataJSON(m map[string]string) string {
 	if len(m) == 0 {
@@ -390,6 +412,20 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 	}
 
 	notifyNow, committed := e.insertNotify(queues, now)
+	if n == 1 && uniqueKeys[0] == "" && !insertOneOff {
+		rows, err := queryJobs(ctx, e.q, insertOneSQL, e.notify.channel, notifyNow,
+			kinds[0], queues[0], priorities[0], payloads[0], messageIDs[0], keys[0], correlationIDs[0],
+			maxAttempts[0], runAts[0], createdAts[0], metadata[0], ckeys[0], parents[0], batches[0], uniqueStates[0])
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) != 1 {
+			return nil, fmt.Errorf("insert returned %d rows for one job", len(rows))
+		}
+		committed()
+		out[0] = &twicestore.JobInsertResult{Job: rows[0]}
+		return out, nil
+	}
 	rs, err := e.q.query(ctx, insertSQL, e.notify.channel, notifyNow,
 		kinds, queues, priorities, payloads, messageIDs, keys, correlationIDs,
 		uniqueKeys, maxAttempts, runAts, createdAts, metadata, ckeys, parents, batches, uniqueStates)

@@ -82,3 +82,30 @@ func BenchmarkInsertNotify(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInsertOne: one job at a time, no unique key, on the Store's
+// pool, through insertOneSQL against insertSQL (the batch statement, with
+// its arrays and unique-key branch). ns/op is one insert, commit included.
+func BenchmarkInsertOne(b *testing.B) {
+	for _, mode := range []string{"batch-statement", "single-statement"} {
+		b.Run(mode, func(b *testing.B) {
+			u, _ := pgtest.Schema(b, "bench_insert_one")
+			s, err := Open(context.Background(), pgtest.WithParams(b, u, map[string]string{"pool_max_conns": "4"}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			insertOneOff = mode == "batch-statement"
+			defer func() { insertOneOff = false }()
+			ctx := context.Background()
+			params := &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{
+				{Kind: "bench.insert.v1", Queue: "default", Args: []byte(`{"n":1}`), MaxAttempts: 3},
+			}}
+			for b.Loop() {
+				if _, err := s.JobInsertMany(ctx, params); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
