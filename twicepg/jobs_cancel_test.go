@@ -2,7 +2,6 @@ package twicepg
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -21,18 +20,10 @@ func TestListenCancels(t *testing.T) {
 	s, connString := openStore(t)
 	other := openAt(t, connString)
 
-	listening := make(chan uint32, 4)
-	s.onListen = func(pid uint32) { listening <- pid }
 	heard := make(chan int64, 16)
-	listenCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.ListenCancels(listenCtx, func(id int64) { heard <- id }) }()
-	defer func() {
-		stop()
-		if err := waitfor.Recv(t, done, "ListenCancels to return after its context was cancelled"); !errors.Is(err, context.Canceled) {
-			t.Errorf("ListenCancels returned %v, want context.Canceled", err)
-		}
-	}()
+	listening := startListening(t, s, "ListenCancels", func(ctx context.Context) error {
+		return s.ListenCancels(ctx, func(id int64) { heard <- id })
+	})
 	waitfor.Recv(t, listening, "ListenCancels to start listening")
 
 	const kind = "test.listencancel.v1"

@@ -65,18 +65,10 @@ func TestListenInserts(t *testing.T) {
 	s, connString := openStore(t)
 	other := openAt(t, connString) // another node: its own pool and notifier
 
-	listening := make(chan uint32, 4)
-	s.onListen = func(pid uint32) { listening <- pid }
 	heard := make(chan string, 64)
-	listenCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.ListenInserts(listenCtx, func(queue string) { heard <- queue }) }()
-	defer func() {
-		stop()
-		if err := waitfor.Recv(t, done, "ListenInserts to return after its context was cancelled"); !errors.Is(err, context.Canceled) {
-			t.Errorf("ListenInserts returned %v, want context.Canceled", err)
-		}
-	}()
+	listening := startListening(t, s, "ListenInserts", func(ctx context.Context) error {
+		return s.ListenInserts(ctx, func(queue string) { heard <- queue })
+	})
 
 	waitListening := func() uint32 {
 		t.Helper()
@@ -141,18 +133,10 @@ func TestListenToggles(t *testing.T) {
 	s, connString := openStore(t)
 	other := openAt(t, connString)
 
-	listening := make(chan uint32, 1)
-	s.onListen = func(pid uint32) { listening <- pid }
 	heard := make(chan struct{}, 8)
-	listenCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.ListenToggles(listenCtx, func() { heard <- struct{}{} }) }()
-	defer func() {
-		stop()
-		if err := waitfor.Recv(t, done, "ListenToggles to return after its context was cancelled"); !errors.Is(err, context.Canceled) {
-			t.Errorf("ListenToggles returned %v after its ctx was cancelled, want context.Canceled", err)
-		}
-	}()
+	listening := startListening(t, s, "ListenToggles", func(ctx context.Context) error {
+		return s.ListenToggles(ctx, func() { heard <- struct{}{} })
+	})
 	waitfor.Recv(t, listening, "ListenToggles to listen")
 	expect := func(what string) {
 		t.Helper()
@@ -177,18 +161,10 @@ func TestListenInsertsBurst(t *testing.T) {
 	s, connString := openStore(t)
 	other := openAt(t, connString)
 
-	listening := make(chan uint32, 4)
-	s.onListen = func(pid uint32) { listening <- pid }
 	heard := make(chan string, 1024)
-	listenCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.ListenInserts(listenCtx, func(queue string) { heard <- queue }) }()
-	defer func() {
-		stop()
-		if err := waitfor.Recv(t, done, "ListenInserts to return"); !errors.Is(err, context.Canceled) {
-			t.Errorf("ListenInserts returned %v, want context.Canceled", err)
-		}
-	}()
+	listening := startListening(t, s, "ListenInserts", func(ctx context.Context) error {
+		return s.ListenInserts(ctx, func(queue string) { heard <- queue })
+	})
 	waitfor.Recv(t, listening, "ListenInserts to listen")
 
 	queues := []string{"q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7"}
@@ -215,4 +191,24 @@ func TestListenInsertsBurst(t *testing.T) {
 	for len(missing) > 0 {
 		delete(missing, waitfor.Recv(t, heard, fmt.Sprintf("notifications for queues %v", slices.Sorted(maps.Keys(missing)))))
 	}
+}
+
+// startListening runs listen, one of s's Listen methods, on a goroutine of
+// its own until the test ends, and then checks that it returned
+// context.Canceled. The channel it returns gets the backend pid of each
+// connection listen listens on, the first and every reconnection's.
+func startListening(t *testing.T, s *Store, name string, listen func(ctx context.Context) error) <-chan uint32 {
+	t.Helper()
+	listening := make(chan uint32, 4)
+	s.onListen = func(pid uint32) { listening <- pid }
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- listen(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := waitfor.Recv(t, done, name+" to return after its context was cancelled"); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s returned %v, want context.Canceled", name, err)
+		}
+	})
+	return listening
 }
