@@ -31,18 +31,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRunsEachJobOnceWithinConcurrency(t *testing.T) {
 	const jobs, slots = 300, 4
 	ctx := context.Background()
-	store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = store.Close() }()
-	params := make([]*twicestore.JobInsertParams, jobs)
-	for i := range params {
-		params[i] = &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
-	}
-	if _, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
-		t.Fatal(err)
-	}
+	store := storeWithJobs(t, jobs)
 	var (
 		mu              sync.Mutex
 		seen            = map[int64]int{}
@@ -351,18 +340,7 @@ func (g *gatedFetch) JobFetch(ctx context.Context, p *twicestore.JobFetchParams)
 func TestNotifyFetchesWhileARoundIsInFlight(t *testing.T) {
 	const jobs, slots, fetchLimit = 10, 4, 3
 	ctx := context.Background()
-	store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = store.Close() }()
-	params := make([]*twicestore.JobInsertParams, jobs)
-	for i := range params {
-		params[i] = &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
-	}
-	if _, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
-		t.Fatal(err)
-	}
+	store := storeWithJobs(t, jobs)
 	gate := &gatedFetch{Executor: store, calls: make(chan *twicestore.JobFetchParams, 100), release: make(chan struct{})}
 	var (
 		mu            sync.Mutex
@@ -545,18 +523,7 @@ func TestFreedSlotsGatherBeforeFetching(t *testing.T) {
 			defer func(d time.Duration) { fetchCooldown = d }(fetchCooldown)
 			fetchCooldown = tc.cooldown
 			ctx := context.Background()
-			store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = store.Close() }()
-			params := make([]*twicestore.JobInsertParams, 2*slots)
-			for i := range params {
-				params[i] = &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
-			}
-			if _, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
-				t.Fatal(err)
-			}
+			store := storeWithJobs(t, 2*slots)
 			rec := &recordedFetch{Executor: store, limits: make(chan int, 100)}
 			release := make(chan struct{})
 			started := make(chan struct{}, 2*slots)
@@ -592,4 +559,23 @@ func TestFreedSlotsGatherBeforeFetching(t *testing.T) {
 			p.Wait()
 		})
 	}
+}
+
+// storeWithJobs opens a SQLite store, closed when the test ends, holding n
+// available jobs of kind k.v1 in queue q.
+func storeWithJobs(t *testing.T, n int) *twicesqlite.Store {
+	t.Helper()
+	store, err := twicesqlite.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	params := make([]*twicestore.JobInsertParams, n)
+	for i := range params {
+		params[i] = &twicestore.JobInsertParams{Kind: "k.v1", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
+	}
+	if _, err := store.JobInsertMany(t.Context(), &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
+		t.Fatal(err)
+	}
+	return store
 }
