@@ -67,17 +67,9 @@ func TestBatchCountersNoDeadlock(t *testing.T) {
 			byBatch[batchOf[j.ID]] = append(byBatch[batchOf[j.ID]], j)
 		}
 		xs, ys := byBatch[batches[0]], byBatch[batches[1]]
-		done := func(js ...*twicetype.JobRow) []*twicestore.JobOutcome {
-			var out []*twicestore.JobOutcome
-			for _, j := range js {
-				out = append(out, &twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted,
-					FinishedAt: base})
-			}
-			return out
-		}
 		sets := [][]*twicestore.JobOutcome{
-			append(done(xs[:k]...), done(ys[k])...), // X first, then Y
-			append(done(ys[:k]...), done(xs[k])...), // Y first, then X
+			append(completed(base, xs[:k]...), completed(base, ys[k])...), // X first, then Y
+			append(completed(base, ys[:k]...), completed(base, xs[k])...), // Y first, then X
 		}
 		finishConcurrently(t, s, r, sets...)
 		for _, id := range batches {
@@ -87,6 +79,15 @@ func TestBatchCountersNoDeadlock(t *testing.T) {
 			}
 		}
 	}
+}
+
+// completed is the outcome of each of js completing at at.
+func completed(at time.Time, js ...*twicetype.JobRow) []*twicestore.JobOutcome {
+	out := make([]*twicestore.JobOutcome, len(js))
+	for i, j := range js {
+		out[i] = &twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted, FinishedAt: at}
+	}
+	return out
 }
 
 // finishConcurrently writes each set of outcomes in a JobFinish of its own,
@@ -162,17 +163,9 @@ func TestBatchAndWorkflowCountersNoDeadlock(t *testing.T) {
 		if xLate.ID != late.Jobs[0].Job.ID || ws[0].ID != w.Jobs[0].ID {
 			t.Fatalf("ids do not interleave as planned: batch %d..%d+%d, workflow from %d", xs[0].ID, xs[k-1].ID, xLate.ID, ws[0].ID)
 		}
-		done := func(js ...*twicetype.JobRow) []*twicestore.JobOutcome {
-			var out []*twicestore.JobOutcome
-			for _, j := range js {
-				out = append(out, &twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted,
-					FinishedAt: base})
-			}
-			return out
-		}
 		finishConcurrently(t, s, r,
-			append(done(xs...), done(ws[0])...),     // X, then W
-			append(done(ws[1:]...), done(xLate)...), // W, then X
+			append(completed(base, xs...), completed(base, ws[0])...),     // X, then W
+			append(completed(base, ws[1:]...), completed(base, xLate)...), // W, then X
 		)
 		bb, err := s.BatchGet(ctx, &twicestore.BatchGetParams{ID: b.Batch.ID})
 		if err != nil || bb.Completed != k+1 {
@@ -235,8 +228,7 @@ func TestWorkflowCancelNoDeadlock(t *testing.T) {
 		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
 		return err == nil && n > 0
 	}, nil)
-	if _, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{
-		{ID: a.ID, Epoch: a.Epoch, State: twicetype.JobStateCompleted, FinishedAt: base}}}); err != nil {
+	if _, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: completed(base, a)}); err != nil {
 		t.Fatalf("finishing the job while WorkflowCancel waits: %v", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
