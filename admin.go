@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/internal/logattr"
 	"github.com/twicejobs/twice/twicestore"
 )
@@ -73,6 +74,9 @@ var (
 	// ErrJobNotDead: the job is not dead, so it cannot be discarded
 	// (state).
 	ErrJobNotDead = errors.New("job is not dead")
+	// ErrWorkflowNotFound: no workflow has that id (usage). It also
+	// matches twicestore.ErrNotFound, which WorkflowGet wrapped before.
+	ErrWorkflowNotFound error = &inputError{msg: "workflow not found", sentinel: twicestore.ErrNotFound}
 	// ErrMarkerNotFound: the handler has no marker for that key (usage):
 	// it has not processed it, or the name or key is misspelled (a
 	// handler's name is its kind unless KindOpts.HandlerName says
@@ -85,6 +89,20 @@ var (
 	ErrUniqueConflict = errors.New("another job holds the same unique key")
 )
 
+// Caps on the free text of admin calls, refused with ErrInvalidInput over
+// them, as are NUL bytes and bytes that are not UTF-8 (PostgreSQL refuses
+// both; every driver is held to the same rule). Names with a rule of their
+// own keep it: kinds MaxKindBytes, queues MaxQueueBytes, marker handlers
+// and keys MaxKeyBytes.
+const (
+	// MaxReasonBytes is the longest Reason of an admin call: a sentence or
+	// two and a link.
+	MaxReasonBytes = freetext.MaxReasonBytes
+	// MaxNameBytes is the longest By (who acts), schedule name, switch
+	// Source, trigger RequestID, node filter, and Config.NodeID.
+	MaxNameBytes = freetext.MaxNameBytes
+)
+
 // errUnknownKind is ErrUnknownKind in the usage class: the admin API
 // refuses kinds in no catalog and no registry as bad input.
 func errUnknownKind(format string, a ...any) error {
@@ -94,6 +112,27 @@ func errUnknownKind(format string, a ...any) error {
 // invalidf returns a usage error.
 func invalidf(format string, a ...any) error {
 	return &inputError{msg: fmt.Sprintf(format, a...)}
+}
+
+// checkFields refuses the first of an admin call's free-text fields that
+// freetext.Check refuses, as a usage error. Every admin entry calls it once,
+// before anything reaches the store, in the function the X and XTx twins
+// share: so both drivers refuse the same bytes (PostgreSQL would answer
+// with SQLSTATE 22021; SQLite would store them), and nothing is stored.
+func checkFields(fields ...freetext.Field) error {
+	if err := freetext.CheckAll(fields...); err != nil {
+		return &inputError{msg: err.Error()}
+	}
+	return nil
+}
+
+// byField and reasonField are the who and why every admin write takes.
+func byField(by string) freetext.Field {
+	return freetext.Field{Name: "by", Value: by, Max: MaxNameBytes}
+}
+
+func reasonField(reason string) freetext.Field {
+	return freetext.Field{Name: "reason", Value: reason, Max: MaxReasonBytes}
 }
 
 // adminExec is the executor of an admin call: the store for X, the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -38,6 +39,13 @@ type JobFilter struct {
 }
 
 func (f *JobFilter) validate() error {
+	if err := checkFields(
+		freetext.Field{Name: "kind filter", Value: f.Kind, Max: MaxKindBytes},
+		freetext.Field{Name: "queue filter", Value: f.Queue, Max: MaxQueueBytes},
+		freetext.Field{Name: "node filter", Value: f.Node, Max: MaxNameBytes},
+	); err != nil {
+		return err
+	}
 	if f.State != "" && !f.State.Valid() {
 		return invalidf("job state %q is not one of %v", f.State, twicetype.AllJobStates)
 	}
@@ -89,7 +97,7 @@ func (c *Client) JobGet(ctx context.Context, id int64) (*twicetype.JobRow, error
 		return nil, fmt.Errorf("twice: job %d: %w: check the id (finished jobs are deleted after their retention)", id, ErrJobNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("twice: get job %d: %w", id, err)
+		return nil, fmt.Errorf("twice: %w", err) // the store's error names the job
 	}
 	return row, nil
 }
@@ -118,7 +126,7 @@ func (c *Client) JobList(ctx context.Context, p *JobListParams) (*JobListResult,
 		Filter: p.store(nil, time.Now()), BeforeID: p.BeforeID, Limit: limit + 1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("twice: list jobs: %w", err)
+		return nil, fmt.Errorf("twice: %w", err) // the store's error says "list jobs"
 	}
 	out := &JobListResult{Jobs: res.Jobs}
 	if len(out.Jobs) > limit {
@@ -286,6 +294,9 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 			return nil, fmt.Errorf("twice: %s: %w", op, invalidf("job id %d is not positive", id))
 		}
 	}
+	if err := checkFields(byField(p.By), reasonField(p.Reason)); err != nil {
+		return nil, fmt.Errorf("twice: %s: %w", op, err)
+	}
 	var f JobFilter
 	if p.Filter != nil {
 		f = *p.Filter
@@ -309,7 +320,7 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 		res, err = exec.JobDiscard(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("twice: %s: %w", op, err)
+		return nil, fmt.Errorf("twice: %w", err) // the store's error names the action
 	}
 	out := &JobActionResult{Jobs: make([]JobResult, len(res.Results))}
 	for i, r := range res.Results {

@@ -78,6 +78,9 @@ func (c *Client) markerRelease(ctx context.Context, exec twicestore.Executor, p 
 	if err := p.validate(); err != nil {
 		return nil, fmt.Errorf("twice: release marker: %w", err)
 	}
+	if err := checkFields(byField(p.By), reasonField(p.Reason)); err != nil {
+		return nil, fmt.Errorf("twice: release marker: %w", err)
+	}
 	sp := &twicestore.MarkerParams{Handler: p.Handler, Key: p.Key}
 	res, err := exec.MarkerPeek(ctx, sp)
 	if err != nil {
@@ -87,7 +90,7 @@ func (c *Client) markerRelease(ctx context.Context, exec twicestore.Executor, p 
 		return nil, fmt.Errorf("twice: handler %q has no marker for key %q, nothing to release: %w", p.Handler, p.Key, ErrMarkerNotFound)
 	}
 	if err := exec.MarkerRelease(ctx, sp); err != nil {
-		return nil, fmt.Errorf("twice: release marker: %w", err)
+		return nil, fmt.Errorf("twice: %w", err) // the store's error names the marker
 	}
 	by := byOr(p.By)
 	c.logAction(ctx, "marker released", by, p.Reason, "handler", p.Handler, "key", p.Key)

@@ -84,12 +84,19 @@ func (c *Client) QueueResumeTx(ctx context.Context, tx any, p *QueueResumeParams
 // work, each with its pause, its due, scheduled and running jobs, and the
 // live nodes that work it.
 func (c *Client) QueueList(ctx context.Context) ([]QueueInfo, error) {
-	return c.queueList(ctx, c.store, time.Now())
+	queues, err := c.queueList(ctx, c.store, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("twice: %w", err)
+	}
+	return queues, nil
 }
 
 func (c *Client) queuePause(ctx context.Context, exec twicestore.Executor, p *QueuePauseParams) error {
 	if p == nil {
 		return fmt.Errorf("twice: pause queue: %w", invalidf("no queue named"))
+	}
+	if err := checkFields(byField(p.By), reasonField(p.Reason)); err != nil {
+		return fmt.Errorf("twice: pause queue: %w", err)
 	}
 	now := time.Now()
 	if err := c.checkQueueArg(ctx, exec, "pause", p.Queue, now); err != nil {
@@ -101,7 +108,7 @@ func (c *Client) queuePause(ctx context.Context, exec twicestore.Executor, p *Qu
 	by := byOr(p.By)
 	err := exec.QueuePause(ctx, &twicestore.QueuePauseParams{Queue: p.Queue, Until: p.Until, By: by, Reason: p.Reason, Now: now})
 	if err != nil {
-		return fmt.Errorf("twice: pause queue %q: %w", p.Queue, err)
+		return fmt.Errorf("twice: %w", err) // the store's error names the queue
 	}
 	attrs := []any{"queue", p.Queue}
 	if !p.Until.IsZero() {
@@ -115,13 +122,16 @@ func (c *Client) queueResume(ctx context.Context, exec twicestore.Executor, p *Q
 	if p == nil {
 		return nil, fmt.Errorf("twice: resume queue: %w", invalidf("no queue named"))
 	}
+	if err := checkFields(byField(p.By), reasonField(p.Reason)); err != nil {
+		return nil, fmt.Errorf("twice: resume queue: %w", err)
+	}
 	now := time.Now()
 	if err := c.checkQueueArg(ctx, exec, "resume", p.Queue, now); err != nil {
 		return nil, err
 	}
 	res, err := exec.QueueResume(ctx, &twicestore.QueueResumeParams{Queue: p.Queue, Now: now})
 	if err != nil {
-		return nil, fmt.Errorf("twice: resume queue %q: %w", p.Queue, err)
+		return nil, fmt.Errorf("twice: %w", err) // the store's error names the queue
 	}
 	if res.Resumed {
 		c.logAction(ctx, "queue resumed", byOr(p.By), p.Reason, "queue", p.Queue)
@@ -160,7 +170,7 @@ func (c *Client) checkQueueArg(ctx context.Context, exec twicestore.Executor, ve
 func (c *Client) queueList(ctx context.Context, exec twicestore.Executor, now time.Time) ([]QueueInfo, error) {
 	res, err := exec.QueueList(ctx, &twicestore.QueueListParams{Now: now})
 	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
+		return nil, err // the store's error says "list queues"
 	}
 	byName := map[string]*QueueInfo{}
 	add := func(name string) *QueueInfo {
@@ -176,7 +186,7 @@ func (c *Client) queueList(ctx context.Context, exec twicestore.Executor, now ti
 	}
 	nodes, err := exec.NodeList(ctx, &twicestore.NodeListParams{AliveSince: now.Add(-nodeAliveWindow)})
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return nil, err // the store's error says "list nodes"
 	}
 	for _, n := range nodes {
 		for _, name := range n.Queues {

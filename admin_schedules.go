@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -54,7 +55,7 @@ type ScheduleTriggerParams struct {
 func (c *Client) ScheduleList(ctx context.Context) ([]ScheduleInfo, error) {
 	res, err := c.store.ScheduleList(ctx, &twicestore.ScheduleListParams{})
 	if err != nil {
-		return nil, fmt.Errorf("twice: list schedules: %w", err)
+		return nil, fmt.Errorf("twice: %w", err) // the store's error says "list schedules"
 	}
 	cat, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
 	if err != nil {
@@ -133,6 +134,9 @@ func (c *Client) scheduleRemove(ctx context.Context, exec twicestore.Executor, p
 	if p == nil || strings.TrimSpace(p.Name) == "" {
 		return fmt.Errorf("twice: remove schedule: %w", invalidf("no schedule named"))
 	}
+	if err := checkFields(scheduleNameField(p.Name), byField(p.By), reasonField(p.Reason)); err != nil {
+		return fmt.Errorf("twice: remove schedule: %w", err)
+	}
 	if !p.Force && c.registry.lookupSchedule(p.Name) != nil {
 		return fmt.Errorf("twice: remove schedule %q: %w", p.Name,
 			invalidf("this binary still registers it, so its scheduler records it again at the next tick: remove it from the code first (or force)"))
@@ -142,7 +146,7 @@ func (c *Client) scheduleRemove(ctx context.Context, exec twicestore.Executor, p
 		return fmt.Errorf("twice: remove schedule %q: %w: the store records no schedule of that name (see ScheduleList)", p.Name, ErrUnknownSchedule)
 	}
 	if err != nil {
-		return fmt.Errorf("twice: remove schedule %q: %w", p.Name, err)
+		return fmt.Errorf("twice: %w", err) // the store's error names the schedule
 	}
 	c.logAction(ctx, "schedule removed", byOr(p.By), p.Reason, "schedule", p.Name)
 	return nil
@@ -153,6 +157,11 @@ func (c *Client) scheduleRemove(ctx context.Context, exec twicestore.Executor, p
 func (c *Client) scheduleTrigger(ctx context.Context, exec twicestore.Executor, p *ScheduleTriggerParams, notify bool) (*EnqueueResult, error) {
 	if p == nil || strings.TrimSpace(p.Name) == "" {
 		return nil, fmt.Errorf("twice: trigger schedule: %w", invalidf("no schedule named"))
+	}
+	if err := checkFields(scheduleNameField(p.Name),
+		freetext.Field{Name: "request id", Value: p.RequestID, Max: MaxNameBytes},
+		byField(p.By), reasonField(p.Reason)); err != nil {
+		return nil, fmt.Errorf("twice: trigger schedule: %w", err)
 	}
 	requestID := p.RequestID
 	if requestID == "" {
@@ -217,6 +226,13 @@ func (c *Client) lastScheduledJob(ctx context.Context, exec twicestore.Executor,
 			"and its last job is gone; trigger it from a binary built with the registry that schedules it", name)
 	}
 	return row, nil
+}
+
+// scheduleNameField is a schedule's name as an admin call gives it. A
+// trigger's unique key holds it with the request id, both within
+// MaxNameBytes, so the key stays within MaxKeyBytes.
+func scheduleNameField(name string) freetext.Field {
+	return freetext.Field{Name: "schedule name", Value: name, Max: MaxNameBytes}
 }
 
 func (r *Registry) lookupSchedule(name string) *schedule {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/internal/toggles"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -125,10 +126,13 @@ func (c *Client) ToggleHistory(ctx context.Context, p *ToggleHistoryParams) (*To
 		limit = JobListLimitDefault
 	}
 	limit = min(limit, JobListLimitMax)
+	if err := checkFields(kindField(p.Kind)); err != nil {
+		return nil, fmt.Errorf("twice: switch history: %w", err)
+	}
 	kind := strings.ToLower(strings.TrimSpace(p.Kind))
 	res, err := c.store.ToggleHistory(ctx, &twicestore.ToggleHistoryParams{Kind: kind, BeforeID: p.BeforeID, Limit: limit + 1})
 	if err != nil {
-		return nil, fmt.Errorf("twice: switch history: %w", err)
+		return nil, fmt.Errorf("twice: %w", err) // the store's error says "list switch history"
 	}
 	if kind != "" && len(res.Changes) == 0 && p.BeforeID == 0 {
 		known, err := c.allKnownKinds(ctx, c.store)
@@ -150,6 +154,10 @@ func (c *Client) ToggleHistory(ctx context.Context, p *ToggleHistoryParams) (*To
 func (c *Client) toggleSet(ctx context.Context, exec twicestore.Executor, p *ToggleSetParams) error {
 	if p == nil {
 		return fmt.Errorf("twice: set kill switch: %w", invalidf("no kind named"))
+	}
+	// The raw kind is checked: ToLower would hide bytes that are not UTF-8.
+	if err := checkFields(kindField(p.Kind), byField(p.By), reasonField(p.Reason), sourceField(p.Source)); err != nil {
+		return fmt.Errorf("twice: set kill switch: %w", err)
 	}
 	kind := strings.ToLower(strings.TrimSpace(p.Kind))
 	if err := ValidateKind(kind); err != nil {
@@ -175,7 +183,7 @@ func (c *Client) toggleSet(ctx context.Context, exec twicestore.Executor, p *Tog
 		Source: p.Source,
 	})
 	if err != nil {
-		return fmt.Errorf("twice: set kill switch of %q: %w", kind, err)
+		return fmt.Errorf("twice: set kill switch: %w", err) // the store's error names the kind
 	}
 	attrs := []any{"kind", kind, "enabled", p.Enabled}
 	if !p.ExpiresAt.IsZero() {
@@ -188,6 +196,9 @@ func (c *Client) toggleSet(ctx context.Context, exec twicestore.Executor, p *Tog
 func (c *Client) toggleUnset(ctx context.Context, exec twicestore.Executor, p *ToggleUnsetParams) (*twicetype.Toggle, error) {
 	if p == nil || strings.TrimSpace(p.Kind) == "" {
 		return nil, fmt.Errorf("twice: unset kill switch: %w", invalidf("no kind named"))
+	}
+	if err := checkFields(kindField(p.Kind), byField(p.By), reasonField(p.Reason), sourceField(p.Source)); err != nil {
+		return nil, fmt.Errorf("twice: unset kill switch: %w", err)
 	}
 	kind := strings.ToLower(strings.TrimSpace(p.Kind))
 	now := time.Now()
@@ -210,7 +221,7 @@ func (c *Client) toggleUnset(ctx context.Context, exec twicestore.Executor, p *T
 	old := res.Toggles[i]
 	by := byOr(p.By)
 	if err := exec.ToggleDelete(ctx, &twicestore.ToggleDeleteParams{Kind: kind, By: by, Reason: p.Reason, Source: p.Source, At: now}); err != nil {
-		return nil, fmt.Errorf("twice: unset kill switch of %q: %w", kind, err)
+		return nil, fmt.Errorf("twice: unset kill switch: %w", err) // the store's error names the kind
 	}
 	c.logAction(ctx, "kill switch unset", by, p.Reason, "kind", kind, "was_enabled", old.Enabled)
 	return &old, nil
@@ -229,13 +240,25 @@ func (c *Client) allKnownKinds(ctx context.Context, exec twicestore.Executor) ([
 	}
 	nodes, err := exec.NodeList(ctx, &twicestore.NodeListParams{AliveSince: time.Now().Add(-nodeAliveWindow)})
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return nil, err // the store's error says "list nodes"
 	}
 	for _, n := range nodes {
 		kinds = append(kinds, n.Kinds...)
 	}
 	slices.Sort(kinds)
 	return slices.Compact(kinds), nil
+}
+
+// kindField is a kind as an admin call gives it, checked before it is
+// lower-cased (strings.ToLower would turn bytes that are not UTF-8 into
+// U+FFFD and hide them). ToggleSet also holds it to ValidateKind.
+func kindField(kind string) freetext.Field {
+	return freetext.Field{Name: "job kind", Value: kind, Max: MaxKindBytes}
+}
+
+// sourceField is where a switch change came from, for its history.
+func sourceField(source string) freetext.Field {
+	return freetext.Field{Name: "source", Value: source, Max: MaxNameBytes}
 }
 
 // unknownKindError says kind is known nowhere, with the closest known kind.

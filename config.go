@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/backoff"
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/twicetype"
 )
 
@@ -156,8 +157,9 @@ type Config struct {
 	OnDead func(ctx context.Context, dead DeadJob)
 	// Logger receives the runtime's logs. Defaults to slog.Default().
 	Logger *slog.Logger
-	// NodeID names this worker process in leases and the nodes table.
-	// Defaults to host-pid-random.
+	// NodeID names this worker process in leases and the nodes table:
+	// UTF-8 text without NUL bytes, at most MaxNameBytes. Defaults to
+	// host-pid-random.
 	NodeID string
 	// Redeliver delivers every job a second time, sometimes concurrently,
 	// so a handler that does not converge fails in development rather than
@@ -230,10 +232,16 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NodeID == "" {
 		host, _ := os.Hostname()
+		host = host[:min(len(host), maxNodeHostBytes)]
 		c.NodeID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newMessageID()[:8])
 	}
 	return c
 }
+
+// maxNodeHostBytes cuts the host name in the default NodeID, so the id
+// stays within MaxNameBytes whatever the host is called (Linux allows 64
+// bytes, other systems more).
+const maxNodeHostBytes = 64
 
 // validate checks a defaulted config.
 func (c Config) validate() error {
@@ -253,6 +261,11 @@ func (c Config) validate() error {
 		if q.Concurrency < 0 {
 			errs = append(errs, fmt.Errorf("queue %q has concurrency %d; use a positive number", q.Name, q.Concurrency))
 		}
+	}
+	// A node id PostgreSQL cannot store would make a worker whose every
+	// fetch fails: it would never run a job.
+	if err := freetext.Check("Config.NodeID", c.NodeID, MaxNameBytes); err != nil {
+		errs = append(errs, err)
 	}
 	if err := ValidateQueue(c.DefaultQueue); err != nil {
 		errs = append(errs, fmt.Errorf("Config.DefaultQueue: %w", err))

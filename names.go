@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/twicejobs/twice/internal/freetext"
 )
 
 // Limits on the names and keys a job carries. They keep every value small
@@ -82,31 +83,9 @@ func ValidateKey(what, key string) error {
 }
 
 // checkText refuses what the stores cannot hold or tools cannot show:
-// invalid UTF-8 and NUL bytes (PostgreSQL refuses both in text columns
-// with its own error; C tools and terminals cut a value at a NUL) and
-// values over limit bytes. The value is quoted, cut short, in the error.
+// invalid UTF-8, NUL bytes and values over limit bytes. It is
+// freetext.Check, the one rule for free text, under the name this
+// package's validators have always called.
 func checkText(what, s string, limit int) error {
-	switch {
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%s %s is not valid UTF-8: use UTF-8 text", what, shortQuote(s))
-	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("%s %s contains a NUL byte: remove it", what, shortQuote(s))
-	case len(s) > limit:
-		return fmt.Errorf("%s %s is %d bytes, over the %d-byte limit: use a shorter one", what, shortQuote(s), len(s), limit)
-	}
-	return nil
-}
-
-// shortQuote quotes s for an error message, cut to a readable length:
-// a 10,000-character name must not make a 10,000-character error.
-func shortQuote(s string) string {
-	const maxQuoted = 40
-	if len(s) <= maxQuoted {
-		return fmt.Sprintf("%q", s)
-	}
-	cut := maxQuoted
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q…", s[:cut])
+	return freetext.Check(what, s, limit)
 }

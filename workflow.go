@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -220,11 +221,11 @@ func (w *WorkflowInfo) Task(name string) *twicetype.WorkflowTask {
 }
 
 // WorkflowGet returns a workflow and its tasks; an unknown id is an error
-// wrapping twicestore.ErrNotFound.
+// wrapping ErrWorkflowNotFound (which matches twicestore.ErrNotFound too).
 func (c *Client) WorkflowGet(ctx context.Context, id int64) (*WorkflowInfo, error) {
 	res, err := c.store.WorkflowGet(ctx, &twicestore.WorkflowGetParams{ID: id})
 	if err != nil {
-		return nil, fmt.Errorf("twice: %w", err)
+		return nil, workflowError(id, err)
 	}
 	return &WorkflowInfo{Workflow: res.Workflow, Tasks: res.Tasks}, nil
 }
@@ -242,6 +243,15 @@ func (c *Client) WorkflowList(ctx context.Context, opts *WorkflowListOpts) ([]*t
 	if opts != nil {
 		o = *opts
 	}
+	if err := checkFields(freetext.Field{Name: "workflow state", Value: string(o.State), Max: MaxNameBytes}); err != nil {
+		return nil, fmt.Errorf("twice: list workflows: %w", err)
+	}
+	switch o.State {
+	case "", twicetype.WorkflowRunning, twicetype.WorkflowCompleted, twicetype.WorkflowFailed, twicetype.WorkflowCancelled:
+	default:
+		return nil, fmt.Errorf("twice: list workflows: %w", invalidf("workflow state %q is not one of %s, %s, %s or %s", o.State,
+			twicetype.WorkflowRunning, twicetype.WorkflowCompleted, twicetype.WorkflowFailed, twicetype.WorkflowCancelled))
+	}
 	res, err := c.store.WorkflowList(ctx, &twicestore.WorkflowListParams{State: o.State, Before: o.Before, Limit: o.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("twice: %w", err)
@@ -251,24 +261,38 @@ func (c *Client) WorkflowList(ctx context.Context, opts *WorkflowListOpts) ([]*t
 
 // WorkflowCancel cancels a running workflow: its waiting tasks never run,
 // and its jobs not finished yet are cancelled (a running one is asked to
-// stop, as JobCancel does). by and reason are recorded on the jobs.
+// stop, as JobCancel does). by and reason are recorded on the jobs. An
+// unknown id is an error wrapping ErrWorkflowNotFound.
 func (c *Client) WorkflowCancel(ctx context.Context, id int64, by, reason string) (*twicestore.WorkflowCancelResult, error) {
 	return c.workflowCancel(ctx, c.store, id, by, reason)
 }
 
 // WorkflowCancelTx is WorkflowCancel in the caller's transaction.
 func (c *Client) WorkflowCancelTx(ctx context.Context, tx any, id int64, by, reason string) (*twicestore.WorkflowCancelResult, error) {
-	exec, err := c.store.ExecutorFromTx(tx)
+	exec, err := c.adminExec("cancel workflow", tx)
 	if err != nil {
-		return nil, fmt.Errorf("twice: cancel workflow in transaction: %w", err)
+		return nil, err
 	}
 	return c.workflowCancel(ctx, exec, id, by, reason)
 }
 
 func (c *Client) workflowCancel(ctx context.Context, exec twicestore.Executor, id int64, by, reason string) (*twicestore.WorkflowCancelResult, error) {
+	if err := checkFields(byField(by), reasonField(reason)); err != nil {
+		return nil, fmt.Errorf("twice: cancel workflow %d: %w", id, err)
+	}
 	res, err := exec.WorkflowCancel(ctx, &twicestore.WorkflowCancelParams{ID: id, By: by, Reason: reason, Now: time.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("twice: %w", err)
+		return nil, workflowError(id, err)
 	}
 	return res, nil
+}
+
+// workflowError wraps a store error about workflow id: not found becomes
+// ErrWorkflowNotFound with the id and what to do, as JobGet does for jobs;
+// any other error already names the workflow.
+func workflowError(id int64, err error) error {
+	if errors.Is(err, twicestore.ErrNotFound) {
+		return fmt.Errorf("twice: workflow %d: %w: check the id (WorkflowList lists them)", id, ErrWorkflowNotFound)
+	}
+	return fmt.Errorf("twice: %w", err)
 }
