@@ -125,6 +125,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Limits", limitTests},
 		{"Steps", stepTests},
 		{"Compose", composeTests},
+		{"Retention", retentionTests},
 		{"Schema", schemaTests},
 	}
 	for _, g := range groups {
