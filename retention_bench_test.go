@@ -21,6 +21,9 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
+// historyKinds is how many switches the benchmark's history flips.
+const historyKinds = 10
+
 // retentionTables are the tables a retention pass empties, as the report
 // lists them.
 var retentionTables = []string{"twice_jobs", "twice_workflows", "twice_workflow_tasks", "twice_workflow_deps",
@@ -79,7 +82,8 @@ type retentionBenchStore struct {
 
 // fillForRetention stores n finished workflows (two tasks, one
 // dependency), n finished batches (one job and its callback) and
-// historyRows switch changes over ten kinds, through the store's API.
+// historyRows switch changes over historyKinds kinds, through the store's
+// API.
 func fillForRetention(b *testing.B, s twicestore.Store, n, historyRows int) {
 	ctx := context.Background()
 	job := func(kind string) *twicestore.JobInsertParams {
@@ -126,7 +130,7 @@ func fillForRetention(b *testing.B, s twicestore.Store, n, historyRows int) {
 	}
 	for i := range historyRows {
 		if err := s.ToggleSet(ctx, &twicestore.ToggleSetParams{Toggle: twicetype.Toggle{
-			Kind: fmt.Sprintf("bench.switch%d.v1", i%10), Enabled: i%2 == 0, By: "ops", Reason: "flip"}}); err != nil {
+			Kind: fmt.Sprintf("bench.switch%d.v1", i%historyKinds), Enabled: i%2 == 0, By: "ops", Reason: "flip"}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -136,7 +140,8 @@ func fillForRetention(b *testing.B, s twicestore.Store, n, historyRows int) {
 // over n finished workflows and n finished batches (issue 20 #5): the
 // rows of each table before and after, and how long the pass took, from
 // its first batch of jobs to its last batch of markers. Run it with
-// -benchtime=1x; TWICE_RETENTION_N sets n (5000 by default).
+// -benchtime=1x; TWICE_RETENTION_N sets n (5000 by default), -short makes
+// it a smoke run (50) that only checks the pass deletes what it should.
 func BenchmarkRetentionPass(b *testing.B) {
 	n, history := 5000, 500
 	if v := os.Getenv("TWICE_RETENTION_N"); v != "" {
@@ -195,10 +200,18 @@ func BenchmarkRetentionPass(b *testing.B) {
 				b.StopTimer()
 				rs := o.open(b)
 				fillForRetention(b, rs.store, n, history)
+				left := 0 // rows a pass should have deleted, at the last count
 				counts := func() string {
 					var parts []string
+					left = 0
 					for _, table := range retentionTables {
-						parts = append(parts, fmt.Sprintf("%s %d", table, rs.count(table)))
+						rows := rs.count(table)
+						parts = append(parts, fmt.Sprintf("%s %d", table, rows))
+						if table != "twice_toggle_history" {
+							left += rows
+						} else {
+							left += rows - historyKinds // each switch's newest change stays
+						}
 					}
 					return strings.Join(parts, ", ")
 				}
@@ -218,6 +231,9 @@ func BenchmarkRetentionPass(b *testing.B) {
 				timing.mu.Unlock()
 				b.Logf("%s, n=%d: pass %s (workflows %s, batches %s)\n  before: %s\n  after:  %s", o.name, n,
 					took.Round(time.Millisecond), wf.Round(time.Millisecond), bt.Round(time.Millisecond), before, counts())
+				if left != 0 {
+					b.Errorf("%d rows the pass should have deleted are left", left)
+				}
 			}
 		})
 	}
