@@ -134,8 +134,8 @@ func testWorkflowPrune(t *testing.T, e *env) {
 	// move again (its waiting task waited on a job that is gone): it goes,
 	// as does the failed one.
 	e.deleteFinished(false)
-	if n, _ := e.workflowPrune(0); n != 2 {
-		t.Fatalf("second pass deleted %d workflows, want the blocked and the failed one", n)
+	if n, pages := e.workflowPrune(0); n != 2 || pages != 1 {
+		t.Fatalf("second pass deleted %d workflows in %d pages, want the blocked and the failed one in one page (no Limit)", n, pages)
 	}
 	e.workflowGone("a blocked workflow whose dead job was deleted", blocked)
 	e.workflowGone("a failed workflow whose jobs were deleted", failed)
@@ -209,8 +209,8 @@ func testBatchPrune(t *testing.T, e *env) {
 	e.batchKept("an open batch with no job yet", emptyOpen.Batch.ID)
 
 	e.deleteFinished(false)
-	if n, _ := e.batchPrune(0); n != 1 {
-		t.Fatalf("second pass deleted %d batches, want the failed one", n)
+	if n, pages := e.batchPrune(0); n != 1 || pages != 1 {
+		t.Fatalf("second pass deleted %d batches in %d pages, want the failed one in one page (no Limit)", n, pages)
 	}
 	e.batchGone("a failed batch whose dead job was deleted", failed.Batch.ID)
 	e.batchKept("an open batch", open.Batch.ID)
