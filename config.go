@@ -34,7 +34,11 @@ const (
 	CompletedRetentionDefault = 24 * time.Hour
 	DeadRetentionDefault      = 30 * 24 * time.Hour
 	DiscardedRetentionDefault = 7 * 24 * time.Hour
-	// KeepForever, as a retention, keeps jobs of that state forever.
+	// ToggleHistoryRetentionDefault keeps switch flips for a quarter of a
+	// year: long enough to answer "who turned this off, and why?" well
+	// after an incident.
+	ToggleHistoryRetentionDefault = 90 * 24 * time.Hour
+	// KeepForever, as a retention, keeps what it applies to forever.
 	KeepForever time.Duration = -1
 )
 
@@ -120,6 +124,12 @@ type Config struct {
 	// kept: both were ended on purpose and need no one. KeepForever keeps
 	// them. Defaults to DiscardedRetentionDefault.
 	DiscardedRetention time.Duration
+	// ToggleHistoryRetention is how long the switch history keeps a
+	// change (twice toggles history). The newest change of each switch is
+	// kept however old, since it says who set the switch as it stands.
+	// KeepForever keeps every change. Defaults to
+	// ToggleHistoryRetentionDefault.
+	ToggleHistoryRetention time.Duration
 	// TogglesFile is a TOML file of kill switches, reloaded whenever it
 	// changes. Defaults to none.
 	TogglesFile string
@@ -215,6 +225,9 @@ func (c Config) withDefaults() Config {
 	if c.DiscardedRetention == 0 {
 		c.DiscardedRetention = DiscardedRetentionDefault
 	}
+	if c.ToggleHistoryRetention == 0 {
+		c.ToggleHistoryRetention = ToggleHistoryRetentionDefault
+	}
 	if c.PollInterval == 0 {
 		c.PollInterval = PollIntervalDefault
 	}
@@ -281,6 +294,7 @@ func (c Config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"CompletedRetention": c.CompletedRetention, "DeadRetention": c.DeadRetention, "DiscardedRetention": c.DiscardedRetention,
+		"ToggleHistoryRetention": c.ToggleHistoryRetention,
 	} {
 		if d < 0 && d != KeepForever {
 			errs = append(errs, fmt.Errorf("%s %s is negative: use a positive window, or twice.KeepForever", name, d))

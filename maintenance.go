@@ -59,10 +59,19 @@ func (c *Client) rescueLoop(ctx context.Context) {
 
 var errLeaseExpired = errors.New("lease expired on the final attempt")
 
-// pruneLoop deletes finished jobs and markers older than their retention,
-// and expired Idempotency-Key records, in bounded batches, so no statement
-// holds locks for long. Any node may run it; the batches of two nodes never
-// delete a row twice.
+// deadNodeRetention is how long a node's row outlives its last
+// heartbeat: far beyond nodeAliveWindow, so a node that died over a
+// weekend is still on record, yet bounded, so a fleet whose node ids
+// change at every restart does not grow the table for ever.
+const deadNodeRetention = 7 * 24 * time.Hour
+
+// pruneLoop deletes, in bounded batches so no statement holds locks for
+// long: finished jobs older than their retention; then the workflows and
+// batches none of whose jobs is left (they leave with their last job);
+// switch history older than its retention (but each switch's newest
+// change); nodes dead for deadNodeRetention; expired Idempotency-Key
+// records; and markers and steps older than MarkerRetention. Any node may
+// run it; the batches of two nodes never delete a row twice.
 func (c *Client) pruneLoop(ctx context.Context) {
 	logger := c.logger.With(logattr.Component, "pruner")
 	periodic.Run(ctx, pruneInterval, func(ctx context.Context) {
@@ -73,6 +82,7 @@ func (c *Client) pruneLoop(ctx context.Context) {
 			}
 			return now.Add(-d)
 		}
+		full := func(deleted int) bool { return deleted >= maintenanceBatch }
 		jobs := &twicestore.JobDeleteFinishedParams{
 			CompletedBefore: cutoff(c.cfg.CompletedRetention),
 			DeadBefore:      cutoff(c.cfg.DeadRetention),
@@ -80,53 +90,69 @@ func (c *Client) pruneLoop(ctx context.Context) {
 			CancelledBefore: cutoff(c.cfg.DiscardedRetention),
 			Limit:           maintenanceBatch,
 		}
-		for ctx.Err() == nil {
-			res, err := c.store.JobDeleteFinished(ctx, jobs)
-			if err != nil {
-				if ctx.Err() == nil {
-					logger.WarnContext(ctx, "deleting finished jobs failed", logattr.Err, err)
+		workflows := &twicestore.WorkflowPruneParams{Limit: maintenanceBatch}
+		batches := &twicestore.BatchPruneParams{Limit: maintenanceBatch}
+		markers := &twicestore.MarkerPruneParams{Before: now.Add(-c.cfg.MarkerRetention), Limit: maintenanceBatch}
+		steps := []struct {
+			what string
+			// prune deletes one batch and reports whether there may be more.
+			prune func(context.Context) (more bool, err error)
+		}{
+			{"finished jobs", func(ctx context.Context) (bool, error) {
+				res, err := c.store.JobDeleteFinished(ctx, jobs)
+				return err == nil && full(res.Deleted), err
+			}},
+			{"finished workflows", func(ctx context.Context) (bool, error) {
+				res, err := c.store.WorkflowPrune(ctx, workflows)
+				if err != nil {
+					return false, err
 				}
-				break
-			}
-			if res.Deleted < maintenanceBatch {
-				break
-			}
+				workflows.After = res.Next
+				return res.Next != 0, nil
+			}},
+			{"finished batches", func(ctx context.Context) (bool, error) {
+				res, err := c.store.BatchPrune(ctx, batches)
+				if err != nil {
+					return false, err
+				}
+				batches.After = res.Next
+				return res.Next != 0, nil
+			}},
+			{"switch history", func(ctx context.Context) (bool, error) {
+				res, err := c.store.ToggleHistoryPrune(ctx, &twicestore.ToggleHistoryPruneParams{
+					Before: cutoff(c.cfg.ToggleHistoryRetention), Limit: maintenanceBatch})
+				return err == nil && full(res.Deleted), err
+			}},
+			{"dead nodes", func(ctx context.Context) (bool, error) {
+				res, err := c.store.NodePrune(ctx, &twicestore.NodePruneParams{
+					HeartbeatBefore: now.Add(-deadNodeRetention), Limit: maintenanceBatch})
+				return err == nil && full(res.Deleted), err
+			}},
+			{"expired idempotency keys", func(ctx context.Context) (bool, error) { // twicehttp's records
+				res, err := c.store.IdempotencyPrune(ctx, &twicestore.IdempotencyPruneParams{Before: now, Limit: maintenanceBatch})
+				return err == nil && full(res.Deleted), err
+			}},
+			{"step markers", func(ctx context.Context) (bool, error) { // twice.Step's, kept as long as markers
+				res, err := c.store.StepPrune(ctx, markers)
+				return err == nil && full(res.Deleted), err
+			}},
+			{"markers", func(ctx context.Context) (bool, error) {
+				res, err := c.store.MarkerPrune(ctx, markers)
+				return err == nil && full(res.Deleted), err
+			}},
 		}
-		for ctx.Err() == nil { // expired Idempotency-Key records (twicehttp)
-			res, err := c.store.IdempotencyPrune(ctx, &twicestore.IdempotencyPruneParams{Before: now, Limit: maintenanceBatch})
-			if err != nil {
-				if ctx.Err() == nil {
-					logger.WarnContext(ctx, "pruning expired idempotency keys failed", logattr.Err, err)
+		for _, s := range steps {
+			for ctx.Err() == nil {
+				more, err := s.prune(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						logger.WarnContext(ctx, "pruning "+s.what+" failed", logattr.Err, err)
+					}
+					break
 				}
-				break
-			}
-			if res.Deleted < maintenanceBatch {
-				break
-			}
-		}
-		before := now.Add(-c.cfg.MarkerRetention)
-		for ctx.Err() == nil { // named steps' markers (twice.Step) are kept as long as markers
-			res, err := c.store.StepPrune(ctx, &twicestore.MarkerPruneParams{Before: before, Limit: maintenanceBatch})
-			if err != nil {
-				if ctx.Err() == nil {
-					logger.WarnContext(ctx, "pruning step markers failed", logattr.Err, err)
+				if !more {
+					break
 				}
-				break
-			}
-			if res.Deleted < maintenanceBatch {
-				break
-			}
-		}
-		for ctx.Err() == nil {
-			res, err := c.store.MarkerPrune(ctx, &twicestore.MarkerPruneParams{Before: before, Limit: maintenanceBatch})
-			if err != nil {
-				if ctx.Err() == nil {
-					logger.WarnContext(ctx, "pruning markers failed", logattr.Err, err)
-				}
-				return
-			}
-			if res.Deleted < maintenanceBatch {
-				return
 			}
 		}
 	})

@@ -93,3 +93,93 @@ func TestRetentionDeletesOldCancelledJobs(t *testing.T) {
 		t.Errorf("cancelled job within its retention was deleted: %v", err)
 	}
 }
+
+// TestRetentionPrunesWhatJobsLeaveBehind: the pruner deletes a workflow
+// and a batch once their jobs were deleted by retention, the switch
+// history older than ToggleHistoryRetention (but a switch's newest
+// change), and nodes dead for longer than a generous bound; what is
+// recent stays.
+func TestRetentionPrunesWhatJobsLeaveBehind(t *testing.T) {
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		ctx := context.Background()
+		now := time.Now()
+		old := now.Add(-2 * time.Hour)
+		finishAll := func(kind string) {
+			t.Helper()
+			res, err := store.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "old", Kinds: []string{kind}, Limit: 10,
+				Node: "n", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+			if err != nil || len(res.Jobs) == 0 {
+				t.Fatalf("fetch %s: %d jobs, %v", kind, len(res.Jobs), err)
+			}
+			var outcomes []*twicestore.JobOutcome
+			for _, j := range res.Jobs {
+				outcomes = append(outcomes, &twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch,
+					State: twicetype.JobStateCompleted, FinishedAt: old})
+			}
+			if _, err := store.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: outcomes}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		job := func(kind string) *twicestore.JobInsertParams {
+			return &twicestore.JobInsertParams{Kind: kind, Queue: "old", MessageID: "m", MaxAttempts: 1, CreatedAt: old, RunAt: old}
+		}
+		wf, err := store.WorkflowInsert(ctx, &twicestore.WorkflowInsertParams{Name: "old", CreatedAt: old,
+			Tasks: []*twicestore.WorkflowTaskParams{{Name: "a", Job: job("test.task.v1")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, err := store.WorkflowInsert(ctx, &twicestore.WorkflowInsertParams{Name: "live", CreatedAt: now,
+			Tasks: []*twicestore.WorkflowTaskParams{{Name: "a", Job: job("test.live.v1")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finishAll("test.task.v1")
+		batch, err := store.BatchInsert(ctx, &twicestore.BatchInsertParams{Callback: job("test.callback.v1"),
+			Jobs: []*twicestore.JobInsertParams{job("test.member.v1")}, CreatedAt: old})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finishAll("test.member.v1")
+		finishAll("test.callback.v1")
+		for _, at := range []time.Time{now.Add(-100 * 24 * time.Hour), now.Add(-99 * 24 * time.Hour)} {
+			if err := store.ToggleSet(ctx, &twicestore.ToggleSetParams{Toggle: twicetype.Toggle{Kind: "test.task.v1", By: "ops", At: at}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for id, hb := range map[string]time.Time{"dead": now.Add(-30 * 24 * time.Hour), "recent": now.Add(-time.Hour)} {
+			if err := store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: &twicetype.Node{ID: id, StartedAt: hb, HeartbeatAt: hb}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		cfg := testConfig(nil)
+		cfg.CompletedRetention = time.Hour
+		startClient(t, store, cfg) // the pruner runs once at start
+
+		var left string
+		waitfor.Cond(t, "the old workflow, batch, history and node to be deleted", func() bool {
+			_, wfErr := store.WorkflowGet(ctx, &twicestore.WorkflowGetParams{ID: wf.Workflow.ID})
+			_, bErr := store.BatchGet(ctx, &twicestore.BatchGetParams{ID: batch.Batch.ID})
+			history, err := store.ToggleHistory(ctx, &twicestore.ToggleHistoryParams{Kind: "test.task.v1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes, err := store.NodeList(ctx, &twicestore.NodeListParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, n := range nodes {
+				if n.ID == "dead" || n.ID == "recent" {
+					ids = append(ids, n.ID)
+				}
+			}
+			left = fmt.Sprintf("workflow: %v; batch: %v; history rows: %d; nodes: %v", wfErr, bErr, len(history.Changes), ids)
+			return errors.Is(wfErr, twicestore.ErrNotFound) && errors.Is(bErr, twicestore.ErrNotFound) &&
+				len(history.Changes) == 1 && len(ids) == 1 && ids[0] == "recent"
+		}, func() string { return left })
+		if _, err := store.WorkflowGet(ctx, &twicestore.WorkflowGetParams{ID: live.Workflow.ID}); err != nil {
+			t.Fatalf("a workflow with a job waiting was deleted: %v", err)
+		}
+	})
+}

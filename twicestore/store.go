@@ -231,6 +231,8 @@ type Executor interface {
 
 	// Composer: workflows and batches (see compose.go).
 	Composer
+	// Pruner: what retention deletes besides jobs (see retention.go).
+	Pruner
 }
 
 // Store is a driver's handle on one database.

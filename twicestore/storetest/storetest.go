@@ -80,7 +80,10 @@
 //     Now-StaleAfter; a take-over keeps CreatedAt and takes the new
 //     Fingerprint, LockedAt and ExpiresAt; a nil Header or Body reads back
 //     as an empty one; IdempotencyPrune, unlike the other prunes, deletes
-//     nothing with a Limit of zero.
+//     nothing with a Limit of zero;
+//   - WorkflowPrune and BatchPrune with a Limit of zero look at every row
+//     and return a Next of 0; ToggleHistoryPrune and NodePrune delete
+//     nothing with a zero cut-off.
 package storetest
 
 import (
@@ -125,6 +128,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Limits", limitTests},
 		{"Steps", stepTests},
 		{"Compose", composeTests},
+		{"Retention", retentionTests},
 		{"Schema", schemaTests},
 	}
 	for _, g := range groups {
