@@ -77,12 +77,17 @@ func buildShop(t *testing.T) string {
 	if runtime.GOOS == "windows" {
 		bin += ".exe"
 	}
-	// -mod=mod completes go.mod from the replaced module's requirements;
-	// GOPROXY=off keeps the build to the module cache this repository's
-	// own build filled.
-	build := exec.CommandContext(t.Context(), "go", "build", "-mod=mod", "-o", bin, ".")
+	// -mod=mod completes go.mod from the replaced module's requirements,
+	// checked against this repository's go.sum. The build gets what the
+	// module cache lacks as any build on this machine would: through the
+	// environment's GOPROXY and GOFLAGS, inherited, not overridden (with
+	// GOPROXY=off it failed on a cold cache: only .ci/run's 'go mod
+	// download' had filled it). The temporary directory is no repository,
+	// so there is no VCS to stamp; GOWORK=off keeps a workspace around the
+	// checkout out of a module that is not in it.
+	build := exec.CommandContext(t.Context(), "go", "build", "-mod=mod", "-buildvcs=false", "-o", bin, ".")
 	build.Dir = dir
-	build.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off", "GOFLAGS=-buildvcs=false")
+	build.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build of the new user's module: %v\n%s", err, out)
 	}

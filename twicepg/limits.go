@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -60,17 +61,25 @@ const lockLimitsSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan'
 //   - leased moves them to running, re-checking state as the plain fetch
 //     does (a job an operator cancelled meanwhile is dropped), and peeks
 //     their markers;
-//   - starts records their starts in the rate windows, and pruned deletes
-//     the starts no window can see any more (when $17: one fetch in
-//     twicestore.RatePruneOneIn).
+//   - starts leaves their starts in the rate windows to stampStartsSQL, in
+//     the transaction's twice.rate_starts setting under the fetch's token
+//     $18, and pruned deletes the starts no window can see any more (when
+//     $17: one fetch in twicestore.RatePruneOneIn).
+//
+// lim reads the clock the windows are judged at once, after the lock:
+// the database's (or $2, a Now ahead of it: tests), the clock the starts
+// are stamped with.
 //
 // A job of a key cand keeps has fewer than PerKey unfinished jobs of its
 // key before it, so the jobs of one key it keeps are at most PerKey minus
 // those running: the per-key limit holds within one fetch too.
 var fetchLimitedSQL = `WITH lim AS MATERIALIZED (
-	SELECT * FROM unnest($6::text[], $7::int[], $8::int[], $9::int[], $10::timestamptz[], $11::int[],
-		$12::timestamptz[], $15::timestamptz[], $16::boolean[])
-		AS l(kind, global, per_key, rate, rate_since, key_rate, key_rate_since, prune_before, skip_retries)
+	SELECT l.*, c.at - l.rate_us * interval '1 microsecond' AS rate_since,
+		c.at - l.key_rate_us * interval '1 microsecond' AS key_rate_since
+	FROM unnest($6::text[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::int[],
+		$12::bigint[], $15::timestamptz[], $16::boolean[])
+		AS l(kind, global, per_key, rate, rate_us, key_rate, key_rate_us, prune_before, skip_retries)
+	CROSS JOIN (SELECT greatest($2::timestamptz, clock_timestamp()) AS at) AS c
 	WHERE NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
 		WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $2))
 ),
@@ -122,17 +131,42 @@ leased AS (
 	) AS processed
 ),
 starts AS (
-	INSERT INTO twice_rate_starts (kind, key, at)
-	SELECT l.kind, '', $2 FROM leased JOIN lim AS l ON l.kind = leased.kind WHERE l.rate > 0
-	UNION ALL
-	SELECT l.kind, leased.concurrency_key, $2 FROM leased JOIN lim AS l ON l.kind = leased.kind
-	WHERE l.key_rate > 0 AND leased.concurrency_key <> ''
+	SELECT set_config('twice.rate_starts', json_build_array($18::bigint,
+		coalesce(json_agg(json_build_array(s.kind, s.key)), '[]'::json))::text, true)
+	FROM (SELECT l.kind, '' AS key FROM leased JOIN lim AS l ON l.kind = leased.kind WHERE l.rate > 0
+		UNION ALL
+		SELECT l.kind, leased.concurrency_key FROM leased JOIN lim AS l ON l.kind = leased.kind
+		WHERE l.key_rate > 0 AND leased.concurrency_key <> '') AS s
 ),
 pruned AS (
 	DELETE FROM twice_rate_starts AS s USING lim AS l
 	WHERE $17::boolean AND s.kind = l.kind AND (l.rate > 0 OR l.key_rate > 0) AND s.at <= l.prune_before
 )
-SELECT leased.processed, ` + jobCols("leased") + ` FROM leased`
+SELECT leased.processed, ` + jobCols("leased") + ` FROM leased CROSS JOIN starts`
+
+// stampStartsSQL records the starts fetchLimitedSQL left in the
+// transaction's twice.rate_starts setting, in the rate windows, stamped
+// with the database's clock (or $2, a Now ahead of it: tests) as this
+// statement runs: after the statement that turned the jobs running has
+// ended, under the kinds' locks. The stamp is never earlier than any
+// moment that statement could be observed at (its row updates, its
+// triggers, before or after), and the next fetch of the kind counts its
+// window from a clock read under the lock once this transaction has
+// committed: so no window of length Period, on the database's clock, holds
+// more than Limit moments at which jobs turned running. Stamped with the
+// fetch's Now, read before its wait for the lock (up to ~100 ms with 3
+// nodes), a start left the window early, and 90-95 jobs of a 50/s kind
+// turned running within one second (TestClusterRateLimit); stamped in the
+// leasing statement itself, the stamp preceded the end of that statement
+// (where its AFTER triggers fire) by up to 23 ms, and 60-70 did. $1 is the
+// fetch's token: a setting left by another fetch earlier in the same
+// transaction (an executor on a caller's transaction) is not stamped
+// twice.
+const stampStartsSQL = `INSERT INTO twice_rate_starts (kind, key, at)
+SELECT s.v->>0, s.v->>1, greatest($2::timestamptz, clock_timestamp())
+FROM (SELECT nullif(current_setting('twice.rate_starts', true), '')::json AS v) AS stash
+CROSS JOIN LATERAL json_array_elements(CASE WHEN (stash.v->>0)::bigint = $1
+	THEN stash.v->1 ELSE '[]'::json END) AS s(v)`
 
 // fetchGlobalSQL is fetchLimitedSQL for the common case of one kind with
 // only a global limit: the plain fetch, its LIMIT cut to the slots left.
@@ -195,12 +229,13 @@ func (e *executor) batcher() batcher {
 // their limits bound how much of the Limit they take, so they cannot
 // starve the others).
 //
-// The lock and the lease are two statements in one transaction. On a pgx
-// pool or transaction they go as one pipeline: one round trip, and (on
-// the pool) one implicit transaction, which holds the locks to its end
-// like an explicit one; each statement still takes its own snapshot, so
-// the lease sees what the lock's previous holder committed. Through
-// database/sql they go one by one in a transaction.
+// The lock, the lease and (with a rate limit) the stamp of the starts are
+// statements of one transaction. On a pgx pool or transaction they go as
+// one pipeline: one round trip, and (on the pool) one implicit
+// transaction, which holds the locks to its end like an explicit one;
+// each statement still takes its own snapshot, so the lease sees what the
+// lock's previous holder committed. Through database/sql they go one by
+// one in a transaction.
 //
 // The throttle check (and the rate window's next free start) comes after
 // the transaction, and only for a fetch that leased less than its Limit: a
@@ -213,27 +248,31 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 	now := nowOr(p.Now)
 	n := len(limited)
 	var (
-		global, perKey, rate, keyRate        = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-		rateSince, keyRateSince, pruneBefore = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-		skipRetries                          = make([]bool, n)
+		global, perKey, rate, keyRate = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+		ratePeriod, keyRatePeriod     = make([]int64, n), make([]int64, n)
+		rateSince, pruneBefore        = make([]time.Time, n), make([]time.Time, n)
+		skipRetries                   = make([]bool, n)
 	)
 	for i, k := range limited {
 		l := p.Limits[k]
 		global[i], perKey[i], rate[i], keyRate[i] = int32(l.Global), int32(l.PerKey), int32(l.Rate.Limit), int32(l.KeyRate.Limit)
 		skipRetries[i] = l.KeyOrderSkipsRetries
-		rateSince[i], keyRateSince[i] = now.Add(-l.Rate.Period), now.Add(-l.KeyRate.Period)
+		ratePeriod[i], keyRatePeriod[i] = l.Rate.Period.Microseconds(), l.KeyRate.Period.Microseconds()
+		rateSince[i] = now.Add(-l.Rate.Period)
 		pruneBefore[i] = now.Add(-max(l.Rate.Period, l.KeyRate.Period) - twicestore.RateStartsKept)
 	}
 	peekKinds, peekHandlers := []string{}, []string{}
 	for k, h := range p.Peek {
 		peekKinds, peekHandlers = append(peekKinds, k), append(peekHandlers, h)
 	}
+	token := rand.Int64()
 	query, fetchArgs := fetchLimitedSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
-		limited, global, perKey, rate, rateSince, keyRate, keyRateSince, peekKinds, peekHandlers, pruneBefore, skipRetries,
-		twicestore.PruneRateStarts()}
+		limited, global, perKey, rate, ratePeriod, keyRate, keyRatePeriod, peekKinds, peekHandlers, pruneBefore, skipRetries,
+		twicestore.PruneRateStarts(), token}
+	stampArgs := []any{token, now}
 	if l := p.Limits[limited[0]]; n == 1 && l == (twicestore.KindLimit{Global: l.Global}) {
-		query, fetchArgs = fetchGlobalSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
-			limited[0], l.Global, peekKinds, peekHandlers}
+		query, fetchArgs, stampArgs = fetchGlobalSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
+			limited[0], l.Global, peekKinds, peekHandlers}, nil
 	}
 	dueArgs := []any{p.Queue, limited, now}
 	var rateKinds []string
@@ -274,6 +313,9 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			batch := &pgx.Batch{}
 			batch.Queue(lockLimitsSQL, limited)
 			batch.Queue(query, fetchArgs...)
+			if stampArgs != nil {
+				batch.Queue(stampStartsSQL, stampArgs...)
+			}
 			br := b.SendBatch(ctx, batch)
 			defer func() { _ = br.Close() }() // the error, if any, is the last one returned
 			if _, err := br.Exec(); err != nil {
@@ -285,6 +327,11 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			}
 			if err := scan(rs); err != nil {
 				return err
+			}
+			if stampArgs != nil {
+				if _, err := br.Exec(); err != nil {
+					return fmt.Errorf("record rate-limited starts: %w", err)
+				}
 			}
 			return br.Close()
 		}()
@@ -299,6 +346,11 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			}
 			if err := scan(rs); err != nil {
 				return err
+			}
+			if stampArgs != nil {
+				if _, err := tx.q.exec(ctx, stampStartsSQL, stampArgs...); err != nil {
+					return fmt.Errorf("record rate-limited starts: %w", err)
+				}
 			}
 			return nil
 		})

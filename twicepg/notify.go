@@ -66,6 +66,15 @@ var notifyInStatement = false
 // notifySendTimeout bounds one notification statement of the sender.
 const notifySendTimeout = 5 * time.Second
 
+// closeFlushTimeout bounds how long Store.Close waits for the sender to
+// notify the inserts committed before it: a process that enqueues and
+// exits ('twice enqueue', a script, a serverless handler) closes its store
+// at once, and a wake-up still pending then was lost, leaving the job to
+// the workers' next poll. Two seconds is hundreds of notification round
+// trips; a server that answers none in that time is one the workers' own
+// polling covers.
+const closeFlushTimeout = 2 * time.Second
+
 // notifier rate-limits insert notifications per queue. The Store and every
 // executor it hands out share one.
 //
@@ -90,17 +99,25 @@ type notifier struct {
 	toggleChannel string // kill switch changes
 	cancelChannel string // cancel requests for running jobs (see jobs_cancel.go)
 
+	// sendCtx is the context of the sender's statements; stopSending,
+	// called by close, cancels it.
+	sendCtx     context.Context
+	stopSending context.CancelFunc
+
 	mu   sync.Mutex
 	last map[string]time.Time // queue → when it was last notified in a transaction
 	// pending are the queues of committed inserts that the sender has not
-	// notified yet; sending is set while its goroutine runs.
+	// notified yet; sent is non-nil while the sender's goroutine runs, and
+	// closed when it returns, having sent every pending queue.
 	pending map[string]bool
-	sending bool
+	sent    chan struct{}
 }
 
 func newNotifier(schema string) *notifier {
+	ctx, stop := context.WithCancel(context.Background())
 	return &notifier{channel: channelFor(schema), toggleChannel: schemaChannel(toggleChannel, schema),
-		cancelChannel: schemaChannel(cancelChannel, schema), last: map[string]time.Time{}, pending: map[string]bool{}}
+		cancelChannel: schemaChannel(cancelChannel, schema), last: map[string]time.Time{}, pending: map[string]bool{},
+		sendCtx: ctx, stopSending: stop}
 }
 
 // insertNotify returns the queues insertSQL is to notify in its own
@@ -129,21 +146,23 @@ func (n *notifier) committed(q querier, queues []string) {
 	for _, name := range queues {
 		n.pending[name] = true
 	}
-	if n.sending || len(n.pending) == 0 {
+	if n.sent != nil || len(n.pending) == 0 {
 		return
 	}
-	n.sending = true
-	go n.send(q)
+	n.sent = make(chan struct{})
+	go n.send(q, n.sent)
 }
 
 // send notifies the pending queues, one statement at a time, until none is
-// pending. A failed statement loses its notifications: they are hints, and
-// the workers' polling covers them, as it covers a lost connection.
-func (n *notifier) send(q querier) {
+// pending; then it closes sent. A failed statement loses its
+// notifications: they are hints, and the workers' polling covers them, as
+// it covers a lost connection.
+func (n *notifier) send(q querier, sent chan struct{}) {
 	for {
 		n.mu.Lock()
 		if len(n.pending) == 0 {
-			n.sending = false
+			n.sent = nil
+			close(sent)
 			n.mu.Unlock()
 			return
 		}
@@ -153,10 +172,30 @@ func (n *notifier) send(q querier) {
 		}
 		clear(n.pending)
 		n.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), notifySendTimeout)
+		ctx, cancel := context.WithTimeout(n.sendCtx, notifySendTimeout)
 		_, _ = q.exec(ctx, `SELECT count(pg_notify($1, q)) FROM unnest($2::text[]) AS q`, n.channel, queues)
 		cancel()
 	}
+}
+
+// close waits until the sender has notified every insert committed
+// before it, for at most timeout, then cancels the statement still in
+// flight, if any: the pool can close without waiting for it. Inserts
+// committed after close are not notified (their statements fail at
+// once).
+func (n *notifier) close(timeout time.Duration) {
+	n.mu.Lock()
+	sent := n.sent
+	n.mu.Unlock()
+	if sent != nil {
+		t := time.NewTimer(timeout)
+		select {
+		case <-sent:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	n.stopSending()
 }
 
 // due returns the distinct queues of an insert at now that were not

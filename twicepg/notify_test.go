@@ -125,6 +125,42 @@ func TestListenInserts(t *testing.T) {
 	expect("after-reconnect")
 }
 
+// TestCloseSendsPendingWakeUps: a store that inserts and closes at once,
+// as a short-lived process does ('twice enqueue', a script, a serverless
+// handler), still wakes the workers: Close sends the notifications of the
+// inserts it committed before it closes the pool. Before, the sender's
+// statement found the pool closed and the wake-up was lost; the workers
+// saw the job only at their next poll.
+func TestCloseSendsPendingWakeUps(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	listener, connString := openStore(t)
+	heard := make(chan string, 64)
+	listening := startListening(t, listener, "ListenInserts", func(ctx context.Context) error {
+		return listener.ListenInserts(ctx, func(queue string) { heard <- queue })
+	})
+	waitfor.Recv(t, listening, "ListenInserts to listen")
+
+	for i := range 5 {
+		queue := fmt.Sprint("short-lived-", i)
+		s, err := Open(ctx, poolOf(t, connString))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{
+			{Kind: "test.listen.v1", Queue: queue, MaxAttempts: 1},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if q := waitfor.Recv(t, heard, fmt.Sprintf("the wake-up of queue %q, inserted by a store closed at once", queue)); q != queue {
+			t.Fatalf("heard queue %q, want %q", q, queue)
+		}
+	}
+}
+
 // TestListenToggles: a listener hears a kill switch set and deleted by
 // another node's store.
 func TestListenToggles(t *testing.T) {

@@ -35,7 +35,10 @@
 // that transaction, so the notification is delivered on commit and never
 // for a rollback; those skip a queue notified less than 2ms before, and a
 // skipped one is covered by the notification sent just before it once that
-// one's transaction commits. When a notification is lost, or its
+// one's transaction commits. Close sends what the sender still holds
+// before it closes the pool (for at most 2 seconds), so an insert from a
+// process that exits right after it still wakes the workers. When a
+// notification is lost, or its
 // transaction rolls back, the workers' polling covers the gap, as it
 // covers a lost connection.
 // ListenInserts receives the notifications.
@@ -199,10 +202,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.pool.Ping(ctx)
 }
 
-// Close closes the pool if Open made it; a pool passed to New is left open
-// for its owner. A ListenInserts still running keeps its connection until
-// its context is done.
+// Close first sends the wake-ups of the inserts committed on the Store
+// that are still pending (waiting at most 2 seconds), so a process that
+// enqueues and exits at once still wakes the workers; then it closes the
+// pool if Open made it. A pool passed to New is left open for its owner. A
+// ListenInserts still running keeps its connection until its context is
+// done.
 func (s *Store) Close() error {
+	s.notify.close(closeFlushTimeout)
 	if s.ownsPool {
 		s.pool.Close()
 	}

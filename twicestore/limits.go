@@ -74,21 +74,26 @@ type KindLimit struct {
 // Period.
 //
 // Algorithm: a sliding-window log. Each fetch that leases a rate-limited
-// job records its start time (the fetch's Now) in the store, in the same
-// transaction, and a fetch leases at most Limit minus the starts recorded
-// in (Now-Period, Now]; records older than the longest period are pruned by
-// the same fetch. Since the fetches of a limited kind are serialised (a
-// per-kind lock on PostgreSQL, the single writer on SQLite), the count is
-// exact: there is no burst beyond Limit, and no window of length Period,
-// judged on the fetchers' clocks, ever holds more than Limit starts. Two
-// things bound its accuracy: the fetchers' clocks (a node whose clock runs
-// s behind records starts that leave the window s early, so with skew s
-// a window judged on one true clock can hold up to Limit starts plus those
-// of the skewed node in s), and the fetch cadence (a window that frees at
-// t is used by the first fetch after t, so the measured rate is below
-// Limit/Period by the share of the poll interval spent waiting). A
-// start is the lease: a rescued or retried job starts again and counts
-// again.
+// job records its start in the store, in the same transaction, and a
+// fetch leases at most Limit minus the starts recorded in the window of
+// length Period that ends at its clock; records older than the longest
+// period are pruned by the same fetch. The fetches of a limited kind are
+// serialised (a per-kind lock on PostgreSQL, the single writer on SQLite),
+// and both clocks, the window's and the starts', are read while the fetch
+// holds it, so there is no burst beyond Limit. On PostgreSQL the window's
+// clock is read before the jobs are leased and the starts are stamped
+// once the statement that leased them has ended, both on the database's
+// clock (one clock for every node, whatever their skew): no window of
+// length Period holds more than Limit moments at which jobs turned
+// running, as the database saw them. On SQLite both are the host's clock
+// (one file, one host) read under the write lock before the lease: no
+// window holds more than Limit recorded starts, and the moments the jobs
+// turned running follow them by the lease statement's run time. A Now
+// ahead of the clock (a test's fixed clock) stands. The fetch cadence
+// bounds the rate reached: a window that frees at t is used by the first
+// fetch after t, so the measured rate is below Limit/Period by the share
+// of the poll interval spent waiting. A start is the lease: a rescued or
+// retried job starts again and counts again.
 type RateLimit struct {
 	Limit  int
 	Period time.Duration
