@@ -281,6 +281,10 @@ func TestCountersOncePerStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	ptx := tx.Unwrap().(pgx.Tx)
+	// The counts are read before and after, in the transaction: they may
+	// include the connection's earlier transactions, not yet reported.
+	before := tableUpdates(t, ptx)
 	res, err := tx.JobCancel(ctx, &twicestore.JobCancelParams{Filter: twicestore.JobFilter{Kind: "counters.once.v1"}, Now: base})
 	if err != nil {
 		t.Fatalf("JobCancel: %v", err)
@@ -288,24 +292,9 @@ func TestCountersOncePerStatement(t *testing.T) {
 	if len(res.IDs) != 2*n {
 		t.Fatalf("JobCancel cancelled %d jobs; want %d", len(res.IDs), 2*n)
 	}
-	updates := map[string]int64{}
-	rs, err := tx.Unwrap().(pgx.Tx).Query(ctx, `SELECT relname, n_tup_upd FROM pg_stat_xact_user_tables
-		WHERE schemaname = current_schema() AND relname IN ('twice_batches', 'twice_workflows')`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rs.Next() {
-		var (
-			table string
-			n     int64
-		)
-		if err := rs.Scan(&table, &n); err != nil {
-			t.Fatal(err)
-		}
-		updates[table] = n
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
+	updates := tableUpdates(t, ptx)
+	for table, c := range before {
+		updates[table] -= c
 	}
 	if updates["twice_batches"] != 1 || updates["twice_workflows"] != 1 {
 		t.Errorf("one JobCancel of %d batch jobs and %d workflow jobs updated the batch %d times and the workflow %d times; want once each",
@@ -327,4 +316,31 @@ func TestCountersOncePerStatement(t *testing.T) {
 			t.Errorf("task downstream of the cancelled ones: %+v; want cancelled", task)
 		}
 	}
+}
+
+// tableUpdates reads the row updates of twice_batches and twice_workflows
+// the transaction has made, by table.
+func tableUpdates(t *testing.T, tx pgx.Tx) map[string]int64 {
+	t.Helper()
+	updates := map[string]int64{}
+	rs, err := tx.Query(t.Context(), `SELECT relname, n_tup_upd FROM pg_stat_xact_user_tables
+		WHERE schemaname = current_schema() AND relname IN ('twice_batches', 'twice_workflows')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			table string
+			n     int64
+		)
+		if err := rs.Scan(&table, &n); err != nil {
+			t.Fatal(err)
+		}
+		updates[table] = n
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return updates
 }
