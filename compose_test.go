@@ -95,6 +95,9 @@ func sqlInts(t *testing.T, s twicestore.Store, query string, args ...any) []int6
 			}
 			out = append(out, v)
 		}
+		if err := rs.Err(); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
 	case pgx.Tx:
 		rs, err := raw.Query(ctx, query, args...)
 		if err != nil {
@@ -107,6 +110,9 @@ func sqlInts(t *testing.T, s twicestore.Store, query string, args ...any) []int6
 				t.Fatal(err)
 			}
 			out = append(out, v)
+		}
+		if err := rs.Err(); err != nil {
+			t.Fatalf("%s: %v", query, err)
 		}
 	default:
 		t.Fatalf("unknown transaction %T", raw)

@@ -215,6 +215,9 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		res.AddDep(dep, task)
 	}
 	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
+	}
 	rs, err = e.q.query(ctx, `SELECT j.workflow_task, `+jobColumns+` FROM twice_jobs AS j WHERE j.workflow_id = $1`, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)

@@ -177,6 +177,9 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		res.AddDep(dep, task)
 	}
 	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
+	}
 	jobs, err := e.workflowJobs(ctx, e.db, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
@@ -275,6 +278,11 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 			ids = append(ids, id)
 		}
 		rs.Close()
+		// A read that ended early must not pass for all of the jobs: the
+		// rest would stay uncancelled in a workflow marked cancelled.
+		if err := rs.Err(); err != nil {
+			return err
+		}
 		if len(ids) == 0 {
 			res.Jobs = &twicestore.JobBulkResult{}
 			return nil
