@@ -95,6 +95,9 @@ func sqlInts(t *testing.T, s twicestore.Store, query string, args ...any) []int6
 			}
 			out = append(out, v)
 		}
+		if err := rs.Err(); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
 	case pgx.Tx:
 		rs, err := raw.Query(ctx, query, args...)
 		if err != nil {
@@ -107,6 +110,9 @@ func sqlInts(t *testing.T, s twicestore.Store, query string, args ...any) []int6
 				t.Fatal(err)
 			}
 			out = append(out, v)
+		}
+		if err := rs.Err(); err != nil {
+			t.Fatalf("%s: %v", query, err)
 		}
 	default:
 		t.Fatalf("unknown transaction %T", raw)
@@ -494,4 +500,35 @@ func TestDependencies(t *testing.T) {
 	if _, err := twice.Dependencies(ctx); !errors.Is(err, twice.ErrNotInHandler) {
 		t.Fatalf("outside a handler: %v, want ErrNotInHandler", err)
 	}
+}
+
+// TestWorkflowTaskDelay: EnqueueOpts.Delay and RunAt reach a workflow's
+// tasks (they were dropped: every root was due at once): a root delayed
+// an hour is due in an hour, one with RunAt at its RunAt, one without
+// either at once.
+func TestWorkflowTaskDelay(t *testing.T) {
+	composeStores(t, func(t *testing.T, s twicestore.Store) {
+		c, err := twice.NewClient(s, testConfig(composeRegistry(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now()
+		at := before.Add(2 * time.Hour).UTC().Truncate(time.Microsecond)
+		res, err := c.EnqueueWorkflow(t.Context(), twice.NewWorkflow("delayed").
+			Add("delayed", taskArgs{"delayed"}, &twice.EnqueueOpts{Delay: time.Hour}).
+			Add("scheduled", taskArgs{"scheduled"}, &twice.EnqueueOpts{RunAt: at}).
+			Add("prompt", taskArgs{"prompt"}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Jobs) != 3 {
+			t.Fatalf("%d root jobs, want 3", len(res.Jobs))
+		}
+		// Roots are inserted in name order.
+		delayed, prompt, scheduled := res.Jobs[0], res.Jobs[1], res.Jobs[2]
+		if delayed.RunAt.Before(before.Add(time.Hour)) || !scheduled.RunAt.Equal(at) || prompt.RunAt.After(time.Now()) {
+			t.Fatalf("roots due at %s (Delay 1h from %s), %s (RunAt %s), %s (no delay)",
+				delayed.RunAt, before, scheduled.RunAt, at, prompt.RunAt)
+		}
+	})
 }

@@ -51,6 +51,10 @@ func NewWorkflow(name string) *Workflow {
 // Add declares a task: a job of args (with opts, which may be nil) that
 // waits for the tasks named in deps. Tasks may be added in any order;
 // EnqueueWorkflow checks the graph. Add returns the workflow, for chaining.
+//
+// opts.RunAt or opts.Delay (counted from EnqueueWorkflow) give the task a
+// due time of its own: its job runs at that time or once its last
+// dependency has completed, whichever is later.
 func (w *Workflow) Add(task string, args Args, opts *EnqueueOpts, deps ...string) *Workflow {
 	w.tasks = append(w.tasks, workflowTask{name: task, args: args, opts: opts, deps: deps})
 	return w
@@ -189,6 +193,12 @@ func (c *Client) enqueueWorkflow(ctx context.Context, exec twicestore.Executor, 
 	}
 	p := &twicestore.WorkflowInsertParams{Name: w.name, OnDead: w.onDead, CreatedAt: time.Now()}
 	for i, t := range w.tasks {
+		// A task without RunAt or Delay has no due time of its own: it is
+		// due when released, on the database's clock, not at this
+		// process's now.
+		if t.opts == nil || (t.opts.RunAt.IsZero() && t.opts.Delay == 0) {
+			params[i].RunAt = time.Time{}
+		}
 		p.Tasks = append(p.Tasks, &twicestore.WorkflowTaskParams{Name: t.name, Deps: t.deps, Job: params[i]})
 	}
 	res, err := exec.WorkflowInsert(ctx, p)

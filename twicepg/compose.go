@@ -104,6 +104,7 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		pending, prios, maxAtt = make([]int32, n), make([]int32, n), make([]int32, n)
 		payloads               = make([][]byte, n)
+		runAts                 = make([]*time.Time, n) // nil: no time of its own
 		depFrom, depTo         = []string{}, []string{}
 	)
 	for i, t := range p.Tasks {
@@ -114,6 +115,9 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 		payloads[i] = j.Args
 		if payloads[i] == nil {
 			payloads[i] = []byte{}
+		}
+		if !j.RunAt.IsZero() {
+			runAts[i] = &j.RunAt
 		}
 		for _, d := range t.Deps {
 			depFrom, depTo = append(depFrom, d), append(depTo, t.Name)
@@ -128,14 +132,14 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 		}
 		res.Workflow = w
 		if _, err := tx.q.exec(ctx, `INSERT INTO twice_workflow_tasks (workflow_id, name, pending, kind, queue, priority,
-			args, message_id, idempotency_key, correlation_id, max_attempts, metadata, concurrency_key)
+			args, message_id, idempotency_key, correlation_id, max_attempts, metadata, concurrency_key, run_at)
 			SELECT $1, t.name, t.pending, t.kind, t.queue, t.priority, t.args, t.message_id, t.idempotency_key,
-				t.correlation_id, t.max_attempts, t.metadata::jsonb, t.concurrency_key
+				t.correlation_id, t.max_attempts, t.metadata::jsonb, t.concurrency_key, t.run_at
 			FROM unnest($2::text[], $3::integer[], $4::text[], $5::text[], $6::integer[], $7::bytea[], $8::text[],
-				$9::text[], $10::text[], $11::integer[], $12::text[], $13::text[])
+				$9::text[], $10::text[], $11::integer[], $12::text[], $13::text[], $14::timestamptz[])
 				AS t(name, pending, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-					max_attempts, metadata, concurrency_key)`,
-			w.ID, names, pending, kinds, queues, prios, payloads, msgIDs, keys, corrIDs, maxAtt, metas, ckeys); err != nil {
+					max_attempts, metadata, concurrency_key, run_at)`,
+			w.ID, names, pending, kinds, queues, prios, payloads, msgIDs, keys, corrIDs, maxAtt, metas, ckeys, runAts); err != nil {
 			return fmt.Errorf("insert tasks: %w", err)
 		}
 		if _, err := tx.q.exec(ctx, `INSERT INTO twice_workflow_deps (workflow_id, dep, task)
@@ -150,7 +154,7 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 			INSERT INTO twice_jobs AS j (kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 				max_attempts, run_at, created_at, metadata, concurrency_key, workflow_id, workflow_task)
 			SELECT kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-				max_attempts, $2, $2, metadata, concurrency_key, workflow_id, name
+				max_attempts, greatest($2, run_at), $2, metadata, concurrency_key, workflow_id, name
 			FROM roots ORDER BY name
 			RETURNING `+jobColumns, w.ID, now); err != nil {
 			return fmt.Errorf("enqueue roots: %w", err)
@@ -211,6 +215,9 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		res.AddDep(dep, task)
 	}
 	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
+	}
 	rs, err = e.q.query(ctx, `SELECT j.workflow_task, `+jobColumns+` FROM twice_jobs AS j WHERE j.workflow_id = $1`, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)

@@ -62,7 +62,7 @@ func BenchmarkScanJobs(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				rs, err := s.q.query(ctx, query)
+				rs, err := s.q.query(ctx, query) //nolint:rowserrcheck // bc.scan checks Err
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -57,6 +57,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -254,12 +255,9 @@ type row interface {
 	Scan(dest ...any) error
 }
 
-type rows interface {
-	row
-	Next() bool
-	Err() error
-	Close()
-}
+// rows is dbrows.Rows, which rowserrcheck knows: a function that reads
+// one must check its Err.
+type rows = dbrows.Rows
 
 // pgxConn is the query surface pgxpool.Pool and pgx.Tx share.
 type pgxConn interface {
@@ -276,7 +274,7 @@ func (q pgxQuerier) exec(ctx context.Context, sql string, args ...any) (int64, e
 }
 
 func (q pgxQuerier) query(ctx context.Context, sql string, args ...any) (rows, error) {
-	return q.c.Query(ctx, sql, args...)
+	return q.c.Query(ctx, sql, args...) //nolint:rowserrcheck // the caller reads the rows, and checks Err
 }
 
 func (q pgxQuerier) queryRow(ctx context.Context, sql string, args ...any) row {
@@ -301,7 +299,7 @@ func (q sqlQuerier) exec(ctx context.Context, sql string, args ...any) (int64, e
 }
 
 func (q sqlQuerier) query(ctx context.Context, sql string, args ...any) (rows, error) {
-	r, err := q.c.QueryContext(ctx, sql, args...)
+	r, err := q.c.QueryContext(ctx, sql, args...) //nolint:rowserrcheck // the caller reads the rows, and checks Err
 	if err != nil {
 		return nil, err
 	}

@@ -50,11 +50,12 @@ func lastJobID(ctx context.Context, q dbtx) (int64, error) {
 }
 
 // releaseRootsSQL enqueues a new workflow's tasks that wait for nothing,
-// as the completion trigger enqueues the others.
+// as the completion trigger enqueues the others: due when the workflow is
+// stored or at the task's own run_at, whichever is later.
 const releaseRootsSQL = `INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 	max_attempts, run_at, created_at, metadata, concurrency_key, workflow_id, workflow_task)
 SELECT kind, queue, priority, args, message_id, idempotency_key, correlation_id,
-	max_attempts, ?2, ?2, metadata, concurrency_key, workflow_id, name
+	max_attempts, max(?2, coalesce(run_at, 0)), ?2, metadata, concurrency_key, workflow_id, name
 FROM twice_workflow_tasks WHERE workflow_id = ?1 AND state = 'waiting' AND pending = 0
 ORDER BY name
 RETURNING ` + jobColumns
@@ -89,8 +90,8 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 		}
 		res.Workflow = w
 		task, err := q.PrepareContext(ctx, `INSERT INTO twice_workflow_tasks (workflow_id, name, pending, kind, queue, priority,
-			args, message_id, idempotency_key, correlation_id, max_attempts, metadata, concurrency_key)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			args, message_id, idempotency_key, correlation_id, max_attempts, metadata, concurrency_key, run_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
@@ -107,7 +108,8 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 				payload = []byte{}
 			}
 			if _, err := task.ExecContext(ctx, w.ID, t.Name, len(t.Deps), j.Kind, j.Queue, j.Priority, payload,
-				j.MessageID, j.Key, j.CorrelationID, j.MaxAttempts, metadataJSON(j.Metadata), j.ConcurrencyKey); err != nil {
+				j.MessageID, j.Key, j.CorrelationID, j.MaxAttempts, metadataJSON(j.Metadata), j.ConcurrencyKey,
+				nullMicros(j.RunAt)); err != nil {
 				return fmt.Errorf("task %q: %w", t.Name, err)
 			}
 			for _, d := range t.Deps {
@@ -175,6 +177,9 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 		res.AddDep(dep, task)
 	}
 	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
+	}
 	jobs, err := e.workflowJobs(ctx, e.db, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
@@ -273,6 +278,11 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 			ids = append(ids, id)
 		}
 		rs.Close()
+		// A read that ended early must not pass for all of the jobs: the
+		// rest would stay uncancelled in a workflow marked cancelled.
+		if err := rs.Err(); err != nil {
+			return err
+		}
 		if len(ids) == 0 {
 			res.Jobs = &twicestore.JobBulkResult{}
 			return nil

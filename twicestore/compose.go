@@ -86,7 +86,12 @@ type JobChildrenParams struct {
 type WorkflowTaskParams struct {
 	Name string
 	Deps []string
-	Job  *JobInsertParams // its RunAt and CreatedAt are those of its release
+	// Job is the task's job. Its RunAt, when set, is the task's own due
+	// time: the job is due then or when the task's last dependency
+	// completes (a root: when the workflow is stored), whichever is later;
+	// zero means no time of its own. Its CreatedAt is ignored: the job is
+	// created when the task is released.
+	Job *JobInsertParams
 }
 
 // WorkflowInsertParams is a workflow to insert.

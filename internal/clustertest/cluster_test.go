@@ -248,5 +248,8 @@ func TestThreeWorkerProcessesSurviveKillsAndCuts(t *testing.T) {
 			t.Errorf("email %d sent more than once but was not in flight on a killed worker", id)
 		}
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("emails sent twice: %d (allowed: %d in flight at the kills)", duplicates, len(allowedDuplicates))
 }

@@ -24,6 +24,7 @@ var composeTests = []test{
 	{"WorkflowCancelPolicy", testWorkflowCancelPolicy},
 	{"WorkflowCancel", testWorkflowCancel},
 	{"WorkflowRescuedDead", testWorkflowRescuedDead},
+	{"WorkflowTaskRunAt", testWorkflowTaskRunAt},
 	{"BatchCallbackOnce", testBatchCallbackOnce},
 	{"BatchOnSuccess", testBatchOnSuccess},
 	{"BatchOpenAddSeal", testBatchOpen},
@@ -193,6 +194,13 @@ func (e *env) workflow(onDead string, tasks ...*twicestore.WorkflowTaskParams) *
 		e.t.Fatalf("WorkflowInsert: %v", err)
 	}
 	return res
+}
+
+// taskAt is task with its job's own RunAt (and a kind of its own).
+func (e *env) taskAt(runAt time.Time, name string, deps ...string) *twicestore.WorkflowTaskParams {
+	t := e.task(name, deps...)
+	t.Job.Kind, t.Job.RunAt = "storetest.task."+name+".v1", runAt
+	return t
 }
 
 func (e *env) workflowGet(id int64) *twicestore.WorkflowGetResult {
@@ -590,4 +598,42 @@ func testBatchFailedFinishes(t *testing.T, e *env) {
 			t.Fatalf("sealed with one dead: %s", got)
 		}
 	})
+}
+
+// testWorkflowTaskRunAt: a task's job is due at its own RunAt or when its
+// last dependency completed, whichever is later. A root delayed an hour is
+// not fetchable before then; a dependant due an hour on waits for its
+// RunAt after its dependency completes; one due at base (before the
+// completion) is due at the completion.
+func testWorkflowTaskRunAt(t *testing.T, e *env) {
+	hour := e.at(time.Hour)
+	res := e.workflow("", e.taskAt(hour, "late"), e.taskAt(e.base, "first"),
+		e.taskAt(hour, "waits", "first"), e.taskAt(e.base, "prompt", "first"))
+	wf := res.Workflow.ID
+	if len(res.Jobs) != 2 {
+		t.Fatalf("insert: %d root jobs, want 2", len(res.Jobs))
+	}
+	if jobs := e.fetch(e.at(time.Hour-time.Second), 10, "node-a", "storetest.task.late.v1"); len(jobs) != 0 {
+		t.Fatalf("a root due in an hour was fetched a second before: %+v", jobs[0])
+	}
+	late := e.fetchOne(hour, "storetest.task.late.v1")
+	if !late.RunAt.Equal(hour) {
+		t.Errorf("delayed root: RunAt %s, want %s", late.RunAt, hour)
+	}
+	e.runTask(wf, "first", twicetype.JobStateCompleted) // completes at base+1s
+	due := map[string]time.Time{}
+	for _, tk := range e.workflowGet(wf).Tasks {
+		if tk.Job != nil {
+			due[tk.Name] = tk.Job.RunAt
+		}
+	}
+	if !due["waits"].Equal(hour) || !due["prompt"].Equal(e.at(time.Second)) {
+		t.Fatalf("dependants released by a completion at %s: waits due %s (want its own RunAt %s), prompt due %s (want the completion)",
+			e.at(time.Second), due["waits"], hour, due["prompt"])
+	}
+	if jobs := e.fetch(e.at(time.Minute), 10, "node-a", "storetest.task.waits.v1"); len(jobs) != 0 {
+		t.Fatalf("a dependant due in an hour was fetched a minute after its dependency completed: %+v", jobs[0])
+	}
+	e.fetchOne(e.at(time.Second), "storetest.task.prompt.v1")
+	e.fetchOne(hour, "storetest.task.waits.v1")
 }
