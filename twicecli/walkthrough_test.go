@@ -568,6 +568,9 @@ func snapshot(t *testing.T, db string) string {
 				}
 				out = append(out, s)
 			}
+			if err := r.Err(); err != nil {
+				t.Fatal(err)
+			}
 			_ = r.Close()
 			rows = append(rows, out)
 		}

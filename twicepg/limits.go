@@ -321,7 +321,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("lock limited kinds: %w", err)
 			}
-			rs, err := br.Query()
+			rs, err := br.Query() //nolint:rowserrcheck // scan checks rs.Err()
 			if err != nil {
 				return err
 			}
@@ -340,7 +340,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			if _, err := tx.q.exec(ctx, lockLimitsSQL, limited); err != nil {
 				return fmt.Errorf("lock limited kinds: %w", err)
 			}
-			rs, err := tx.q.query(ctx, query, fetchArgs...)
+			rs, err := tx.q.query(ctx, query, fetchArgs...) //nolint:rowserrcheck // scan checks rs.Err()
 			if err != nil {
 				return err
 			}

@@ -37,6 +37,9 @@ func dbSnapshot(t *testing.T, path string) string {
 			}
 			fmt.Fprintln(&b, s)
 		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
 		if err := rows.Close(); err != nil {
 			t.Fatal(err)
 		}
