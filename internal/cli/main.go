@@ -75,7 +75,8 @@ func Main(ctx context.Context, opts Options, args []string, stdout, stderr io.Wr
 		code = ExitUsage
 	}
 	// The library's errors carry their own "twice: " prefix.
-	msg := strings.TrimPrefix(oneLine(err.Error()), "twice: ")
+	// Errors may quote stored text: printed as terminalText.
+	msg := terminalText(strings.TrimPrefix(oneLine(err.Error()), "twice: "))
 	if code == ExitUsage && cmd != nil {
 		msg += fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())
 	}

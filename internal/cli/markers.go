@@ -50,7 +50,7 @@ func (c *cli) markersGetCommand() *cobra.Command {
 			if asJSON {
 				return writeJSON(c.stdout, markerJSON{Handler: m.Handler, Key: m.Key, ProcessedAt: m.ProcessedAt, JobID: m.JobID, Epoch: m.Epoch})
 			}
-			fmt.Fprintf(c.stdout, "handler %s processed key %s at %s", m.Handler, m.Key, m.ProcessedAt.Format(time.RFC3339))
+			fmt.Fprintf(c.stdout, "handler %s processed key %s at %s", terminalText(m.Handler), terminalText(m.Key), m.ProcessedAt.Format(time.RFC3339))
 			if m.JobID != 0 {
 				fmt.Fprintf(c.stdout, ", claimed by job %d in lease epoch %d", m.JobID, m.Epoch)
 			}

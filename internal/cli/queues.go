@@ -100,7 +100,8 @@ func queueRow(tw io.Writer, q twice.QueueInfo) {
 	if len(q.Nodes) > 0 {
 		nodes = strings.Join(q.Nodes, ",")
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", q.Name, status, q.Due, q.Scheduled, q.Running, nodes, by, until, reason)
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", terminalText(q.Name), status, q.Due, q.Scheduled, q.Running,
+		terminalText(nodes), terminalText(by), until, reason)
 }
 
 func (c *cli) queuesPauseCommand() *cobra.Command {

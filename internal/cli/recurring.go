@@ -79,8 +79,8 @@ func scheduleRow(tw io.Writer, s twice.ScheduleInfo) {
 	if s.LastOutcome != "" {
 		outcome = s.LastOutcome
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.Spec,
-		formatTime(s.LastTickAt), outcome, job, formatTime(s.NextAt), definedBy(s))
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", terminalText(s.Name), terminalText(s.Kind), terminalText(s.Spec),
+		formatTime(s.LastTickAt), terminalText(outcome), job, formatTime(s.NextAt), definedBy(s))
 }
 
 // definedBy says where a schedule is still defined.

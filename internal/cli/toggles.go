@@ -325,7 +325,7 @@ func (c *cli) togglesHistoryCommand() *cobra.Command {
 					exp = formatTime(ch.ExpiresAt)
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s → %s\t%s\t%s\t%s\t%s\n", ch.ID, formatTime(ch.At), ch.Previous, ch.New,
-					ch.By, ch.Source, exp, truncate(fmt.Sprintf("%q", ch.Reason), 60))
+					terminalText(ch.By), terminalText(ch.Source), exp, truncate(fmt.Sprintf("%q", ch.Reason), 60))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -387,7 +387,7 @@ func printToggleTable(w io.Writer, rows []toggleJSON, file string) error {
 		}
 		by, at, exp, reason := "-", "-", "-", "-"
 		if r.Store != nil {
-			by, at, reason = r.Store.By, formatTime(r.Store.At), truncate(fmt.Sprintf("%q", r.Store.Reason), 50)
+			by, at, reason = terminalText(r.Store.By), formatTime(r.Store.At), truncate(fmt.Sprintf("%q", r.Store.Reason), 50)
 			if r.Store.ExpiresAt != nil {
 				exp = formatTime(*r.Store.ExpiresAt)
 			}

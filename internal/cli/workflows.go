@@ -79,8 +79,8 @@ func (c *cli) workflowsListCommand() *cobra.Command {
 				empty:  "no workflows",
 				header: "ID\tNAME\tSTATE\tDONE\tDEAD\tON DEAD\tCREATED",
 				row: func(tw io.Writer, w *twicetype.Workflow) {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", w.ID, truncate(w.Name, 40), workflowState(w),
-						w.Completed, w.Tasks, w.Dead, w.OnDead, formatTime(w.CreatedAt))
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", w.ID, terminalText(truncate(w.Name, 40)), workflowState(w),
+						w.Completed, w.Tasks, w.Dead, terminalText(w.OnDead), formatTime(w.CreatedAt))
 				},
 			})
 		}),
@@ -145,7 +145,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 			}
 			w := info.Workflow
 			fmt.Fprintf(c.stdout, "workflow %d %q: %s, %d/%d tasks completed, %d dead, on dead: %s\n",
-				w.ID, w.Name, workflowState(w), w.Completed, w.Tasks, w.Dead, w.OnDead)
+				w.ID, w.Name, workflowState(w), w.Completed, w.Tasks, w.Dead, terminalText(w.OnDead))
 			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TASK\tKIND\tSTATE\tJOB\tWAITS FOR")
 			for _, t := range tasks {
@@ -159,7 +159,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 						deps += fmt.Sprintf(" (%d pending)", t.Pending)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Kind, t.State, job, deps)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", terminalText(t.Name), terminalText(t.Kind), t.State, job, terminalText(deps))
 			}
 			return tw.Flush()
 		}),
