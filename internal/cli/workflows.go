@@ -58,22 +58,38 @@ func (c *cli) workflowsListCommand() *cobra.Command {
 		asJSON bool
 		state  string
 		limit  int
+		before int64
 	)
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List workflows, newest first: state, tasks completed, dead tasks",
-		Args:    unknownSubcommand,
+		Example: `  twice workflows ls --state running
+  twice workflows ls --limit 20 --before 120`,
+		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			switch twicetype.WorkflowState(state) {
 			case "", twicetype.WorkflowRunning, twicetype.WorkflowCompleted, twicetype.WorkflowFailed, twicetype.WorkflowCancelled:
 			default:
 				return usagef("--state %q: use running, completed, failed or cancelled", state)
 			}
-			opts := &twice.WorkflowListOpts{State: twicetype.WorkflowState(state), Limit: limit}
-			return printList(c, cmd, asJSON, listing[*twicetype.Workflow, workflowJSON]{
+			if limit < 1 || limit > twice.JobListLimitMax {
+				return usagef("--limit %d: use a number from 1 to %d", limit, twice.JobListLimitMax)
+			}
+			if before < 0 {
+				return usagef("--before %d: use a workflow id", before)
+			}
+			// One more than the limit tells whether an older page follows.
+			opts := &twice.WorkflowListOpts{State: twicetype.WorkflowState(state), Before: before, Limit: limit + 1}
+			var next int64
+			err := printList(c, cmd, asJSON, listing[*twicetype.Workflow, workflowJSON]{
 				list: func(client *twice.Client, ctx context.Context) ([]*twicetype.Workflow, error) {
-					return client.WorkflowList(ctx, opts)
+					list, err := client.WorkflowList(ctx, opts)
+					if len(list) > limit {
+						list = list[:limit]
+						next = list[limit-1].ID
+					}
+					return list, err
 				},
 				toJSON: newWorkflowJSON,
 				empty:  "no workflows",
@@ -83,12 +99,17 @@ func (c *cli) workflowsListCommand() *cobra.Command {
 						w.Completed, w.Tasks, w.Dead, terminalText(w.OnDead), formatTime(w.CreatedAt))
 				},
 			})
+			if err == nil && next != 0 && !asJSON {
+				fmt.Fprintf(c.stderr, "more may follow: add --before %d\n", next)
+			}
+			return err
 		}),
 	}
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&state, "state", "", "only workflows in this state: running, completed, failed or cancelled")
-	f.IntVar(&limit, "limit", 100, "list at most this many")
+	f.IntVar(&limit, "limit", 100, fmt.Sprintf("list at most this many, newest first (at most %d)", twice.JobListLimitMax))
+	f.Int64Var(&before, "before", 0, "list only workflows with a smaller id (the next page)")
 	return cmd
 }
 
