@@ -73,7 +73,7 @@ func TestEnqueueListShow(t *testing.T) {
 		if len(jobs) != 1 || jobs[0].ID != email || jobs[0].Priority != 3 || compact(t, jobs[0].Args) != `{"user_id":42}` {
 			t.Errorf("jobs --json = %+v", jobs)
 		}
-		r = s.ok("jobs", "--json", "--queue", "nowhere")
+		r = s.ok("jobs", "--json", "--queue", "default", "--state", "dead")
 		if strings.TrimSpace(r.stdout) != "[]" {
 			t.Errorf("empty listing = %q, want []", r.stdout)
 		}
@@ -107,7 +107,7 @@ func TestEnqueueListShow(t *testing.T) {
 				t.Errorf("jobs show does not show %q:\n%s", want, text)
 			}
 		}
-		wantError(t, s.run("jobs", "show", "999"), ExitFailure, "job 999: job not found")
+		wantError(t, s.run("jobs", "show", "999"), ExitUsage, "job 999: job not found")
 	})
 }
 

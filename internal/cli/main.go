@@ -226,10 +226,6 @@ func run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 		switch {
 		case err == nil || errors.As(err, &u):
 			return err
-		case errors.Is(err, twice.ErrJobNotFound):
-			// The API calls it bad input; for an operator naming a job by
-			// id it is the database's state: the job is gone.
-			return &failure{err: err}
 		case errors.Is(err, twice.ErrInvalidInput), errors.Is(err, twice.ErrInvalidArgs), errors.Is(err, twice.ErrUnknownKind):
 			return &usageError{err: err}
 		}

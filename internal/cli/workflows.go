@@ -142,7 +142,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 			defer done()
 			info, err := client.WorkflowGet(cmd.Context(), id)
 			if errors.Is(err, twicestore.ErrNotFound) {
-				return fmt.Errorf("workflow %d not found: list them with 'twice workflows ls'", id)
+				return usagef("workflow %d not found: list them with 'twice workflows ls'", id)
 			}
 			if err != nil {
 				return err
@@ -214,7 +214,7 @@ func (c *cli) workflowsCancelCommand() *cobra.Command {
 			defer done()
 			info, err := client.WorkflowGet(cmd.Context(), id)
 			if errors.Is(err, twicestore.ErrNotFound) {
-				return fmt.Errorf("workflow %d not found: list them with 'twice workflows ls'", id)
+				return usagef("workflow %d not found: list them with 'twice workflows ls'", id)
 			}
 			if err != nil {
 				return err

@@ -49,7 +49,7 @@ func TestWorkflowsCommands(t *testing.T) {
 	}
 	wantError(t, s.run("workflows", "cancel", "1", "--reason", "again"), ExitFailure, "cancelled already")
 	wantError(t, s.run("workflows", "show", "x"), ExitUsage, "not a workflow id")
-	wantError(t, s.run("workflows", "show", "9"), ExitFailure, "workflow 9 not found")
+	wantError(t, s.run("workflows", "show", "9"), ExitUsage, "workflow 9 not found")
 	wantError(t, s.run("workflows", "cancel", "1"), ExitUsage, "--reason is required")
 }
 
