@@ -113,7 +113,7 @@ sources again. Workers read the store's switches about once a second.`,
 	f := cmd.Flags()
 	f.StringVar(&reason, "reason", "", "why the switch is flipped (required), e.g. \"incident 42\"")
 	f.StringVar(&by, "by", "", "who flips it (default $USER@hostname)")
-	f.StringVar(&expires, "expires", "", "the switch stops counting at this time (RFC 3339) or after this duration (e.g. 2h)")
+	f.StringVar(&expires, "expires", "", "the switch stops counting at this time (RFC 3339) or after this duration (e.g. 2h), at most 10 years ahead; without it, never")
 	f.BoolVar(&force, "force", false, "store a switch for a kind that is in no catalog and not registered in this binary")
 	return cmd
 }

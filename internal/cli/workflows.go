@@ -131,7 +131,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 		Short: "Show a workflow's tasks: dependencies, state, job",
 		Args:  exactArgs(1, "ID"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			id, err := parseWorkflowID(args[0])
+			id, err := c.parseWorkflowID(args[0])
 			if err != nil {
 				return err
 			}
@@ -142,7 +142,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 			defer done()
 			info, err := client.WorkflowGet(cmd.Context(), id)
 			if errors.Is(err, twicestore.ErrNotFound) {
-				return usagef("workflow %d not found: list them with 'twice workflows ls'", id)
+				return usagef("workflow %d not found: list them with '%s workflows ls'", id, c.name)
 			}
 			if err != nil {
 				return err
@@ -196,7 +196,7 @@ func (c *cli) workflowsCancelCommand() *cobra.Command {
 		Short: "Cancel a workflow: its waiting tasks never run, its unfinished jobs are cancelled",
 		Args:  exactArgs(1, "ID"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			id, err := parseWorkflowID(args[0])
+			id, err := c.parseWorkflowID(args[0])
 			if err != nil {
 				return err
 			}
@@ -214,7 +214,7 @@ func (c *cli) workflowsCancelCommand() *cobra.Command {
 			defer done()
 			info, err := client.WorkflowGet(cmd.Context(), id)
 			if errors.Is(err, twicestore.ErrNotFound) {
-				return usagef("workflow %d not found: list them with 'twice workflows ls'", id)
+				return usagef("workflow %d not found: list them with '%s workflows ls'", id, c.name)
 			}
 			if err != nil {
 				return err
@@ -236,10 +236,10 @@ func (c *cli) workflowsCancelCommand() *cobra.Command {
 	return cmd
 }
 
-func parseWorkflowID(s string) (int64, error) {
+func (c *cli) parseWorkflowID(s string) (int64, error) {
 	var id int64
 	if _, err := fmt.Sscan(s, &id); err != nil || id < 1 || fmt.Sprint(id) != s {
-		return 0, usagef("%q is not a workflow id: use a positive integer (see 'twice workflows ls')", s)
+		return 0, usagef("%q is not a workflow id: use a positive integer (see '%s workflows ls')", s, c.name)
 	}
 	return id, nil
 }
