@@ -101,6 +101,10 @@ func (c *cli) jobsCommand() *cobra.Command {
 scheduled, apart from the available jobs that are due; a listing shows only
 the first line of a job's last error ('jobs show' shows every attempt's).
 
+A --kind or --queue that names no known kind or queue (no worker
+published it, this binary does not register it, no job has it) is a usage
+error naming the closest known one, not an empty listing.
+
 Args of a kind that neither this binary registers nor any worker has
 published to the catalog are hidden (their sensitive fields cannot be
 known) unless --show-args is given; sensitive fields of known kinds are

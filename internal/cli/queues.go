@@ -64,8 +64,9 @@ func (c *cli) queuesListCommand() *cobra.Command {
 		Short:   "List the queues: paused or not, due, scheduled and running jobs, the live nodes that work them",
 		Long: `List every known queue: those with jobs or a pause, those the catalogued
 kinds go to, and those live nodes work. For each: whether it is paused
-(by whom, why, until when), its due, scheduled and running jobs, and the
-live nodes that work it. A queue with waiting jobs and no live node is
+(by whom, why, until when: open-ended until someone resumes it, without
+--until), its due, scheduled and running jobs, and the live nodes that
+work it. A queue with waiting jobs and no live node is
 stranded: its jobs wait until a worker that serves it starts.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {

@@ -173,7 +173,8 @@ func (c *cli) recurringTriggerCommand() *cobra.Command {
 cluster-wide: a retry with the same --request-id enqueues nothing while the
 first job is unfinished. Its regular ticks are not touched. The args come
 from this binary's registry, or else from the last job the schedule
-enqueued.`,
+enqueued: a schedule known only from the kind catalog (it has not ticked
+yet) is refused, saying to trigger it from a binary that registers it.`,
 		Example: `  twice recurring trigger nightly-report --reason "rerun after the fix"`,
 		Args:    exactArgs(1, "NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
