@@ -393,7 +393,7 @@ func printToggleTable(w io.Writer, rows []toggleJSON, file string) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.Kind, r.State, r.DecidedBy, yesNo(*r.FailClosed), storeValue(r.Store), boolValue(r.File), by, at, exp, reason)
+			terminalText(r.Kind), r.State, r.DecidedBy, yesNo(*r.FailClosed), storeValue(r.Store), boolValue(r.File), by, at, exp, reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -413,7 +413,7 @@ func printToggleTable(w io.Writer, rows []toggleJSON, file string) error {
 		if r.Suggestion != "" {
 			hint = "did you mean " + r.Suggestion + "?"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Kind, storeValue(r.Store), boolValue(r.File), hint)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", terminalText(r.Kind), storeValue(r.Store), boolValue(r.File), terminalText(hint))
 	}
 	return tw.Flush()
 }
