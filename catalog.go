@@ -88,10 +88,11 @@ func (c *Client) Catalog(ctx context.Context) ([]CatalogKind, error) {
 	return out, nil
 }
 
-// withSensitive is args, a copy, with every field marked sensitive that the
-// registered args type t tags so (ours, its ArgFields; nil for a type that
-// encodes itself, whose tagged fields SensitiveFields still names): a
-// field args lacks is added.
+// withSensitive returns a copy of args with every field that the
+// registered args type t tags sensitive marked so. A tagged field args
+// lacks is added as ours (t's ArgFields) describe it, or as of any JSON
+// type for a type that encodes itself (it has no ArgFields, but
+// SensitiveFields still names its tagged fields).
 func withSensitive(args, ours []ArgField, t reflect.Type) []ArgField {
 	out := slices.Clone(args)
 	for _, name := range SensitiveFields(t) {

@@ -25,8 +25,8 @@ type CatalogArgField struct {
 // keepSince marked sensitive still marked, with that publish's time; and
 // after them such fields next does not list at all, because the jobs the
 // nodes that marked them enqueue carry them. A zero keepSince keeps
-// nothing of prev. Both drivers call it in CatalogPublish with the kind's
-// row locked, and store what it returns.
+// nothing of prev. Both drivers call it in CatalogPublish, with concurrent
+// publishes held off until theirs commits, and store what it returns.
 func MergeCatalogArgs(prev string, next []twicetype.ArgField, now, keepSince time.Time) (string, error) {
 	kept := map[string]CatalogArgField{}
 	var stored []CatalogArgField
