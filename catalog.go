@@ -3,6 +3,7 @@ package twice
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -31,9 +32,35 @@ type CatalogKind struct {
 	Live bool
 }
 
+// catalogSensitiveKept is how long a sensitive flag that one node
+// published outlives publishes of the kind that lack it (an older node's,
+// during and after a rolling deploy that added the tag): the store keeps
+// it while a publish at most this old set it.
+const catalogSensitiveKept = time.Hour
+
+// SensitiveFields lists the JSON names of the kind's args fields to
+// redact wherever its args are shown: the fields its entry marks
+// sensitive. Client.Catalog marks there every field this client's
+// registry or a live or recent publisher marks (the store keeps a
+// publisher's flag for an hour after its last publish), so a field is
+// shown only when nobody says it is sensitive. The CLI and the dashboard
+// both redact by it.
+func (k CatalogKind) SensitiveFields() []string {
+	var fields []string
+	for _, f := range k.Args {
+		if f.Sensitive {
+			fields = append(fields, f.Name)
+		}
+	}
+	return fields
+}
+
 // Catalog lists every kind the store's catalog holds, merged with the kinds
 // this client registers, by kind. A kind in both keeps the catalog's entry,
-// which describes the workers that run it.
+// which describes the workers that run it, with the union of the
+// sensitive fields: a field this client's args type tags sensitive is
+// marked so (and listed, if the entry lacks it) whatever the last
+// publisher said.
 func (c *Client) Catalog(ctx context.Context) ([]CatalogKind, error) {
 	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
 	if err != nil {
@@ -47,8 +74,10 @@ func (c *Client) Catalog(ctx context.Context) ([]CatalogKind, error) {
 	for _, k := range c.catalogKinds() {
 		if e := byKind[k.Kind]; e != nil {
 			e.Registered = true
+			e.Args = withSensitive(e.Args, k.Args, c.registry.lookup(k.Kind).argsType)
 			continue
 		}
+		k.Args = withSensitive(k.Args, k.Args, c.registry.lookup(k.Kind).argsType)
 		byKind[k.Kind] = &CatalogKind{KindInfo: k, Registered: true}
 	}
 	out := make([]CatalogKind, 0, len(byKind))
@@ -59,6 +88,28 @@ func (c *Client) Catalog(ctx context.Context) ([]CatalogKind, error) {
 	return out, nil
 }
 
+// withSensitive returns a copy of args with every field that the
+// registered args type t tags sensitive marked so. A tagged field args
+// lacks is added as ours (t's ArgFields) describe it, or as of any JSON
+// type for a type that encodes itself (it has no ArgFields, but
+// SensitiveFields still names its tagged fields).
+func withSensitive(args, ours []ArgField, t reflect.Type) []ArgField {
+	out := slices.Clone(args)
+	for _, name := range SensitiveFields(t) {
+		i := slices.IndexFunc(out, func(f ArgField) bool { return f.Name == name })
+		if i >= 0 {
+			out[i].Sensitive = true
+			continue
+		}
+		f := ArgField{Name: name, Type: twicetype.ArgTypeAny, Sensitive: true}
+		if j := slices.IndexFunc(ours, func(f ArgField) bool { return f.Name == name }); j >= 0 {
+			f = ours[j]
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // publishCatalog records this node's kinds in the store's catalog. A
 // client with no kinds publishes nothing: it runs no worker for any.
 func (c *Client) publishCatalog(ctx context.Context) error {
@@ -66,7 +117,9 @@ func (c *Client) publishCatalog(ctx context.Context) error {
 	if len(kinds) == 0 {
 		return nil
 	}
-	return c.store.CatalogPublish(ctx, &twicestore.CatalogPublishParams{Node: c.cfg.NodeID, Now: time.Now(), Kinds: kinds})
+	now := time.Now()
+	return c.store.CatalogPublish(ctx, &twicestore.CatalogPublishParams{Node: c.cfg.NodeID, Now: now, Kinds: kinds,
+		KeepSensitiveSince: now.Add(-catalogSensitiveKept)})
 }
 
 // catalogKinds describes the registered kinds as this client runs them:

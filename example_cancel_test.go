@@ -68,7 +68,7 @@ func ExampleCancel() {
 		panic(err)
 	}
 	fmt.Printf("%s after %d attempt: %s\n", row.State, row.Attempt, row.Note)
-	_ = client.Stop(ctx)
+	_ = client.Shutdown(ctx, 10*time.Second)
 	// Output: cancelled after 1 attempt: cancelled by its handler: order withdrawn by the customer
 }
 

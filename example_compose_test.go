@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicesqlite"
@@ -40,7 +41,7 @@ func exampleClient(reg *twice.Registry) (c *twice.Client, stop func()) {
 		panic(err)
 	}
 	return c, func() {
-		_ = c.Stop(ctx)
+		_ = c.Shutdown(ctx, 10*time.Second)
 		_ = store.Close()
 		_ = os.RemoveAll(dir)
 	}

@@ -112,7 +112,7 @@ func ExampleKindOpts_keyOrderSkipsRetries() {
 	for range 3 {
 		fmt.Println(<-ran)
 	}
-	if err := client.Stop(ctx); err != nil {
+	if err := client.Shutdown(ctx, 10*time.Second); err != nil {
 		panic(err)
 	}
 	// Output:

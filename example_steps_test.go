@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicesqlite"
@@ -76,7 +77,7 @@ func ExampleStep() {
 	if err := client.Start(ctx); err != nil {
 		panic(err)
 	}
-	defer func() { _ = client.Stop(ctx) }()
+	defer func() { _ = client.Shutdown(ctx, 10*time.Second) }()
 
 	res, err := client.EnqueueAndWait(ctx, PlaceOrder{OrderID: "o-1"}, nil)
 	if err != nil {
@@ -121,7 +122,7 @@ func ExampleClient_EnqueueAndWait() {
 	if err := client.Start(ctx); err != nil {
 		panic(err)
 	}
-	defer func() { _ = client.Stop(ctx) }()
+	defer func() { _ = client.Shutdown(ctx, 10*time.Second) }()
 
 	res, err := client.EnqueueAndWait(ctx, Thumbnail{Width: 640, Height: 480}, nil)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicesqlite"
@@ -65,6 +66,6 @@ func Example() {
 	_ = tx.Commit()
 
 	<-sent
-	_ = client.Stop(ctx)
+	_ = client.Shutdown(ctx, 10*time.Second)
 	// Output: welcome, Ada
 }

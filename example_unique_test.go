@@ -113,8 +113,8 @@ func ExampleUniqueOpts_byStates() {
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	enqueue("today", today)
 	fmt.Println("sent the digest to", <-ran)
-	// Stop waits for the completion to be written.
-	if err := client.Stop(ctx); err != nil {
+	// Shutdown returns once the completion is written.
+	if err := client.Shutdown(ctx, 10*time.Second); err != nil {
 		panic(err)
 	}
 	enqueue("today again", today.Add(12*time.Hour))

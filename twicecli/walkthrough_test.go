@@ -142,7 +142,8 @@ func (w *walker) both(code int, args ...string) (team, stock result) {
 		if r.code != code {
 			w.t.Errorf("%s %s: exit %d, want %d\nstdout: %s\nstderr: %s", name, strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
 		}
-		if code != 0 && (!strings.HasPrefix(r.stderr, "twice: ") || strings.Count(r.stderr, "\n") != 1) {
+		// Each binary's error line starts with its own name.
+		if code != 0 && (!strings.HasPrefix(r.stderr, name+": ") || strings.Count(r.stderr, "\n") != 1) {
 			w.t.Errorf("%s %s: the error is not one line: %q", name, strings.Join(args, " "), r.stderr)
 		}
 	}

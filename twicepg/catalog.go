@@ -10,10 +10,14 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// CatalogPublish upserts the node's kinds in one statement: every field of
-// a kind is replaced by this publish, whichever node published it before,
-// so the last publish of a kind wins. The kinds go in as parallel arrays,
-// one round trip whatever their number.
+// CatalogPublish upserts the node's kinds in one transaction: every field
+// of a kind is replaced by this publish, whichever node published it
+// before, so the last publish of a kind wins — but for the sensitive flags
+// a recent publish set, which twicestore.MergeCatalogArgs keeps from the
+// stored row. The catalog's advisory lock orders concurrent publishes, so
+// none merges over a row another is rewriting (row locks cannot: a kind's
+// first publish has no row to lock). The kinds go in as parallel arrays:
+// the same four statements whatever their number.
 func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPublishParams) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -21,6 +25,7 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 	if len(p.Kinds) == 0 {
 		return nil
 	}
+	now := nowOr(p.Now)
 	n := len(p.Kinds)
 	var (
 		kinds, queues, strategies = make([]string, n), make([]string, n), make([]string, n)
@@ -32,9 +37,22 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 	for i, k := range p.Kinds {
 		kinds[i], queues[i], strategies[i] = k.Kind, k.Queue, k.Strategy
 		failClosed[i], maxAttempts[i], timeouts[i] = k.FailClosed, int64(k.MaxAttempts), k.Timeout.Microseconds()
-		args[i], schedules[i] = catalogJSON(k)
+		schedules[i] = schedulesJSON(k)
 	}
-	_, err := e.q.exec(ctx, `INSERT INTO twice_kinds
+	err := e.inTx(ctx, func(tx *executor) error {
+		if _, err := tx.q.exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('twice.catalog ' || current_schema(), 0))`); err != nil {
+			return fmt.Errorf("lock the catalog: %w", err)
+		}
+		stored, err := tx.storedCatalogArgs(ctx, kinds)
+		if err != nil {
+			return err
+		}
+		for i, k := range p.Kinds {
+			if args[i], err = twicestore.MergeCatalogArgs(stored[k.Kind], k.Args, now, p.KeepSensitiveSince); err != nil {
+				return fmt.Errorf("kind %q: %w", k.Kind, err)
+			}
+		}
+		_, err = tx.q.exec(ctx, `INSERT INTO twice_kinds
 			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, node, last_seen)
 		SELECT k.kind, k.queue, k.strategy, k.fail_closed, k.max_attempts, k.timeout_us,
 			k.args::jsonb, k.schedules::jsonb, $9, $10
@@ -44,33 +62,50 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 			fail_closed = excluded.fail_closed, max_attempts = excluded.max_attempts,
 			timeout_us = excluded.timeout_us, args = excluded.args, schedules = excluded.schedules,
 			node = excluded.node, last_seen = excluded.last_seen`,
-		kinds, queues, strategies, failClosed, maxAttempts, timeouts, args, schedules, p.Node, nowOr(p.Now))
+			kinds, queues, strategies, failClosed, maxAttempts, timeouts, args, schedules, p.Node, now)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("publish kind catalog of node %q: %w", p.Node, err)
 	}
 	return nil
 }
 
-// catalogJSON encodes a kind's args fields and schedules for their
-// columns; none is "[]". The twicetype structs' json tags are the stored
-// form, shared with the SQLite driver.
-func catalogJSON(k twicetype.KindInfo) (args, schedules string) {
-	a, s := k.Args, k.Schedules
-	if a == nil {
-		a = []twicetype.ArgField{}
+// storedCatalogArgs reads the stored args column of each of kinds that
+// the catalog holds, by kind.
+func (e *executor) storedCatalogArgs(ctx context.Context, kinds []string) (map[string]string, error) {
+	rs, err := e.q.query(ctx, `SELECT kind, args::text FROM twice_kinds WHERE kind = ANY($1::text[])`, kinds)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
+	defer rs.Close()
+	out := make(map[string]string, len(kinds))
+	for rs.Next() {
+		var kind, args string
+		if err := rs.Scan(&kind, &args); err != nil {
+			return nil, fmt.Errorf("read the stored kinds: %w", err)
+		}
+		out[kind] = args
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read the stored kinds: %w", err)
+	}
+	return out, nil
+}
+
+// schedulesJSON encodes a kind's schedules for their column; none is "[]".
+// The twicetype structs' json tags are the stored form, shared with the
+// SQLite driver.
+func schedulesJSON(k twicetype.KindInfo) string {
+	s := k.Schedules
 	if s == nil {
 		s = []twicetype.KindSchedule{}
 	}
-	ab, err := json.Marshal(a)
+	b, err := json.Marshal(s)
 	if err != nil {
-		panic(err) // structs of strings and booleans always encode
+		panic(err) // structs of strings always encode
 	}
-	sb, err := json.Marshal(s)
-	if err != nil {
-		panic(err)
-	}
-	return string(ab), string(sb)
+	return string(b)
 }
 
 // CatalogList lists every catalogued kind ordered by kind's bytes

@@ -12,7 +12,9 @@ import (
 
 // CatalogPublish upserts the node's kinds in one transaction: every field
 // of a kind is replaced by this publish, whichever node published it
-// before, so the last publish of a kind wins.
+// before, so the last publish of a kind wins — but for the sensitive flags
+// a recent publish set, which twicestore.MergeCatalogArgs keeps from the
+// stored row (the transaction holds the write lock: _txlock=immediate).
 func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPublishParams) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -20,8 +22,16 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 	if len(p.Kinds) == 0 {
 		return nil
 	}
-	now := micros(nowOr(p.Now))
+	now := nowOr(p.Now)
+	names := make([]string, len(p.Kinds))
+	for i, k := range p.Kinds {
+		names[i] = k.Kind
+	}
 	err := e.inTx(ctx, func(q dbtx) error {
+		stored, err := storedCatalogArgs(ctx, q, names)
+		if err != nil {
+			return err
+		}
 		stmt, err := q.PrepareContext(ctx, `INSERT INTO twice_kinds
 			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, node, last_seen)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -34,9 +44,12 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 		}
 		defer stmt.Close()
 		for _, k := range p.Kinds {
-			args, schedules := catalogJSON(k)
+			args, err := twicestore.MergeCatalogArgs(stored[k.Kind], k.Args, now, p.KeepSensitiveSince)
+			if err != nil {
+				return fmt.Errorf("kind %q: %w", k.Kind, err)
+			}
 			if _, err := stmt.ExecContext(ctx, k.Kind, k.Queue, k.Strategy, k.FailClosed, k.MaxAttempts,
-				k.Timeout.Microseconds(), args, schedules, p.Node, now); err != nil {
+				k.Timeout.Microseconds(), args, schedulesJSON(k), p.Node, micros(now)); err != nil {
 				return fmt.Errorf("kind %q: %w", k.Kind, err)
 			}
 		}
@@ -48,18 +61,36 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 	return nil
 }
 
-// catalogJSON encodes a kind's args fields and schedules for their
-// columns; none is "[]". The twicetype structs' json tags are the stored
-// form, shared with the PostgreSQL driver.
-func catalogJSON(k twicetype.KindInfo) (args, schedules string) {
-	a, s := k.Args, k.Schedules
-	if a == nil {
-		a = []twicetype.ArgField{}
+// storedCatalogArgs reads the stored args column of each of kinds that
+// the catalog holds, by kind.
+func storedCatalogArgs(ctx context.Context, q dbtx, kinds []string) (map[string]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT kind, args FROM twice_kinds WHERE kind IN (SELECT value FROM json_each(?))`, jsonArg(kinds))
+	if err != nil {
+		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
-	if s == nil {
-		s = []twicetype.KindSchedule{}
+	defer rows.Close()
+	out := make(map[string]string, len(kinds))
+	for rows.Next() {
+		var kind, args string
+		if err := rows.Scan(&kind, &args); err != nil {
+			return nil, fmt.Errorf("read the stored kinds: %w", err)
+		}
+		out[kind] = args
 	}
-	return jsonArg(a), jsonArg(s)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the stored kinds: %w", err)
+	}
+	return out, nil
+}
+
+// schedulesJSON encodes a kind's schedules for their column; none is "[]".
+// The twicetype structs' json tags are the stored form, shared with the
+// PostgreSQL driver.
+func schedulesJSON(k twicetype.KindInfo) string {
+	if k.Schedules == nil {
+		return "[]"
+	}
+	return jsonArg(k.Schedules)
 }
 
 // CatalogList lists every catalogued kind ordered by kind, byte by byte

@@ -185,7 +185,9 @@ type Executor interface {
 	// CatalogPublish records the kinds a node handles in the kind catalog,
 	// replacing what any node published before for each of them: the last
 	// call wins, so after a rolling deploy the new shape of a kind stands
-	// once the new nodes publish. Nodes call it with their heartbeat.
+	// once the new nodes publish — except for the sensitive flags a recent
+	// publish set (KeepSensitiveSince, merged by MergeCatalogArgs). Nodes
+	// call it with their heartbeat.
 	CatalogPublish(ctx context.Context, p *CatalogPublishParams) error
 	// CatalogList lists every kind ever published, by kind, including those
 	// whose node has stopped (their LastSeen tells how stale they are).
@@ -987,6 +989,14 @@ type CatalogPublishParams struct {
 	Now time.Time
 	// Kinds are the kinds to record; their Node and LastSeen are ignored.
 	Kinds []twicetype.KindInfo
+	// KeepSensitiveSince keeps the sensitive flags of recent publishes: an
+	// args field that a publish at or after it marked sensitive stays
+	// marked, and listed, whatever this publish says of it. During a
+	// rolling deploy that tags a field sensitive, an old node's publish
+	// then does not un-redact it. A kept flag keeps the time of the
+	// publish that set it, so it lapses once no node has set it since.
+	// Zero keeps none: this publish's flags stand.
+	KeepSensitiveSince time.Time
 }
 
 // Validate refuses a publish the catalog cannot record faithfully; drivers

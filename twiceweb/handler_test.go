@@ -1,7 +1,10 @@
 package twiceweb_test
 
 import (
+	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -338,5 +341,66 @@ func TestIsLoopback(t *testing.T) {
 		if got := twiceweb.IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// oldBoomArgs is web.boom.v1 as a worker built before the deploy that
+// tagged its Password sensitive has it.
+type oldBoomArgs struct {
+	N        int
+	Password string `twice:"allow"`
+}
+
+func (oldBoomArgs) Kind() string { return "web.boom.v1" }
+
+// TestJobPageRedactsWhatAnyPublisherMarks (issue 20 #3): during a rolling
+// deploy that tags a field sensitive, an old worker publishes the kind
+// after a new one. The stock dashboard (no registry) still redacts the
+// field, because the store keeps a recent publisher's flag; and the new
+// binary's dashboard redacts it even over a catalog entry without the
+// flag (an old worker of a release that did not keep flags), because its
+// own registry says so.
+func TestJobPageRedactsWhatAnyPublisherMarks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	id := e.dead(1)
+
+	oldReg := twice.NewRegistry()
+	twice.MustRegister(oldReg, twice.HandlerFunc[oldBoomArgs](func(context.Context, *twice.Job[oldBoomArgs]) error {
+		return nil
+	}), &twice.KindOpts{Strategy: twice.None, Queue: "old-idle"})
+	old, err := twice.NewClient(e.store, twice.Config{Registry: oldReg, NodeID: "old-worker",
+		Queues: []twice.QueueConfig{{Name: "old-idle"}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := old.Shutdown(context.Background(), 0); err != nil {
+			t.Errorf("stop the old worker: %v", err)
+		}
+	})
+
+	page := "/jobs/" + strconv.FormatInt(id, 10)
+	stock := httptest.NewServer(e.handlerWith(nil, twiceweb.Options{}))
+	defer stock.Close()
+	if _, body := newBrowser(t, stock.URL).get(page); strings.Contains(body, "hunter2") || !strings.Contains(body, "[redacted]") {
+		t.Errorf("after an old worker published over the new one, the stock dashboard shows the field a new worker marks sensitive:\n%s", body)
+	}
+
+	// A worker of a release that kept no flags publishes last.
+	if err := e.store.CatalogPublish(t.Context(), &twicestore.CatalogPublishParams{Node: "older-release", Kinds: []twicetype.KindInfo{{
+		Kind: "web.boom.v1", Queue: twice.QueueDefault,
+		Args: []twicetype.ArgField{{Name: "N", Type: twicetype.ArgTypeInteger}, {Name: "Password", Type: twicetype.ArgTypeString}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	own := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer own.Close()
+	if _, body := newBrowser(t, own.URL).get(page); strings.Contains(body, "hunter2") || !strings.Contains(body, "[redacted]") {
+		t.Errorf("the dashboard shows a field its own binary marks sensitive:\n%s", body)
 	}
 }

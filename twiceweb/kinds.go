@@ -51,19 +51,16 @@ func (c *kindCatalog) FailClosed(kind string) bool {
 	return ok && k.FailClosed
 }
 
-// sensitive lists kind's sensitive args fields; ok is false for a kind in
-// no catalog, whose sensitive fields nobody can tell.
+// sensitive lists kind's sensitive args fields
+// (twice.CatalogKind.SensitiveFields, the rule the CLI redacts by too); ok
+// is false for a kind in no catalog, whose sensitive fields nobody can
+// tell.
 func (c *kindCatalog) sensitive(kind string) (fields []string, ok bool) {
 	k, ok := c.lookup(kind)
 	if !ok {
 		return nil, false
 	}
-	for _, f := range k.Args {
-		if f.Sensitive {
-			fields = append(fields, f.Name)
-		}
-	}
-	return fields, true
+	return k.SensitiveFields(), true
 }
 
 // switchRow is one kill switch on the switches page.

@@ -8,19 +8,43 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// workflowsData is the workflow list page.
+// workflowsData is the workflow list page: one page of pageSize
+// workflows, newest first, paged by id as the job lists are.
 type workflowsData struct {
 	Workflows []*twicetype.Workflow
+	Before    int64 // the page continues below this id; 0 is the newest
+	Next      int64 // the id to continue from; 0 when this is the last page
 }
 
 func (workflowsData) page() string { return "workflows" }
 
+// Query renders a page start as a query string.
+func (workflowsData) Query(before int64) string {
+	if before <= 0 {
+		return ""
+	}
+	return "?before=" + strconv.FormatInt(before, 10)
+}
+
 func (h *Handler) workflows(r *http.Request) (string, any, error) {
-	list, err := h.client.WorkflowList(r.Context(), &twice.WorkflowListOpts{Limit: 200})
+	var d workflowsData
+	if s := r.URL.Query().Get("before"); s != "" {
+		var err error
+		if d.Before, err = strconv.ParseInt(s, 10, 64); err != nil || d.Before <= 0 {
+			return "", nil, badInputf("before=%q is not a workflow id: give a positive integer", s)
+		}
+	}
+	// One more than a page tells whether an older page follows.
+	list, err := h.client.WorkflowList(r.Context(), &twice.WorkflowListOpts{Before: d.Before, Limit: pageSize + 1})
 	if err != nil {
 		return "", nil, err
 	}
-	return "Workflows", workflowsData{Workflows: list}, nil
+	if len(list) > pageSize {
+		list = list[:pageSize]
+		d.Next = list[pageSize-1].ID
+	}
+	d.Workflows = list
+	return "Workflows", d, nil
 }
 
 // workflowData is one workflow's graph: its tasks by level (a task's level

@@ -1,8 +1,10 @@
 package twiceweb_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,5 +50,49 @@ func TestWorkflowPages(t *testing.T) {
 	}
 	if code, _ := b.get("/workflows/x"); code != http.StatusBadRequest {
 		t.Fatalf("bad workflow id: %d, want 400", code)
+	}
+}
+
+// TestWorkflowListPages (issue 20 #14): the workflow list pages as the job
+// lists do, so every workflow is reachable: the newest page links to the
+// older one by ?before=, which lists the rest; a bad before is a 400.
+func TestWorkflowListPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c, err := twice.NewClient(e.store, twice.Config{Registry: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 205 // more than the 200 the page once showed, and than a page
+	for i := 1; i <= total; i++ {
+		if _, err := c.EnqueueWorkflow(t.Context(), twice.NewWorkflow(fmt.Sprintf("import-%03d", i)).Add("fetch", okArgs{N: i}, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+
+	seen := map[string]bool{}
+	next := regexp.MustCompile(`href="(/workflows\?before=\d+)" rel="next"`)
+	path := "/workflows"
+	for page := 0; path != "" && page < 10; page++ {
+		code, body := b.get(path)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", path, code, body)
+		}
+		for _, m := range regexp.MustCompile(`import-\d{3}`).FindAllString(body, -1) {
+			seen[m] = true
+		}
+		path = ""
+		if m := next.FindStringSubmatch(body); m != nil {
+			path = m[1]
+		}
+	}
+	if len(seen) != total {
+		t.Errorf("following the pages reached %d workflows of %d", len(seen), total)
+	}
+	if code, body := b.get("/workflows?before=x"); code != http.StatusBadRequest || !strings.Contains(body, "before") {
+		t.Errorf("GET /workflows?before=x: %d, want 400 saying what before must be\n%s", code, body)
 	}
 }

@@ -123,7 +123,13 @@ func serve(ctx context.Context, path, addr string) error {
 	if err := client.Start(ctx); err != nil {
 		return err
 	}
-	defer func() { _ = client.Stop(context.Background()) }()
+	defer func() {
+		// Running jobs get 10 s; the ones still running are put back
+		// without spending an attempt.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = client.Shutdown(stopCtx, 10*time.Second)
+	}()
 	return http.ListenAndServe(addr, newAPI(store, client))
 }
 

@@ -97,9 +97,9 @@ func run(ctx context.Context, url string, out io.Writer) error {
 		return err
 	}
 	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		defer cancel()
-		_ = client.Stop(stopCtx)
+		_ = client.Shutdown(stopCtx, 10*time.Second) // what still runs after 10 s is put back, attempt not spent
 	}()
 	select {
 	case id := <-welcomed:

@@ -84,10 +84,11 @@ func run(ctx context.Context, path string, out io.Writer) error {
 		return fmt.Errorf("the job did not run within 30s")
 	}
 
-	// Stop drains: outcomes are written before it returns.
-	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Shutdown gives running jobs 10 s, puts back what still runs without
+	// spending an attempt, and returns once every outcome is written.
+	stopCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
+	if err := client.Shutdown(stopCtx, 10*time.Second); err != nil {
 		return err
 	}
 	job, err := client.JobGet(ctx, res.Job.ID)

@@ -86,9 +86,9 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	case <-time.After(30 * time.Second):
 		return errors.New("no ping within 30s")
 	}
-	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	stopCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
+	if err := client.Shutdown(stopCtx, 10*time.Second); err != nil {
 		return err
 	}
 

@@ -176,9 +176,9 @@ func run(ctx context.Context, path string, n int, out io.Writer) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%d of %d jobs completed before %w", completed.Load(), jobs, ctx.Err())
 	}
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
+	if err := client.Shutdown(stopCtx, 10*time.Second); err != nil {
 		return err
 	}
 	return check(ctx, db, n, out)

@@ -92,7 +92,7 @@ registers their kind, or serves their queue, starts.`,
 				tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "KIND\tQUEUE\tWAITING\tOLDEST")
 				for _, o := range out.Kinds {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", o.Kind, o.Queue, o.Count, formatTime(o.Oldest))
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", terminalText(o.Kind), terminalText(o.Queue), o.Count, formatTime(o.Oldest))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -106,7 +106,7 @@ registers their kind, or serves their queue, starts.`,
 			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STRANDED QUEUE\tWAITING\tOLDEST")
 			for _, q := range out.Queues {
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", q.Queue, q.Count, formatTime(q.Oldest))
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", terminalText(q.Queue), q.Count, formatTime(q.Oldest))
 			}
 			return tw.Flush()
 		}),

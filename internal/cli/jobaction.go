@@ -167,6 +167,11 @@ func (c *cli) runJobAction(cmd *cobra.Command, act jobAction, f *jobActionFlags,
 			}
 		}
 	}
+	if len(results) == 0 && f.all {
+		if err := checkFilterNames(cmd.Context(), client, filter); err != nil {
+			return err
+		}
+	}
 	slices.SortFunc(results, func(a, b twice.JobResult) int { return cmp.Compare(a.ID, b.ID) })
 	asJSON, _ := cmd.Flags().GetBool("json") // the jobs command's persistent flag
 	return c.printJobResults(act, results, ids, asJSON)
@@ -185,8 +190,9 @@ type jobResultJSON struct {
 // error naming the jobs left alone, if any.
 func (c *cli) printJobResults(act jobAction, results []twice.JobResult, asked []int64, asJSON bool) error {
 	var (
-		refused []string
-		out     []jobResultJSON
+		refused  []string
+		out      []jobResultJSON
+		notFound int
 	)
 	seen := map[int64]bool{}
 	for _, r := range results {
@@ -195,6 +201,9 @@ func (c *cli) printJobResults(act jobAction, results []twice.JobResult, asked []
 		if r.Err != nil {
 			j.Error = r.Err.Error()
 			refused = append(refused, r.Err.Error())
+			if errors.Is(r.Err, twice.ErrJobNotFound) {
+				notFound++
+			}
 		}
 		out = append(out, j)
 		if asJSON || !r.Changed {
@@ -227,7 +236,12 @@ func (c *cli) printJobResults(act jobAction, results []twice.JobResult, asked []
 	if len(refused) == 0 {
 		return nil
 	}
-	return &failure{err: fmt.Errorf("could not %s %d of the jobs: %s", act.name, len(refused), strings.Join(refused, "; "))}
+	err := fmt.Errorf("could not %s %d of the jobs: %s", act.name, len(refused), strings.Join(refused, "; "))
+	if notFound == len(results) && len(results) > 0 && len(results) == len(refused) {
+		// Every id named no job: bad input, as ErrJobNotFound is (exit 2).
+		return &usageError{err: err}
+	}
+	return &failure{err: err}
 }
 
 // byFlag is --by, or $USER@hostname when it is not given.

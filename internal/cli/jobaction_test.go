@@ -77,7 +77,7 @@ func TestJobsCancelDeleteRetry(t *testing.T) {
 	wantError(t, s.run("jobs", "cancel", id(dead)), ExitFailure, "job "+id(dead)+" is dead", "nothing to cancel")
 	wantError(t, s.run("jobs", "retry", id(running)), ExitFailure, "job "+id(running), "running", "cancel it first")
 	wantError(t, s.run("jobs", "delete", id(running)), ExitFailure, "running")
-	wantError(t, s.run("jobs", "cancel", "999"), ExitFailure, "job 999: job not found")
+	wantError(t, s.run("jobs", "cancel", "999"), ExitUsage, "job 999: job not found")
 	wantError(t, s.run("jobs", "cancel", id(later), "--kind", "ads.image-watermark.v1"), ExitFailure, "does not match the filters")
 	for _, args := range [][]string{
 		{"jobs", "cancel"},
@@ -113,8 +113,8 @@ func TestJobsCancelDeleteRetry(t *testing.T) {
 	if r.stdout != "job "+id(later)+": deleted\n" {
 		t.Errorf("delete --all --state cancelled printed %q", r.stdout)
 	}
-	wantError(t, s.run("jobs", "show", id(later)), ExitFailure, "not found")
-	if r := s.ok("jobs", "cancel", "--all", "--kind", "nothing.here.v1"); r.stdout != "no jobs match\n" {
+	wantError(t, s.run("jobs", "show", id(later)), ExitUsage, "not found")
+	if r := s.ok("jobs", "cancel", "--all", "--kind", emailKind, "--state", "running"); r.stdout != "no jobs match\n" {
 		t.Errorf("an --all that selects nothing printed %q", r.stdout)
 	}
 }

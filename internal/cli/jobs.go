@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -99,6 +101,10 @@ func (c *cli) jobsCommand() *cobra.Command {
 scheduled, apart from the available jobs that are due; a listing shows only
 the first line of a job's last error ('jobs show' shows every attempt's).
 
+A --kind or --queue that names no known kind or queue (no worker
+published it, this binary does not register it, no job has it) is a usage
+error naming the closest known one, not an empty listing.
+
 Args of a kind that neither this binary registers nor any worker has
 published to the catalog are hidden (their sensitive fields cannot be
 known) unless --show-args is given; sensitive fields of known kinds are
@@ -138,6 +144,11 @@ func (c *cli) listJobs(cmd *cobra.Command, l *listFlags) error {
 	book, err := c.loadKindBook(cmd.Context(), client, l.showArgs)
 	if err != nil {
 		return err
+	}
+	if len(res.Jobs) == 0 && p.BeforeID == 0 {
+		if err := checkFilterNames(cmd.Context(), client, &p.JobFilter); err != nil {
+			return err
+		}
 	}
 	if l.json {
 		return writeJSON(c.stdout, book.jobsJSON(res.Jobs, now))
@@ -184,6 +195,51 @@ func (c *cli) jobsShowCommand(l *listFlags) *cobra.Command {
 			return book.printJob(c.stdout, job, time.Now())
 		}),
 	}
+}
+
+// checkFilterNames refuses, once a filter matched nothing, a --kind or
+// --queue that names nothing known, as a typo (exit 2, with the closest
+// known name) rather than "no jobs match": a kind no worker published,
+// this binary does not register and no job carries; a queue no kind goes
+// to, no worker serves and no job is in.
+func checkFilterNames(ctx context.Context, client *twice.Client, f *twice.JobFilter) error {
+	if f.Kind != "" {
+		kinds, err := client.Catalog(ctx)
+		if err != nil {
+			return err
+		}
+		names := make([]string, len(kinds))
+		for i, k := range kinds {
+			names[i] = k.Kind
+		}
+		if !slices.Contains(names, f.Kind) {
+			// A kind only jobs carry (its workers predate the catalog) is
+			// no typo.
+			res, err := client.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Kind: f.Kind}, Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(res.Jobs) == 0 {
+				return usagef("--kind %q: no such kind: no worker published it, this binary does not register it and no job has it%s",
+					f.Kind, didYouMean(f.Kind, names))
+			}
+		}
+	}
+	if f.Queue != "" {
+		queues, err := client.QueueList(ctx)
+		if err != nil {
+			return err
+		}
+		names := make([]string, len(queues))
+		for i, q := range queues {
+			names[i] = q.Name
+		}
+		if !slices.Contains(names, f.Queue) {
+			return usagef("--queue %q: no such queue: no kind goes to it, no worker serves it and no job is in it%s",
+				f.Queue, didYouMean(f.Queue, names))
+		}
+	}
+	return nil
 }
 
 func parseID(s string) (int64, error) {

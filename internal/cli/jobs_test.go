@@ -73,7 +73,7 @@ func TestEnqueueListShow(t *testing.T) {
 		if len(jobs) != 1 || jobs[0].ID != email || jobs[0].Priority != 3 || compact(t, jobs[0].Args) != `{"user_id":42}` {
 			t.Errorf("jobs --json = %+v", jobs)
 		}
-		r = s.ok("jobs", "--json", "--queue", "nowhere")
+		r = s.ok("jobs", "--json", "--queue", "default", "--state", "dead")
 		if strings.TrimSpace(r.stdout) != "[]" {
 			t.Errorf("empty listing = %q, want []", r.stdout)
 		}
@@ -107,7 +107,7 @@ func TestEnqueueListShow(t *testing.T) {
 				t.Errorf("jobs show does not show %q:\n%s", want, text)
 			}
 		}
-		wantError(t, s.run("jobs", "show", "999"), ExitFailure, "job 999: job not found")
+		wantError(t, s.run("jobs", "show", "999"), ExitUsage, "job 999: job not found")
 	})
 }
 
@@ -357,5 +357,40 @@ func TestEnqueueCataloguedKind(t *testing.T) {
 	show = s.ok("jobs", "show", strconv.FormatInt(other, 10), "--show-args").stdout
 	if !strings.Contains(show, "nothing is redacted") || !strings.Contains(show, `"doc_id": 4`) {
 		t.Errorf("jobs show --show-args of a kind known nowhere:\n%s", show)
+	}
+}
+
+// TestJobsShowRedactsWhatAnyPublisherMarks (issue 20 #3): during a rolling
+// deploy that tags a field sensitive, an old worker publishes the kind
+// after a new one; the stock CLI still redacts the field in jobs show and
+// jobs --json, by the rule the dashboard uses.
+func TestJobsShowRedactsWhatAnyPublisherMarks(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	const kind = "pdf.cv.v1"
+	now := time.Now()
+	publish := func(node string, at time.Time, sensitive bool) {
+		t.Helper()
+		store, err := (&cli{db: s.db}).openStore(t.Context(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = store.Close() }()
+		if err := store.CatalogPublish(t.Context(), &twicestore.CatalogPublishParams{Node: node, Now: at,
+			KeepSensitiveSince: at.Add(-time.Hour), Kinds: []twicetype.KindInfo{{Kind: kind, Queue: "documents",
+				Args: []twicetype.ArgField{{Name: "cv_id", Type: twicetype.ArgTypeInteger},
+					{Name: "reset_token", Type: twicetype.ArgTypeString, Sensitive: sensitive}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("new-worker", now.Add(-time.Second), true)
+	publish("old-worker", now, false)
+	id := s.enqueue(kind, `{"cv_id": 3, "reset_token": "s3cr3t"}`)
+	for _, args := range [][]string{{"jobs", "show", strconv.FormatInt(id, 10)}, {"jobs", "--json"}} {
+		r := runStock(t, t.Context(), append(args, "--db", s.db)...)
+		if r.code != ExitOK || strings.Contains(r.stdout, "s3cr3t") || !strings.Contains(r.stdout, "reset_token") {
+			t.Errorf("stock %v after an old worker published over a new one: exit %d, shows the field the new one marks sensitive:\n%s%s",
+				args, r.code, r.stdout, r.stderr)
+		}
 	}
 }

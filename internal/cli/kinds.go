@@ -46,19 +46,15 @@ func (c *cli) loadKindBook(ctx context.Context, client *twice.Client, showUnknow
 }
 
 // sensitive lists kind's sensitive args fields and reports whether the
-// kind's fields are known at all. A field is sensitive when this binary's
-// type or any catalog entry says so: the union errs on the side of hiding.
+// kind's fields are known at all: twice.CatalogKind.SensitiveFields, the
+// rule the dashboard redacts by too (this binary's type or any live or
+// recent publisher says so).
 func (k *kindBook) sensitive(kind string) ([]string, bool) {
-	fields, known := k.reg.SensitiveFields(kind)
-	if e, ok := k.cat[kind]; ok {
-		known = true
-		for _, f := range e.Args {
-			if f.Sensitive && !slices.Contains(fields, f.Name) {
-				fields = append(fields, f.Name)
-			}
-		}
+	e, ok := k.cat[kind]
+	if !ok {
+		return nil, false
 	}
-	return fields, known
+	return e.SensitiveFields(), true
 }
 
 // lookup returns kind's catalog entry (the registry's when no worker

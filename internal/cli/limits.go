@@ -108,5 +108,5 @@ func limitRow(tw io.Writer, u twice.LimitUsage) {
 	if r := u.Limit.Rate; !r.IsZero() {
 		rate = fmt.Sprintf("%d/%d per %s", u.RateUsed, r.Limit, r.PeriodText())
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", u.Kind, strings.Join(u.Limit.Phrases(), ", "), slots, u.Due, u.Throttled, keys, rate)
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", terminalText(u.Kind), strings.Join(u.Limit.Phrases(), ", "), slots, u.Due, u.Throttled, keys, rate)
 }

@@ -45,6 +45,9 @@ type Options struct {
 	// Demo adds 'twice demo', which runs on the demo's own registry; only
 	// the stock binary sets it.
 	Demo bool
+	// Name is the binary's name, as its usage, examples, hints and error
+	// lines call it. Defaults to "twice".
+	Name string
 }
 
 // Main runs the twice command line with args (without the program name),
@@ -56,7 +59,11 @@ func Main(ctx context.Context, opts Options, args []string, stdout, stderr io.Wr
 	if reg == nil {
 		reg = twice.NewRegistry()
 	}
-	c := &cli{stdout: stdout, stderr: stderr, reg: reg, stock: opts.Registry == nil, cfg: opts.Config, demo: opts.Demo}
+	name := opts.Name
+	if name == "" {
+		name = "twice"
+	}
+	c := &cli{stdout: stdout, stderr: stderr, reg: reg, stock: opts.Registry == nil, cfg: opts.Config, demo: opts.Demo, name: name}
 	root := c.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -75,11 +82,12 @@ func Main(ctx context.Context, opts Options, args []string, stdout, stderr io.Wr
 		code = ExitUsage
 	}
 	// The library's errors carry their own "twice: " prefix.
-	msg := strings.TrimPrefix(oneLine(err.Error()), "twice: ")
+	// Errors may quote stored text: printed as terminalText.
+	msg := terminalText(strings.TrimPrefix(oneLine(err.Error()), "twice: "))
 	if code == ExitUsage && cmd != nil {
 		msg += fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())
 	}
-	fmt.Fprintf(stderr, "twice: %s\n", msg)
+	fmt.Fprintf(stderr, "%s: %s\n", name, msg)
 	return code
 }
 
@@ -95,11 +103,13 @@ type cli struct {
 	stock bool
 	cfg   twice.Config
 	demo  bool
+	// name is the binary's name (Options.Name), for usage and hints.
+	name string
 }
 
 func (c *cli) rootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "twice",
+		Use:   c.name,
 		Short: "Operate twice, the background-job system where every handler runs at least twice",
 		Long: `twice runs background jobs that converge when delivered twice.
 
@@ -144,7 +154,19 @@ args fields and sensitive fields.`,
 		c.markersCommand(),
 		c.benchCommand(),
 	)
+	if c.name != "twice" {
+		renameExamples(root, c.name)
+	}
 	return root
+}
+
+// renameExamples rewrites the examples of cmd and its subcommands, written
+// for a binary called twice, for one called name.
+func renameExamples(cmd *cobra.Command, name string) {
+	cmd.Example = strings.ReplaceAll(cmd.Example, " twice ", " "+name+" ")
+	for _, sub := range cmd.Commands() {
+		renameExamples(sub, name)
+	}
 }
 
 // checkText refuses, before any command runs, a flag value or argument
@@ -225,10 +247,6 @@ func run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 		switch {
 		case err == nil || errors.As(err, &u):
 			return err
-		case errors.Is(err, twice.ErrJobNotFound):
-			// The API calls it bad input; for an operator naming a job by
-			// id it is the database's state: the job is gone.
-			return &failure{err: err}
 		case errors.Is(err, twice.ErrInvalidInput), errors.Is(err, twice.ErrInvalidArgs), errors.Is(err, twice.ErrUnknownKind):
 			return &usageError{err: err}
 		}

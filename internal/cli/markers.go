@@ -50,7 +50,7 @@ func (c *cli) markersGetCommand() *cobra.Command {
 			if asJSON {
 				return writeJSON(c.stdout, markerJSON{Handler: m.Handler, Key: m.Key, ProcessedAt: m.ProcessedAt, JobID: m.JobID, Epoch: m.Epoch})
 			}
-			fmt.Fprintf(c.stdout, "handler %s processed key %s at %s", m.Handler, m.Key, m.ProcessedAt.Format(time.RFC3339))
+			fmt.Fprintf(c.stdout, "handler %s processed key %s at %s", terminalText(m.Handler), terminalText(m.Key), m.ProcessedAt.Format(time.RFC3339))
 			if m.JobID != 0 {
 				fmt.Fprintf(c.stdout, ", claimed by job %d in lease epoch %d", m.JobID, m.Epoch)
 			}
@@ -69,7 +69,7 @@ func (c *cli) markersReleaseCommand() *cobra.Command {
 		Short: "Delete HANDLER's marker for KEY, so the next delivery runs the effect again",
 		Long: "Delete HANDLER's marker for KEY, so the next delivery of that message runs its effect again.\n\n" +
 			"Use it after checking that an effect did NOT happen, typically for a claim-before job dead-lettered\n" +
-			"because an earlier delivery claimed its marker and never finished; then retry the job with 'twice dlq retry'.",
+			"because an earlier delivery claimed its marker and never finished; then retry the job with '" + c.name + " dlq retry'.",
 		Args: exactArgs(2, "HANDLER KEY"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			by, err := byFlag(cmd, by)
@@ -84,7 +84,7 @@ func (c *cli) markersReleaseCommand() *cobra.Command {
 			p := &twice.MarkerReleaseParams{MarkerParams: twice.MarkerParams{Handler: args[0], Key: args[1]}, By: by, Reason: reason}
 			_, err = client.MarkerRelease(cmd.Context(), p)
 			if errors.Is(err, twice.ErrMarkerNotFound) { // the database's state, not bad input
-				return &failure{err: fmt.Errorf("handler %q has no marker for key %q: nothing to release (check the handler name and key with 'twice markers get')", args[0], args[1])}
+				return &failure{err: fmt.Errorf("handler %q has no marker for key %q: nothing to release (check the handler name and key with '%s markers get')", args[0], args[1], c.name)}
 			}
 			if err != nil {
 				return err

@@ -64,8 +64,9 @@ func (c *cli) queuesListCommand() *cobra.Command {
 		Short:   "List the queues: paused or not, due, scheduled and running jobs, the live nodes that work them",
 		Long: `List every known queue: those with jobs or a pause, those the catalogued
 kinds go to, and those live nodes work. For each: whether it is paused
-(by whom, why, until when), its due, scheduled and running jobs, and the
-live nodes that work it. A queue with waiting jobs and no live node is
+(by whom, why, until when: open-ended until someone resumes it, without
+--until), its due, scheduled and running jobs, and the live nodes that
+work it. A queue with waiting jobs and no live node is
 stranded: its jobs wait until a worker that serves it starts.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
@@ -87,7 +88,7 @@ func queueRow(tw io.Writer, q twice.QueueInfo) {
 	switch {
 	case q.Paused:
 		status, by, reason = "paused", q.By, truncate(fmt.Sprintf("%q", q.Reason), 50)
-		until = "resumed"
+		until = "open-ended" // until someone resumes it
 		if !q.Until.IsZero() {
 			until = formatTime(q.Until)
 		}
@@ -100,7 +101,8 @@ func queueRow(tw io.Writer, q twice.QueueInfo) {
 	if len(q.Nodes) > 0 {
 		nodes = strings.Join(q.Nodes, ",")
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", q.Name, status, q.Due, q.Scheduled, q.Running, nodes, by, until, reason)
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", terminalText(q.Name), status, q.Due, q.Scheduled, q.Running,
+		terminalText(nodes), terminalText(by), until, reason)
 }
 
 func (c *cli) queuesPauseCommand() *cobra.Command {
@@ -137,7 +139,7 @@ serves and that holds no jobs is refused, so a typo pauses nothing.`,
 				return err
 			}
 			if at.IsZero() {
-				fmt.Fprintf(c.stdout, "paused queue %s until it is resumed ('twice queues resume %s')\n", args[0], args[0])
+				fmt.Fprintf(c.stdout, "paused queue %s until it is resumed ('%s queues resume %s')\n", args[0], c.name, args[0])
 			} else {
 				fmt.Fprintf(c.stdout, "paused queue %s until %s\n", args[0], formatTime(at))
 			}
@@ -147,7 +149,7 @@ serves and that holds no jobs is refused, so a typo pauses nothing.`,
 	f := cmd.Flags()
 	f.StringVar(&reason, "reason", "", "why the queue is paused (required)")
 	f.StringVar(&by, "by", "", "who pauses it (default $USER@hostname)")
-	f.StringVar(&until, "until", "", "end the pause by itself: a time (RFC 3339, e.g. 2026-12-01T06:00:00Z) or a duration from now (e.g. 30m)")
+	f.StringVar(&until, "until", "", "end the pause by itself: a time (RFC 3339, e.g. 2026-12-01T06:00:00Z) or a duration from now (e.g. 30m), at most 10 years ahead; without it the pause is open-ended")
 	return cmd
 }
 
@@ -183,9 +185,18 @@ func (c *cli) queuesResumeCommand() *cobra.Command {
 	return cmd
 }
 
+// untilMax bounds --until and --expires: an end further away than ten
+// years means "never" (or a typo, or an overflow such as 9223372036s), and
+// leaving the flag out says that.
+const untilMax = 10 * 365 * 24 * time.Hour
+
+func untilTooFar(flag, s string) error {
+	return usagef("%s %s is more than 10 years away: for no end, leave it out", flag, s)
+}
+
 // parseUntil reads a time flag: empty for none, an RFC 3339 time, or a
-// duration from now. A time that is not ahead is left to the admin API,
-// which refuses it saying so.
+// duration from now, at most untilMax ahead. A time that is not ahead is
+// left to the admin API, which refuses it saying so.
 func parseUntil(flag, s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
@@ -194,9 +205,15 @@ func parseUntil(flag, s string, now time.Time) (time.Time, error) {
 		if d <= 0 {
 			return time.Time{}, usagef("%s %s is not in the future: give a positive duration, or a later time", flag, s)
 		}
+		if d > untilMax {
+			return time.Time{}, untilTooFar(flag, s)
+		}
 		return now.Add(d), nil
 	}
 	if t, err := parseTime(flag, s); err == nil {
+		if t.Sub(now) > untilMax {
+			return time.Time{}, untilTooFar(flag, s)
+		}
 		return t, nil
 	}
 	return time.Time{}, usagef("%s %q: give a time like 2026-12-01T06:00:00Z (RFC 3339) or a duration like 30m", flag, s)

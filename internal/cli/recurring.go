@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -79,8 +81,8 @@ func scheduleRow(tw io.Writer, s twice.ScheduleInfo) {
 	if s.LastOutcome != "" {
 		outcome = s.LastOutcome
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, s.Spec,
-		formatTime(s.LastTickAt), outcome, job, formatTime(s.NextAt), definedBy(s))
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", terminalText(s.Name), terminalText(s.Kind), terminalText(s.Spec),
+		formatTime(s.LastTickAt), terminalText(outcome), job, formatTime(s.NextAt), definedBy(s))
 }
 
 // definedBy says where a schedule is still defined.
@@ -96,6 +98,27 @@ func definedBy(s twice.ScheduleInfo) string {
 		return "nothing (removed from the code: 'recurring rm')"
 	}
 	return strings.Join(where, ", ")
+}
+
+// explainUnknownSchedule turns the API's ErrUnknownSchedule for name into
+// what 'recurring ls' makes true: a schedule it lists only from the kind
+// catalog (a worker publishes it; the store records it at its first tick)
+// is refused with what (what to do) instead, exit 1; a name it does not
+// list is unknown, with the closest listed name.
+func explainUnknownSchedule(ctx context.Context, client *twice.Client, name string, err error, what string) error {
+	list, lerr := client.ScheduleList(ctx)
+	if lerr != nil {
+		return err
+	}
+	names := make([]string, len(list))
+	for i, s := range list {
+		if s.Name == name && s.Published {
+			return &failure{err: fmt.Errorf("schedule %q is known only from the kind catalog, published by the workers of %s; the store has not recorded it (it has not ticked yet): %s",
+				name, s.Kind, what)}
+		}
+		names[i] = s.Name
+	}
+	return &usageError{err: fmt.Errorf("%w%s", err, didYouMean(name, names))}
 }
 
 func (c *cli) recurringRemoveCommand() *cobra.Command {
@@ -124,6 +147,10 @@ records it again at its next tick).`,
 			}
 			defer done()
 			err = client.ScheduleRemove(cmd.Context(), &twice.ScheduleRemoveParams{Name: args[0], By: who, Reason: reason, Force: force})
+			if errors.Is(err, twice.ErrUnknownSchedule) {
+				return explainUnknownSchedule(cmd.Context(), client, args[0], err,
+					"there is no record to remove: it leaves the listing once no worker publishes it (remove it from the code and deploy)")
+			}
 			if err != nil {
 				return err
 			}
@@ -146,7 +173,8 @@ func (c *cli) recurringTriggerCommand() *cobra.Command {
 cluster-wide: a retry with the same --request-id enqueues nothing while the
 first job is unfinished. Its regular ticks are not touched. The args come
 from this binary's registry, or else from the last job the schedule
-enqueued.`,
+enqueued: a schedule known only from the kind catalog (it has not ticked
+yet) is refused, saying to trigger it from a binary that registers it.`,
 		Example: `  twice recurring trigger nightly-report --reason "rerun after the fix"`,
 		Args:    exactArgs(1, "NAME"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
@@ -160,6 +188,10 @@ enqueued.`,
 			}
 			defer done()
 			res, err := client.ScheduleTrigger(cmd.Context(), &twice.ScheduleTriggerParams{Name: args[0], RequestID: requestID, By: who, Reason: reason})
+			if errors.Is(err, twice.ErrUnknownSchedule) {
+				return explainUnknownSchedule(cmd.Context(), client, args[0], err,
+					"its args are known only to a binary that registers it: trigger it with that binary's CLI (twicecli.Main), or wait for its first tick")
+			}
 			if err != nil {
 				return err
 			}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/twicejobs/twice/internal/ops"
@@ -170,7 +172,8 @@ func (k *kindBook) printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNOTE / LAST ERROR")
 	for _, j := range jobs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			j.ID, j.Kind, j.Queue, k.state(j, now), j.Attempt, j.MaxAttempts, formatTime(j.RunAt), firstLine(noteOrError(j), 70))
+			j.ID, terminalText(j.Kind), terminalText(j.Queue), k.state(j, now), j.Attempt, j.MaxAttempts, formatTime(j.RunAt),
+			terminalText(firstLine(noteOrError(j), 70)))
 	}
 	return tw.Flush()
 }
@@ -183,6 +186,45 @@ func noteOrError(j *twicetype.JobRow) string {
 		return j.Errors[n-1].Error
 	}
 	return ""
+}
+
+// terminalText is stored text as the CLI prints it to a terminal: every
+// rune a terminal would act on — C0 and C1 controls (ESC ]0;… retitles
+// the terminal, ESC [2J clears it, ESC ]8;; plants a link, U+009B starts
+// a sequence alone), DEL, and bidirectional overrides that reorder what
+// follows — and every byte that is not UTF-8 is escaped as %q escapes it
+// in a Go string (\x1b, \a, \u009b, \u202e, \xff); the rest is printed
+// as it is, quotes and backslashes included. Tabs and newlines are
+// escaped too, so a value stays in its cell and on its line: text meant
+// to span lines is escaped line by line. Stored text comes from handlers,
+// operators and producers; every place the CLI prints it (not its JSON,
+// which encoding/json escapes) goes through this one function, as the
+// %q of toggles history does for reasons.
+func terminalText(s string) string {
+	if !strings.ContainsFunc(s, actsOnTerminal) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case actsOnTerminal(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[:size])
+		}
+		s = s[size:]
+	}
+	return b.String()
+}
+
+// actsOnTerminal reports whether a terminal acts on r rather than showing
+// it: a control character or a bidirectional formatting character.
+func actsOnTerminal(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }
 
 // truncate shortens s to one line of at most n runes.
@@ -224,9 +266,9 @@ func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) err
 	case "paused":
 		state = "paused (available, in paused queue " + j.Queue + ")"
 	}
-	fmt.Fprintf(w, "job %d  %s  %s\n\n", j.ID, j.Kind, state)
+	fmt.Fprintf(w, "job %d  %s  %s\n\n", j.ID, terminalText(j.Kind), terminalText(state))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, terminalText(v)) }
 	row("message id", j.MessageID)
 	row("key", j.Key)
 	row("correlation id", j.CorrelationID)
@@ -280,15 +322,21 @@ func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) err
 			pretty.Reset()
 			pretty.Write(a.json)
 		}
-		fmt.Fprintf(w, "  %s\n", pretty.String())
+		for _, line := range strings.Split(pretty.String(), "\n") {
+			fmt.Fprintf(w, "  %s\n", terminalText(line))
+		}
 	}
 
 	fmt.Fprintf(w, "\nerrors (%d)\n", len(j.Errors))
 	for _, e := range j.Errors {
-		fmt.Fprintf(w, "  attempt %d at %s: %s\n", e.Attempt, formatTime(e.At), e.Error)
+		lines := strings.Split(strings.TrimRight(e.Error, "\n"), "\n")
+		fmt.Fprintf(w, "  attempt %d at %s: %s\n", e.Attempt, formatTime(e.At), terminalText(lines[0]))
+		for _, line := range lines[1:] {
+			fmt.Fprintf(w, "    %s\n", terminalText(line))
+		}
 		if e.Stack != "" {
 			for _, line := range strings.Split(strings.TrimRight(e.Stack, "\n"), "\n") {
-				fmt.Fprintf(w, "      %s\n", line)
+				fmt.Fprintf(w, "      %s\n", terminalText(line))
 			}
 		}
 	}

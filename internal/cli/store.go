@@ -34,7 +34,7 @@ func (c *cli) openStore(ctx context.Context, create bool) (twicestore.Store, err
 	}
 	if !create && dirExists(filepath.Dir(c.db)) {
 		if _, err := os.Stat(c.db); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("database %q does not exist: create it with 'twice migrate --db %s', or point --db (or TWICE_DB) at an existing one", c.db, c.db)
+			return nil, fmt.Errorf("database %q does not exist: create it with '%s migrate --db %s', or point --db (or TWICE_DB) at an existing one", c.db, c.name, c.db)
 		}
 	}
 	return twicesqlite.Open(ctx, c.db)

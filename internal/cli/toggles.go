@@ -113,7 +113,7 @@ sources again. Workers read the store's switches about once a second.`,
 	f := cmd.Flags()
 	f.StringVar(&reason, "reason", "", "why the switch is flipped (required), e.g. \"incident 42\"")
 	f.StringVar(&by, "by", "", "who flips it (default $USER@hostname)")
-	f.StringVar(&expires, "expires", "", "the switch stops counting at this time (RFC 3339) or after this duration (e.g. 2h)")
+	f.StringVar(&expires, "expires", "", "the switch stops counting at this time (RFC 3339) or after this duration (e.g. 2h), at most 10 years ahead; without it, never")
 	f.BoolVar(&force, "force", false, "store a switch for a kind that is in no catalog and not registered in this binary")
 	return cmd
 }
@@ -325,7 +325,7 @@ func (c *cli) togglesHistoryCommand() *cobra.Command {
 					exp = formatTime(ch.ExpiresAt)
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s → %s\t%s\t%s\t%s\t%s\n", ch.ID, formatTime(ch.At), ch.Previous, ch.New,
-					ch.By, ch.Source, exp, truncate(fmt.Sprintf("%q", ch.Reason), 60))
+					terminalText(ch.By), terminalText(ch.Source), exp, truncate(fmt.Sprintf("%q", ch.Reason), 60))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -387,13 +387,13 @@ func printToggleTable(w io.Writer, rows []toggleJSON, file string) error {
 		}
 		by, at, exp, reason := "-", "-", "-", "-"
 		if r.Store != nil {
-			by, at, reason = r.Store.By, formatTime(r.Store.At), truncate(fmt.Sprintf("%q", r.Store.Reason), 50)
+			by, at, reason = terminalText(r.Store.By), formatTime(r.Store.At), truncate(fmt.Sprintf("%q", r.Store.Reason), 50)
 			if r.Store.ExpiresAt != nil {
 				exp = formatTime(*r.Store.ExpiresAt)
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.Kind, r.State, r.DecidedBy, yesNo(*r.FailClosed), storeValue(r.Store), boolValue(r.File), by, at, exp, reason)
+			terminalText(r.Kind), r.State, r.DecidedBy, yesNo(*r.FailClosed), storeValue(r.Store), boolValue(r.File), by, at, exp, reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -413,7 +413,7 @@ func printToggleTable(w io.Writer, rows []toggleJSON, file string) error {
 		if r.Suggestion != "" {
 			hint = "did you mean " + r.Suggestion + "?"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Kind, storeValue(r.Store), boolValue(r.File), hint)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", terminalText(r.Kind), storeValue(r.Store), boolValue(r.File), terminalText(hint))
 	}
 	return tw.Flush()
 }

@@ -52,8 +52,8 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 				return usagef("--grace %s is negative", grace)
 			}
 			if len(c.reg.Kinds()) == 0 {
-				return usagef("this twice binary registers no job kinds, so serve has nothing to work: " +
-					"build your own binary with twicecli.Main(registry) and run its serve, or run 'twice dashboard --db ...' for the dashboard alone")
+				return usagef("this binary registers no job kinds, so serve has nothing to work: "+
+					"build your own binary with twicecli.Main(registry) and run its serve, or run '%s dashboard --db ...' for the dashboard alone", c.name)
 			}
 			logger, err := c.logger(cmd, slog.LevelInfo)
 			if err != nil {

@@ -58,37 +58,58 @@ func (c *cli) workflowsListCommand() *cobra.Command {
 		asJSON bool
 		state  string
 		limit  int
+		before int64
 	)
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List workflows, newest first: state, tasks completed, dead tasks",
-		Args:    unknownSubcommand,
+		Example: `  twice workflows ls --state running
+  twice workflows ls --limit 20 --before 120`,
+		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			switch twicetype.WorkflowState(state) {
 			case "", twicetype.WorkflowRunning, twicetype.WorkflowCompleted, twicetype.WorkflowFailed, twicetype.WorkflowCancelled:
 			default:
 				return usagef("--state %q: use running, completed, failed or cancelled", state)
 			}
-			opts := &twice.WorkflowListOpts{State: twicetype.WorkflowState(state), Limit: limit}
-			return printList(c, cmd, asJSON, listing[*twicetype.Workflow, workflowJSON]{
+			if limit < 1 || limit > twice.JobListLimitMax {
+				return usagef("--limit %d: use a number from 1 to %d", limit, twice.JobListLimitMax)
+			}
+			if before < 0 {
+				return usagef("--before %d: use a workflow id", before)
+			}
+			// One more than the limit tells whether an older page follows.
+			opts := &twice.WorkflowListOpts{State: twicetype.WorkflowState(state), Before: before, Limit: limit + 1}
+			var next int64
+			err := printList(c, cmd, asJSON, listing[*twicetype.Workflow, workflowJSON]{
 				list: func(client *twice.Client, ctx context.Context) ([]*twicetype.Workflow, error) {
-					return client.WorkflowList(ctx, opts)
+					list, err := client.WorkflowList(ctx, opts)
+					if len(list) > limit {
+						list = list[:limit]
+						next = list[limit-1].ID
+					}
+					return list, err
 				},
 				toJSON: newWorkflowJSON,
 				empty:  "no workflows",
 				header: "ID\tNAME\tSTATE\tDONE\tDEAD\tON DEAD\tCREATED",
 				row: func(tw io.Writer, w *twicetype.Workflow) {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", w.ID, truncate(w.Name, 40), workflowState(w),
-						w.Completed, w.Tasks, w.Dead, w.OnDead, formatTime(w.CreatedAt))
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", w.ID, terminalText(truncate(w.Name, 40)), workflowState(w),
+						w.Completed, w.Tasks, w.Dead, terminalText(w.OnDead), formatTime(w.CreatedAt))
 				},
 			})
+			if err == nil && next != 0 && !asJSON {
+				fmt.Fprintf(c.stderr, "more may follow: add --before %d\n", next)
+			}
+			return err
 		}),
 	}
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&state, "state", "", "only workflows in this state: running, completed, failed or cancelled")
-	f.IntVar(&limit, "limit", 100, "list at most this many")
+	f.IntVar(&limit, "limit", 100, fmt.Sprintf("list at most this many, newest first (at most %d)", twice.JobListLimitMax))
+	f.Int64Var(&before, "before", 0, "list only workflows with a smaller id (the next page)")
 	return cmd
 }
 
@@ -110,7 +131,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 		Short: "Show a workflow's tasks: dependencies, state, job",
 		Args:  exactArgs(1, "ID"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			id, err := parseWorkflowID(args[0])
+			id, err := c.parseWorkflowID(args[0])
 			if err != nil {
 				return err
 			}
@@ -121,7 +142,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 			defer done()
 			info, err := client.WorkflowGet(cmd.Context(), id)
 			if errors.Is(err, twicestore.ErrNotFound) {
-				return fmt.Errorf("workflow %d not found: list them with 'twice workflows ls'", id)
+				return usagef("workflow %d not found: list them with '%s workflows ls'", id, c.name)
 			}
 			if err != nil {
 				return err
@@ -145,7 +166,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 			}
 			w := info.Workflow
 			fmt.Fprintf(c.stdout, "workflow %d %q: %s, %d/%d tasks completed, %d dead, on dead: %s\n",
-				w.ID, w.Name, workflowState(w), w.Completed, w.Tasks, w.Dead, w.OnDead)
+				w.ID, w.Name, workflowState(w), w.Completed, w.Tasks, w.Dead, terminalText(w.OnDead))
 			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TASK\tKIND\tSTATE\tJOB\tWAITS FOR")
 			for _, t := range tasks {
@@ -159,7 +180,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 						deps += fmt.Sprintf(" (%d pending)", t.Pending)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Kind, t.State, job, deps)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", terminalText(t.Name), terminalText(t.Kind), t.State, job, terminalText(deps))
 			}
 			return tw.Flush()
 		}),
@@ -175,7 +196,7 @@ func (c *cli) workflowsCancelCommand() *cobra.Command {
 		Short: "Cancel a workflow: its waiting tasks never run, its unfinished jobs are cancelled",
 		Args:  exactArgs(1, "ID"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			id, err := parseWorkflowID(args[0])
+			id, err := c.parseWorkflowID(args[0])
 			if err != nil {
 				return err
 			}
@@ -193,7 +214,7 @@ func (c *cli) workflowsCancelCommand() *cobra.Command {
 			defer done()
 			info, err := client.WorkflowGet(cmd.Context(), id)
 			if errors.Is(err, twicestore.ErrNotFound) {
-				return fmt.Errorf("workflow %d not found: list them with 'twice workflows ls'", id)
+				return usagef("workflow %d not found: list them with '%s workflows ls'", id, c.name)
 			}
 			if err != nil {
 				return err
@@ -215,10 +236,10 @@ func (c *cli) workflowsCancelCommand() *cobra.Command {
 	return cmd
 }
 
-func parseWorkflowID(s string) (int64, error) {
+func (c *cli) parseWorkflowID(s string) (int64, error) {
 	var id int64
 	if _, err := fmt.Sscan(s, &id); err != nil || id < 1 || fmt.Sprint(id) != s {
-		return 0, usagef("%q is not a workflow id: use a positive integer (see 'twice workflows ls')", s)
+		return 0, usagef("%q is not a workflow id: use a positive integer (see '%s workflows ls')", s, c.name)
 	}
 	return id, nil
 }

@@ -15,6 +15,7 @@ import (
 var catalogTests = []test{
 	{"PublishThenList", testCatalogPublish},
 	{"LatestPublishWins", testCatalogLatestWins},
+	{"SensitiveFlagOutlivesOlderPublish", testCatalogSensitiveKept},
 	{"KeptAfterNodeStops", testCatalogKept},
 	{"ListOrderedByKind", testCatalogOrder},
 	{"InvalidParams", testCatalogInvalid},
@@ -137,6 +138,61 @@ func testCatalogLatestWins(t *testing.T, e *env) {
 	e.publish(e.s, "node-new", e.at(3*time.Second), v2)
 	checkCatalog(t, "after the old node stopped and the new one published", e.catalog(e.s),
 		[]twicetype.KindInfo{published(v2, "node-new", e.at(3*time.Second))})
+}
+
+// testCatalogSensitiveKept rolls out a deploy that tags a field sensitive
+// and drops another: an old node's later publish, without the tags, must
+// not un-redact either while the newer publish that set them is recent
+// (at or after KeepSensitiveSince); once it is not, the last publish's
+// flags stand again.
+func testCatalogSensitiveKept(t *testing.T, e *env) {
+	old := creditV1()
+	old.Args = []twicetype.ArgField{
+		{Name: "account_id", Type: twicetype.ArgTypeString},
+		{Name: "iban", Type: twicetype.ArgTypeString},
+	}
+	fresh := creditV1()
+	fresh.Args = []twicetype.ArgField{
+		{Name: "account_id", Type: twicetype.ArgTypeString},
+		{Name: "iban", Type: twicetype.ArgTypeString, Sensitive: true},
+		{Name: "cvc", Type: twicetype.ArgTypeString, Sensitive: true},
+	}
+	publish := func(node string, at time.Time, keepSince time.Time, k twicetype.KindInfo) {
+		t.Helper()
+		if err := e.s.CatalogPublish(e.ctx, &twicestore.CatalogPublishParams{Node: node, Now: at,
+			KeepSensitiveSince: keepSince, Kinds: []twicetype.KindInfo{k}}); err != nil {
+			t.Fatalf("CatalogPublish(%s): %v", node, err)
+		}
+	}
+	const window = 30 * time.Second
+	publish("node-new", e.base, e.base.Add(-window), fresh)
+	// The old node publishes after the new one, within the window: the
+	// fields the new one marked stay marked, cvc (unknown to the old
+	// node, but on the jobs the new producers enqueue) included.
+	publish("node-old", e.at(time.Second), e.at(time.Second-window), old)
+	wantKept := old
+	wantKept.Args = []twicetype.ArgField{
+		{Name: "account_id", Type: twicetype.ArgTypeString},
+		{Name: "iban", Type: twicetype.ArgTypeString, Sensitive: true},
+		{Name: "cvc", Type: twicetype.ArgTypeString, Sensitive: true},
+	}
+	checkCatalog(t, "after the old node published over the new one", e.catalog(e.s),
+		[]twicetype.KindInfo{published(wantKept, "node-old", e.at(time.Second))})
+	// Again and again: a kept flag keeps the time of the publish that set
+	// it, so the old node's own publishes do not renew it.
+	publish("node-old", e.at(20*time.Second), e.at(20*time.Second-window), old)
+	checkCatalog(t, "after the old node published again", e.catalog(e.s),
+		[]twicetype.KindInfo{published(wantKept, "node-old", e.at(20*time.Second))})
+	// The new node stopped publishing longer ago than the window: the old
+	// node's shape stands.
+	publish("node-old", e.at(time.Minute), e.at(time.Minute-window), old)
+	checkCatalog(t, "after the new node's publish grew old", e.catalog(e.s),
+		[]twicetype.KindInfo{published(old, "node-old", e.at(time.Minute))})
+	// A publish with no KeepSensitiveSince keeps nothing.
+	publish("node-new", e.at(2*time.Minute), time.Time{}, fresh)
+	publish("node-old", e.at(2*time.Minute+time.Second), time.Time{}, old)
+	checkCatalog(t, "after a publish that keeps no flag", e.catalog(e.s),
+		[]twicetype.KindInfo{published(old, "node-old", e.at(2*time.Minute+time.Second))})
 }
 
 func testCatalogKept(t *testing.T, e *env) {

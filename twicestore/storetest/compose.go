@@ -23,6 +23,7 @@ var composeTests = []test{
 	{"WorkflowHoldOnDead", testWorkflowHold},
 	{"WorkflowCancelPolicy", testWorkflowCancelPolicy},
 	{"WorkflowCancel", testWorkflowCancel},
+	{"WorkflowListPages", testWorkflowListPages},
 	{"WorkflowRescuedDead", testWorkflowRescuedDead},
 	{"WorkflowTaskRunAt", testWorkflowTaskRunAt},
 	{"BatchCallbackOnce", testBatchCallbackOnce},
@@ -374,6 +375,39 @@ func testWorkflowCancel(t *testing.T, e *env) {
 	list, err := e.s.WorkflowList(e.ctx, &twicestore.WorkflowListParams{State: twicetype.WorkflowCancelled})
 	if err != nil || len(list.Workflows) != 1 || list.Workflows[0].ID != wf {
 		t.Fatalf("list cancelled: %v %v", list, err)
+	}
+}
+
+// testWorkflowListPages: a listing pages newest first with Before (the
+// lowest id of the page before), every workflow once, the state filter
+// holding on each page.
+func testWorkflowListPages(t *testing.T, e *env) {
+	var ids []int64
+	for range 5 {
+		ids = append(ids, e.workflow("", e.task("a")).Workflow.ID)
+	}
+	var got []int64
+	before := int64(0)
+	for page := 0; ; page++ {
+		res, err := e.s.WorkflowList(e.ctx, &twicestore.WorkflowListParams{State: twicetype.WorkflowRunning, Before: before, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Workflows) == 0 || page > 5 {
+			break
+		}
+		for _, w := range res.Workflows {
+			got = append(got, w.ID)
+		}
+		before = res.Workflows[len(res.Workflows)-1].ID
+	}
+	want := slices.Clone(ids)
+	slices.Reverse(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("paging by 2 listed %v, want %v", got, want)
+	}
+	if res, err := e.s.WorkflowList(e.ctx, &twicestore.WorkflowListParams{State: twicetype.WorkflowCancelled, Before: ids[4]}); err != nil || len(res.Workflows) != 0 {
+		t.Fatalf("a page of cancelled workflows: %v %v", res, err)
 	}
 }
 
