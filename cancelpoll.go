@@ -45,14 +45,15 @@ func (c *Client) pollCancels(ctx context.Context) {
 	}
 }
 
-// uncancelled lists the leases of the running jobs whose handler was not
-// cancelled yet: those a cancel request could still reach.
+// uncancelled lists the leases of the running jobs whose handler still
+// runs and was not cancelled yet: those a cancel request could still
+// reach.
 func (r *runningJobs) uncancelled() []twicestore.JobLease {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	leases := make([]twicestore.JobLease, 0, len(r.jobs))
 	for l, j := range r.jobs {
-		if !j.cancelled && !j.lost {
+		if !j.cancelled && !j.lost && !j.returned {
 			leases = append(leases, l)
 		}
 	}

@@ -98,7 +98,7 @@ func (r *runningJobs) cancel(id int64, logger func(*twicetype.JobRow) *slog.Logg
 	defer r.mu.Unlock()
 	found := false
 	for l, j := range r.jobs {
-		if l.ID != id || j.cancelled {
+		if l.ID != id || j.cancelled || j.returned { // a returned handler has nothing to cancel
 			continue
 		}
 		found, j.cancelled = true, true
