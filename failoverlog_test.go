@@ -50,7 +50,10 @@ func (s *replyLostStore) JobExtendLease(ctx context.Context, p *twicestore.JobEx
 	res, err := s.Store.JobExtendLease(ctx, p)
 	select {
 	case <-s.committed:
-		s.extended <- struct{}{}
+		select {
+		case s.extended <- struct{}{}:
+		default: // the test has seen enough of them
+		}
 	default:
 	}
 	return res, err
