@@ -171,6 +171,8 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	if l, ok := twicestore.As[twicestore.CancelListener](c.store); ok && len(c.registry.Kinds()) > 0 {
 		c.goLoop(func() { c.listenCancels(leaseCtx, l) })
+	} else if len(c.registry.Kinds()) > 0 {
+		c.goLoop(func() { c.pollCancels(leaseCtx) })
 	}
 	if l, ok := twicestore.As[twicestore.InsertListener](c.store); ok && len(c.registry.Kinds()) > 0 {
 		c.goLoop(func() { c.listenInserts(bg, l) })

@@ -296,7 +296,9 @@ func (e *execution) transactional() delivery {
 		return delivery{err: fmt.Errorf("%w: the effect was rolled back", ErrLeaseLost)}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return delivery{err: fmt.Errorf("commit: %w", err)}
+		if ok, err := e.committedAnyway(err); !ok {
+			return delivery{err: err}
+		}
 	}
 	return delivery{committed: true}
 }
@@ -527,12 +529,13 @@ func (e *execution) inTx(ctx context.Context, fn func(tx twicestore.Tx) error) e
 func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)) {
 	done := func(applied bool, err error) {
 		e.x.running.remove(e.row)
-		recorded := applied && err == nil
+		recorded, explained := e.recheckOutcome(o, applied, err)
+		applied = applied || recorded
 		switch {
 		case err != nil:
-			e.logger.Error("recording job outcome failed; the job will run again when its lease expires",
+			e.logger.Error("recording job outcome failed; if the write did not commit, the job runs again when its lease expires",
 				logattr.Component, "completer", logattr.Err, err)
-		case !applied && e.leaseLost: // said when the attempt ended
+		case !applied && (e.leaseLost || explained): // said when the attempt ended, or by recheckOutcome
 		case !applied:
 			e.logger.Warn("job outcome discarded: the lease was lost and another worker may hold the job",
 				logattr.Component, "completer", "epoch", e.row.Epoch)
@@ -552,6 +555,7 @@ func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)
 		}
 	}
 	leaseUntil := func() time.Time { return e.x.running.leaseUntil(e.row) }
+	e.x.running.returned(e.row)
 	if !e.x.complete.Add(o, leaseUntil, done) {
 		e.x.running.remove(e.row)
 		e.logger.Warn("job finished after the worker stopped; its outcome is not recorded and the job will run again when its lease expires",

@@ -28,6 +28,9 @@ type runningJob struct {
 	lost, stuckLogged bool
 	// cancelled is set when an operator's cancel reached the handler.
 	cancelled bool
+	// returned is set once the handler returned and its outcome went to
+	// the completer (see runningJobs.returned).
+	returned bool
 	// leaseUntil is when the lease the store last granted ends: the fetch's,
 	// then each extension's. Past it the job is the rescuer's.
 	leaseUntil time.Time
@@ -95,7 +98,7 @@ func (r *runningJobs) cancel(id int64, logger func(*twicetype.JobRow) *slog.Logg
 	defer r.mu.Unlock()
 	found := false
 	for l, j := range r.jobs {
-		if l.ID != id || j.cancelled {
+		if l.ID != id || j.cancelled || j.returned { // a returned handler has nothing to cancel
 			continue
 		}
 		found, j.cancelled = true, true
@@ -158,6 +161,7 @@ func (c *Client) extendLeases() {
 	for _, id := range res.CancelRequested {
 		c.running.cancel(id, c.jobLogger)
 	}
+	rows := c.readBackLost(leases, func(l twicestore.JobLease) bool { return extended[l.ID] && l.Epoch == newest[l.ID] })
 	r := c.running
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -167,9 +171,22 @@ func (c *Client) extendLeases() {
 		case !ok:
 		case extended[l.ID] && l.Epoch == newest[l.ID]:
 			j.leaseUntil = until
+		case j.returned:
+			// Its outcome is on its way and may have ended the lease
+			// itself; the completer says what became of it.
+		case rows[l] != nil && completedUnder(rows[l], l.Epoch) && !j.lost:
+			// This attempt's own transaction completed it a moment ago
+			// (a rescue never completes a job): nothing was lost.
 		case !j.lost:
 			j.lost = true
-			c.jobLogger(j.row).Warn("job lease lost; cancelling its handler", logattr.Component, "heartbeat")
+			logger := c.jobLogger(j.row).With(logattr.Component, "heartbeat")
+			if row := rows[l]; row != nil {
+				logger.Warn("job lease lost; cancelling its handler", "state_now", row.State, "epoch_now", row.Epoch,
+					"node_now", row.AttemptedBy)
+			} else {
+				logger.Warn("job lease not extended, and the job could not be read back; cancelling its handler, " +
+					"as another worker may hold it")
+			}
 			j.cancel(ErrLeaseLost)
 		case !j.stuckLogged:
 			j.stuckLogged = true
@@ -177,6 +194,28 @@ func (c *Client) extendLeases() {
 				"and another worker may be running the job", logattr.Component, "heartbeat")
 		}
 	}
+}
+
+// readBackLost reads back the jobs of leases the store did not extend and
+// whose handler still runs, so the warning about each says what its row
+// says: the job may have been finished by this attempt's own transaction
+// a moment ago. A job that cannot be read has no entry.
+func (c *Client) readBackLost(leases []twicestore.JobLease, extended func(twicestore.JobLease) bool) map[twicestore.JobLease]*twicetype.JobRow {
+	var lost []twicestore.JobLease
+	c.running.mu.Lock()
+	for _, l := range leases {
+		if j, ok := c.running.jobs[l]; ok && !extended(l) && !j.returned && !j.lost {
+			lost = append(lost, l)
+		}
+	}
+	c.running.mu.Unlock()
+	rows := make(map[twicestore.JobLease]*twicetype.JobRow, len(lost))
+	for _, l := range lost {
+		if row, err := readBack(c.store, l.ID); err == nil {
+			rows[l] = row
+		}
+	}
+	return rows
 }
 
 // logStuck names the jobs whose handlers did not return after Stop

@@ -169,11 +169,7 @@ func (c *Client) nodeLoop(ctx context.Context) {
 		ID: c.cfg.NodeID, Host: hostname(), PID: os.Getpid(),
 		Kinds: c.registry.Kinds(), Queues: c.queueNames(), StartedAt: started,
 	}
-	// The first report comes nodeAliveWindow after the start: the nodes
-	// started with this one (a deploy) have heartbeated by then, so their
-	// kinds and queues are not reported as unserved, and a node's start
-	// does not begin with two scans of the backlog.
-	lastOrphanReport := started.Add(nodeAliveWindow - orphanReportInterval)
+	var lastOrphanReport time.Time
 	periodic.Run(ctx, nodeHeartbeatInterval, func(ctx context.Context) {
 		node.HeartbeatAt = time.Now()
 		if err := c.store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: node}); err != nil {
@@ -188,7 +184,18 @@ func (c *Client) nodeLoop(ctx context.Context) {
 		if time.Since(lastOrphanReport) < orphanReportInterval {
 			return
 		}
-		lastOrphanReport = time.Now()
+		now := time.Now()
+		nodes, err := c.store.NodeList(ctx, &twicestore.NodeListParams{AliveSince: now.Add(-nodeAliveWindow)})
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "listing live nodes failed", logattr.Err, err)
+			}
+			return
+		}
+		if !fleetSettled(nodes, now) {
+			return
+		}
+		lastOrphanReport = now
 		orphans, err := c.Orphans(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -212,6 +219,23 @@ func (c *Client) nodeLoop(ctx context.Context) {
 				logattr.Queue, q.Queue, "count", q.Count, "oldest", q.Oldest)
 		}
 	})
+}
+
+// fleetSettled reports whether the fleet's view of who handles what is
+// settled at now, so kinds and queues no live node serves can be reported:
+// a node alive in the store started nodeAliveWindow ago or earlier, and
+// the nodes started with it (a deploy) have heartbeated since. It is the
+// fleet's uptime that counts, not this node's: a worker restarted faster
+// than the window (a crash loop) still reports, as the rows of its
+// earlier runs, alive for a window after their last heartbeat, show the
+// fleet has been up; a fleet started all at once waits the window.
+func fleetSettled(nodes []*twicetype.Node, now time.Time) bool {
+	for _, n := range nodes {
+		if !n.StartedAt.After(now.Add(-nodeAliveWindow)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Orphans lists kinds with waiting jobs that no live worker handles. Such

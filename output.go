@@ -115,6 +115,12 @@ func jobOutput(id int64, out *twicestore.JobOutputResult) (*JobOutput, error) {
 // it is woken by a notification (LISTEN/NOTIFY on the job's finish); on
 // SQLite it polls, every 5 ms at first and backing off to 250 ms. A
 // notification is only a hint: the state is always read from the store.
+//
+// A read that fails (the database restarting or failing over) is retried,
+// with a pause growing to 2 s, until ctx ends; only a job that does not
+// exist ends the wait early, with twicestore.ErrNotFound. Whatever the
+// error, the *JobOutput is not nil: its ID names the job and its State is
+// the last one read (empty when no read succeeded).
 func (c *Client) Wait(ctx context.Context, id int64) (*JobOutput, error) {
 	if l, ok := twicestore.As[twicestore.FinishListener](c.store); ok {
 		return c.waits.wait(ctx, l, c.store, id)
@@ -125,6 +131,11 @@ func (c *Client) Wait(ctx context.Context, id int64) (*JobOutput, error) {
 // EnqueueAndWait enqueues args and waits for the job to finish, as Wait
 // does. For a duplicate (a unique key an unfinished job holds), it waits
 // for that job. Its handler records the result with RecordOutput.
+//
+// Once the job is enqueued, the *JobOutput is not nil, whatever the error:
+// its ID names the job, so a caller whose ctx ended can Wait for that job
+// again rather than enqueue a second one. A nil *JobOutput means the
+// enqueue failed (the error says why).
 func (c *Client) EnqueueAndWait(ctx context.Context, args Args, opts *EnqueueOpts) (*JobOutput, error) {
 	res, err := c.Enqueue(ctx, args, opts)
 	if err != nil {
@@ -143,24 +154,78 @@ const (
 	// waitLinger keeps the finish listener after its last waiter left, so
 	// a stream of waits does not connect and LISTEN for each.
 	waitLinger = 10 * time.Second
+	// The pause before Wait reads again after a failed read doubles from
+	// waitRetryMin to waitRetryMax: a restart or a failover takes seconds
+	// to tens of seconds, and a caller that gave up on it would enqueue
+	// the job again.
+	waitRetryMin = 100 * time.Millisecond
+	waitRetryMax = 2 * time.Second
 )
 
+// waitReads is what one Wait learned from its reads of a job: the last
+// state read and, when the last read failed, its error and the pause
+// before the next.
+type waitReads struct {
+	id    int64
+	state twicetype.JobState
+	err   error
+	retry time.Duration
+}
+
+// read reads the job with read, and reports done with Wait's answer once
+// the job finished or does not exist. A failed read is kept in r.err, to
+// be tried again after r.retry.
+func (r *waitReads) read(ctx context.Context, read func(context.Context, *twicestore.JobGetParams) (*twicestore.JobOutputResult, error)) (out *JobOutput, done bool, err error) {
+	res, err := read(ctx, &twicestore.JobGetParams{ID: r.id})
+	switch {
+	case errors.Is(err, twicestore.ErrNotFound):
+		return r.output(), true, fmt.Errorf("twice: wait for job %d: %w", r.id, err)
+	case err != nil && ctx.Err() != nil:
+		out, err := r.ended(ctx)
+		return out, true, err
+	case err != nil:
+		r.err, r.retry = err, min(max(2*r.retry, waitRetryMin), waitRetryMax)
+		return nil, false, nil
+	}
+	r.state, r.err, r.retry = res.State, nil, 0
+	if res.State.Finished() {
+		out, err := jobOutput(r.id, res)
+		return out, true, err
+	}
+	return nil, false, nil
+}
+
+// ended is Wait's answer when ctx ended first: ctx's cause, and the last
+// read's failure if it failed, which is likely why the wait was long.
+func (r *waitReads) ended(ctx context.Context) (*JobOutput, error) {
+	err := fmt.Errorf("twice: wait for job %d: %w", r.id, context.Cause(ctx))
+	if r.err != nil {
+		err = fmt.Errorf("%w (its last read failed: %w)", err, r.err)
+	}
+	return r.output(), err
+}
+
+// output names the job, in the last state read, for an answer that is not
+// the job's result.
+func (r *waitReads) output() *JobOutput { return &JobOutput{ID: r.id, State: r.state} }
+
 func pollWait(ctx context.Context, ex twicestore.Executor, id int64) (*JobOutput, error) {
+	r := &waitReads{id: id}
 	interval := waitPollMin
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("twice: wait for job %d: %w", id, context.Cause(ctx))
+			return r.ended(ctx)
 		case <-t.C:
 		}
-		out, err := ex.JobOutput(ctx, &twicestore.JobGetParams{ID: id})
-		if err != nil {
-			return nil, fmt.Errorf("twice: wait for job %d: %w", id, err)
+		if out, done, err := r.read(ctx, ex.JobOutput); done {
+			return out, err
 		}
-		if out.State.Finished() {
-			return jobOutput(id, out)
+		if r.err != nil {
+			t.Reset(r.retry)
+			continue
 		}
 		t.Reset(interval)
 		interval = min(2*interval, waitPollMax)
@@ -189,6 +254,7 @@ func (h *waitHub) wait(ctx context.Context, l twicestore.FinishListener, store t
 		return pollWait(ctx, store, id)
 	}
 	defer h.remove(id, ch)
+	r := &waitReads{id: id}
 	// Read the state only once the listener listens, so a finish right
 	// after the read is notified; a listener slow to connect is not
 	// waited for long.
@@ -198,16 +264,21 @@ func (h *waitHub) wait(ctx context.Context, l twicestore.FinishListener, store t
 	case <-listening:
 	case <-t.C:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("twice: wait for job %d: %w", id, context.Cause(ctx))
+		return r.ended(ctx)
 	}
 	read := l.JobAwait // marks the job, so its finish is notified
 	for {
-		out, err := read(ctx, &twicestore.JobGetParams{ID: id})
-		if err != nil {
-			return nil, fmt.Errorf("twice: wait for job %d: %w", id, err)
+		if out, done, err := r.read(ctx, read); done {
+			return out, err
 		}
-		if out.State.Finished() {
-			return jobOutput(id, out)
+		if r.err != nil { // read again, JobAwait until it marked the job
+			t.Reset(r.retry)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return r.ended(ctx)
+			}
+			continue
 		}
 		read = store.JobOutput
 		t.Reset(waitRecheck)
@@ -215,7 +286,7 @@ func (h *waitHub) wait(ctx context.Context, l twicestore.FinishListener, store t
 		case <-ch:
 		case <-t.C:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("twice: wait for job %d: %w", id, context.Cause(ctx))
+			return r.ended(ctx)
 		}
 	}
 }

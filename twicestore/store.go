@@ -57,6 +57,12 @@ type Executor interface {
 	// those an operator asked to cancel, so every worker learns of a
 	// cancel within one heartbeat.
 	JobExtendLease(ctx context.Context, p *JobExtendLeaseParams) (*JobExtendLeaseResult, error)
+	// JobCancelRequested reports which of the leases, still running under
+	// their epoch, an operator asked to cancel, without writing: one
+	// primary-key lookup per lease. A worker on a store with no
+	// CancelListener asks it twice a second while it runs jobs, so a
+	// cancel reaches the handler at once, not at the next heartbeat.
+	JobCancelRequested(ctx context.Context, p *JobCancelRequestedParams) (*JobCancelRequestedResult, error)
 	// JobFinish records outcomes of running jobs, each guarded by state
 	// running and the caller's epoch, so a worker whose lease was lost never
 	// overwrites the newer holder's outcome. Markers attached to outcomes are

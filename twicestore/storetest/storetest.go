@@ -118,6 +118,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Marker", markerTests},
 		{"Admin", adminTests},
 		{"Cancel", cancelTests},
+		{"CancelPoll", cancelPollTests},
 		{"Queue", queueTests},
 		{"Stats", statsTests},
 		{"Toggle", toggleTests},
