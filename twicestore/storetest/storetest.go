@@ -124,6 +124,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Catalog", catalogTests},
 		{"Limits", limitTests},
 		{"Steps", stepTests},
+		{"Unstorable", unstorableTests},
 		{"Compose", composeTests},
 		{"Schema", schemaTests},
 	}
