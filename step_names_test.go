@@ -121,7 +121,9 @@ func TestStepBadBytesRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = <-errs // the handler of mode "none" ran: the job exists
+			if err := <-errs; err != nil { // the job exists and ran
+				t.Fatal(err)
+			}
 			for what, settle := range map[string]func() error{
 				"name": func() error { return c.StepSettle(context.Background(), res.Job.ID, "charge\x00", nil) },
 				"receipt": func() error {
