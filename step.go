@@ -397,7 +397,11 @@ func effectKey(handler, key, name string) string {
 // The step's handler name is the kind's registered HandlerName when this
 // client registered the kind, and the kind (the default) otherwise. An
 // error wraps twicestore.ErrNotFound when the step has no unfinished
-// claim.
+// claim, and ErrJobRunning, settling nothing, while the job that claimed
+// it is running: its delivery may be in the step's effect right now, and
+// settling under it would let the effect run twice. Settle once the job is
+// dead (ErrEffectUncertain), or cancel it and wait for it to stop. A name
+// or receipt that is not UTF-8 text is refused with ErrInvalidInput.
 func (c *Client) StepSettle(ctx context.Context, id int64, name string, receipt any) error {
 	if err := checkStepName(name); err != nil {
 		return err
@@ -416,7 +420,12 @@ func (c *Client) StepSettle(ctx context.Context, id int64, name string, receipt 
 			return err
 		}
 	}
-	if err := c.store.StepSettle(ctx, p); err != nil {
+	err = c.store.StepSettle(ctx, p)
+	switch {
+	case errors.Is(err, twicestore.ErrStepRunning):
+		return fmt.Errorf("twice: settle step %q of job %d: %w: its delivery may be running the step's effect now; "+
+			"settle the step once the job is dead, or cancel the job and wait for it to stop (%w)", name, id, ErrJobRunning, err)
+	case err != nil:
 		return fmt.Errorf("twice: settle step %q of job %d: %w", name, id, err)
 	}
 	return nil

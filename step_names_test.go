@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
@@ -133,6 +135,55 @@ func TestStepBadBytesRefused(t *testing.T) {
 				if err := settle(); !errors.Is(err, twice.ErrInvalidInput) {
 					t.Errorf("StepSettle with a bad %s: %v, want ErrInvalidInput", what, err)
 				}
+			}
+		})
+	}
+}
+
+// TestStepSettleRefusedWhileRunning: a person's StepSettle of a step whose
+// job is running (its delivery is in the step's effect) is refused with
+// ErrJobRunning and changes nothing, so the effect runs once and the step
+// keeps the delivery's own receipt. Before, the settle went through: the
+// claim was deleted (or marked done) under the running delivery, and the
+// ClaimBefore effect ran again on the next delivery.
+func TestStepSettleRefusedWhileRunning(t *testing.T) {
+	t.Parallel()
+	for name, open := range stepStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := open(t)
+			var charges atomic.Int32
+			inEffect, release := make(chan struct{}), make(chan struct{})
+			reg := twice.NewRegistry()
+			twice.MustRegister(reg, twice.HandlerFunc[loopArgs](func(ctx context.Context, _ *twice.Job[loopArgs]) error {
+				_, err := twice.Step(ctx, "charge", twice.ClaimBefore, func(context.Context) (string, error) {
+					if charges.Add(1) == 1 {
+						close(inEffect)
+						<-release
+					}
+					return "ch_live", nil
+				})
+				return err
+			}), &twice.KindOpts{Strategy: twice.None})
+			c := startClient(t, store, testConfig(reg))
+			res, err := c.Enqueue(context.Background(), loopArgs{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitfor.Closed(t, inEffect, "the step's effect to start")
+			for _, receipt := range []any{nil, "ch_settled"} {
+				err := c.StepSettle(context.Background(), res.Job.ID, "charge", receipt)
+				if !errors.Is(err, twice.ErrJobRunning) || !strings.Contains(err.Error(), "once the job is dead") {
+					t.Errorf("StepSettle(%v) while the step runs: %v, want ErrJobRunning saying when to settle", receipt, err)
+				}
+			}
+			close(release)
+			waitJob(t, store, res.Job.ID, "completed", isState(twicetype.JobStateCompleted))
+			if n := charges.Load(); n != 1 {
+				t.Errorf("%d charges, want 1", n)
+			}
+			if err := c.StepSettle(context.Background(), res.Job.ID, "charge", nil); !errors.Is(err, twicestore.ErrNotFound) {
+				t.Errorf("StepSettle of the finished step: %v, want ErrNotFound", err)
 			}
 		})
 	}
