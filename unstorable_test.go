@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
@@ -90,6 +93,80 @@ func TestUnstorableTextIsCleaned(t *testing.T) {
 			}
 			if len(row.Errors) != 1 || !strings.Contains(row.Errors[0].Error, "not valid UTF-8") {
 				t.Errorf("errors %v, want RecordOutput's refusal", row.Errors)
+			}
+		})
+	}
+}
+
+// refusingStore is the real store whose JobFinish refuses, as
+// unstorable, every write holding an outcome whose error says "poison",
+// as PostgreSQL refuses a value it can never hold on every try.
+type refusingStore struct {
+	twicestore.Store
+	refused atomic.Int32
+}
+
+func (s *refusingStore) Unwrap() twicestore.Store { return s.Store }
+
+func (s *refusingStore) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	for _, o := range p.Outcomes {
+		if o.Error != nil && strings.Contains(o.Error.Error, "poison") {
+			s.refused.Add(1)
+			return nil, twicestore.Unstorable(errors.New("injected: ERROR: invalid byte sequence (SQLSTATE 22021)"))
+		}
+	}
+	return s.Store.JobFinish(ctx, p)
+}
+
+// TestOneUnstorableOutcomeHoldsUpNoOther: a worker whose store refuses one
+// job's outcome for ever still writes the outcomes of 50 other jobs, and
+// the refused job ends dead-lettered, its error saying its outcome could
+// not be stored, with OnDead told; its lease is not extended for ever.
+// Before, the completer retried the refused write while the heartbeat
+// kept extending the lease, and every outcome behind it waited (50 of 50
+// jobs still running after 40 s in the report).
+func TestOneUnstorableOutcomeHoldsUpNoOther(t *testing.T) {
+	t.Parallel()
+	for name, open := range stepStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := &refusingStore{Store: open(t)}
+			reg := twice.NewRegistry()
+			twice.MustRegister(reg, twice.HandlerFunc[badTextArgs](func(_ context.Context, j *twice.Job[badTextArgs]) error {
+				if j.Args.Mode == "poison" {
+					return errors.New("poison")
+				}
+				return nil
+			}), &twice.KindOpts{Strategy: twice.None})
+			dead := make(chan twice.DeadJob, 1)
+			cfg := testConfig(reg)
+			cfg.OnDead = func(_ context.Context, d twice.DeadJob) { dead <- d }
+			c := startClient(t, store, cfg)
+			ctx := context.Background()
+			bad, err := c.Enqueue(ctx, badTextArgs{Mode: "poison"}, &twice.EnqueueOpts{MaxAttempts: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := make([]int64, 50)
+			for i := range ids {
+				res, err := c.Enqueue(ctx, badTextArgs{Mode: "plain"}, &twice.EnqueueOpts{MaxAttempts: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[i] = res.Job.ID
+			}
+			for _, id := range ids {
+				waitJob(t, store, id, "completed", isState(twicetype.JobStateCompleted))
+			}
+			row := waitJob(t, store, bad.Job.ID, "dead", isState(twicetype.JobStateDead))
+			if len(row.Errors) != 1 || !strings.Contains(row.Errors[0].Error, "could not be stored") {
+				t.Errorf("refused job's errors %v, want its outcome's refusal explained", row.Errors)
+			}
+			if d := waitfor.Recv(t, dead, "OnDead for the refused job"); d.Job.ID != bad.Job.ID {
+				t.Errorf("OnDead for job %d, want %d", d.Job.ID, bad.Job.ID)
+			}
+			if n := store.refused.Load(); n < 1 {
+				t.Errorf("the store refused %d writes, want the poisoned outcome refused", n)
 			}
 		})
 	}
