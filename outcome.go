@@ -128,6 +128,9 @@ var ErrLeaseLost = errors.New("twice: job lease lost")
 // response body, say); stored whole, each attempt of each failing job
 // would carry it into every listing, dashboard page and JSON dump. A longer
 // text keeps its beginning and ends with a mark saying how much was cut.
+// Such text with a NUL byte or bytes that are not UTF-8 (which PostgreSQL
+// cannot store) is stored with each of them shown as \xNN, and marked
+// "[cleaned: …]", on every driver.
 const MaxErrorTextBytes = 16 << 10
 
 // storableText is s as an outcome stores it: capped at MaxErrorTextBytes,
