@@ -420,7 +420,7 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 			o.Marker.Now = now
 		}
 		if cancelled != nil {
-			o.Note = capText("cancelled by its handler: " + errString(cancelled.Err))
+			o.Note = storableText("cancelled by its handler: " + errString(cancelled.Err))
 		} // else the store notes the operator's request
 		e.logger.InfoContext(e.ctx, "job cancelled", logattr.Component, "executor", logattr.Err, err)
 		return o
@@ -431,7 +431,7 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 			o.Marker.Now = now
 		}
 		if noop != nil {
-			o.Note = capText(noop.Reason)
+			o.Note = storableText(noop.Reason)
 		}
 		if o.Note != "" {
 			e.logger.InfoContext(e.ctx, "job completed as a no-op", logattr.Component, "executor", "reason", o.Note)
@@ -444,7 +444,7 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 			"last: %w", ErrTooManySnoozes, e.row.Snoozes+1, e.row.Kind, err))
 	case errors.As(err, &snooze):
 		o.State, o.RunAt, o.RefundAttempt, o.Snooze = twicetype.JobStateAvailable, now.Add(snooze.Duration), true, true
-		o.Note = err.Error()
+		o.Note = storableText(err.Error())
 		e.logger.InfoContext(e.ctx, "job snoozed", logattr.Component, "executor", "for", snooze.Duration,
 			"snoozes", e.row.Snoozes+1)
 		return o
@@ -454,9 +454,9 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 		e.logger.InfoContext(e.ctx, "job requeued on shutdown", logattr.Component, "executor", logattr.Err, err)
 		return o
 	}
-	ae := &twicetype.AttemptError{Attempt: e.row.Attempt, At: now, Error: capText(err.Error())}
+	ae := &twicetype.AttemptError{Attempt: e.row.Attempt, At: now, Error: storableText(err.Error())}
 	if errors.As(err, &panicErr) {
-		ae.Stack = capText(panicErr.Stack)
+		ae.Stack = storableText(panicErr.Stack)
 	}
 	o.Error = ae
 	if errors.Is(context.Cause(e.ctx), ErrLeaseLost) || errors.Is(err, ErrLeaseLost) {

@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
+
+	"github.com/twicejobs/twice/internal/freetext"
 )
 
 // PermanentError marks a failure that retrying cannot fix: the job goes to
@@ -127,21 +128,13 @@ var ErrLeaseLost = errors.New("twice: job lease lost")
 // response body, say); stored whole, each attempt of each failing job
 // would carry it into every listing, dashboard page and JSON dump. A longer
 // text keeps its beginning and ends with a mark saying how much was cut.
+// Such text with a NUL byte or bytes that are not UTF-8 (which PostgreSQL
+// cannot store) is stored with each of them shown as \xNN, and marked
+// "[cleaned: …]", on every driver.
 const MaxErrorTextBytes = 16 << 10
 
-// capText returns s cut to at most MaxErrorTextBytes, on a character
-// boundary, ending with "… [cut: N bytes]" when it was cut.
-func capText(s string) string {
-	if len(s) <= MaxErrorTextBytes {
-		return s
-	}
-	// The mark for the largest possible cut is no shorter than the real
-	// one, so keeping this much leaves room for it.
-	keep := MaxErrorTextBytes - len(cutMark(len(s)))
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + cutMark(len(s)-keep)
-}
-
-func cutMark(n int) string { return fmt.Sprintf("… [cut: %d bytes]", n) }
+// storableText is s as an outcome stores it: capped at MaxErrorTextBytes,
+// and with a NUL byte or bytes that are not UTF-8 (a binary response body
+// in an error, say) escaped and marked, since PostgreSQL refuses them and
+// an outcome it refuses would never be written (see freetext.Clean).
+func storableText(s string) string { return freetext.Clean(s, MaxErrorTextBytes) }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -29,6 +30,14 @@ var ErrJobNotCompleted = errors.New("twice: job did not complete")
 // job's completion, in the same write, and only if the job completes: a
 // failed attempt's output is dropped. The last call wins. Read it with
 // Client.JobResult or Client.Wait.
+//
+// Output that no driver can store is refused here, with an error wrapping
+// ErrInvalidInput, and nothing is recorded: JSON that is not valid UTF-8,
+// which only a json.RawMessage or a MarshalJSON method of the caller's can
+// produce (json.Marshal itself escapes every string). Encode binary data
+// as a []byte field (base64) instead. Refused rather than cleaned: the
+// output is data a caller reads back, and altered data would be worse than
+// an error the handler sees.
 func RecordOutput(ctx context.Context, v any) error {
 	r := runFrom(ctx)
 	if r == nil {
@@ -40,6 +49,10 @@ func RecordOutput(ctx context.Context, v any) error {
 	}
 	if len(b) > MaxOutputBytes {
 		return fmt.Errorf("%w: it is %d bytes", ErrOutputTooLarge, len(b))
+	}
+	if at := freetext.UnstorableAt(string(b)); at >= 0 {
+		return fmt.Errorf("twice: record output: its JSON is not valid UTF-8 (byte 0x%02x at offset %d), "+
+			"so it cannot be stored; encode binary data as a []byte field (base64): %w", b[at], at, ErrInvalidInput)
 	}
 	r.mu.Lock()
 	r.output = b

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -74,8 +75,19 @@ func runFrom(ctx context.Context) *stepRun {
 //
 // Every step write is fenced by the job's lease epoch: a delivery that
 // lost its lease cannot claim or finish a step (the error wraps
-// ErrLeaseLost). Each name has one strategy: using a name with another
-// strategy, in this delivery or an earlier one, is an error. A
+// ErrLeaseLost).
+//
+// A name stands for one effect of the message, so it is used once per
+// delivery: a second Step of the same name in one delivery is refused
+// (ErrInvalidInput, failing the job permanently), since it would find the
+// first one's receipt and skip its function. In a loop, name each step
+// after its item: twice.Step(ctx, "charge:"+item.ID, …). A name is text
+// of at most MaxStepNameBytes, without NUL bytes, in UTF-8; a result must
+// encode to JSON in UTF-8 (json.Marshal ensures it for everything but a
+// json.RawMessage or a MarshalJSON method): others are refused with
+// ErrInvalidInput before they reach the database. Each name has one
+// strategy: using a name with another strategy, in an earlier delivery, is
+// an error. A
 // Transactional kind's steps must be Transactional: its handler already
 // runs in one transaction. Give the kind strategy None (or ClaimAfter) and
 // each step its own bias.
@@ -111,7 +123,8 @@ func Step[R any](ctx context.Context, name string, s Strategy, fn func(ctx conte
 	return result, nil
 }
 
-// encodeReceipt encodes a step's result, within MaxReceiptBytes.
+// encodeReceipt encodes a step's result, within MaxReceiptBytes and as
+// valid UTF-8, so every driver stores it.
 func encodeReceipt(name string, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -121,17 +134,22 @@ func encodeReceipt(name string, v any) ([]byte, error) {
 		return nil, fmt.Errorf("twice: step %q: its result is %d bytes as JSON, over twice.MaxReceiptBytes (%d): "+
 			"return a reference (an id) instead of the document: %w", name, len(b), MaxReceiptBytes, twicestore.ErrReceiptTooLarge)
 	}
+	if at := freetext.UnstorableAt(string(b)); at >= 0 {
+		// Only a json.RawMessage or a MarshalJSON method can produce it:
+		// json.Marshal escapes every string.
+		return nil, invalidf("twice: step %q: its result as JSON is not valid UTF-8 (byte 0x%02x at offset %d), "+
+			"so it cannot be stored as its receipt; return binary data as a []byte (base64)", name, b[at], at)
+	}
 	return b, nil
 }
 
-// use records name as used with s in this delivery, refusing a second
-// strategy for it and a strategy the kind cannot run.
+// use records name as used with s in this delivery, refusing a name used
+// already, a name no driver can store, and a strategy the kind cannot run.
 func (r *stepRun) use(name string, s Strategy) error {
+	if err := checkStepName(name); err != nil {
+		return err
+	}
 	switch {
-	case name == "":
-		return errors.New("twice: a step needs a name: pass a short constant such as \"charge\"")
-	case len(name) > MaxStepNameBytes:
-		return fmt.Errorf("twice: step name %.20q... is over %d bytes", name, MaxStepNameBytes)
 	case s != ClaimBefore && s != ClaimAfter && s != Transactional:
 		return fmt.Errorf("twice: step %q: strategy %s is not for steps: use ClaimBefore, ClaimAfter or Transactional "+
 			"(a step with nothing to remember needs no twice.Step)", name, s)
@@ -141,14 +159,38 @@ func (r *stepRun) use(name string, s Strategy) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if was, ok := r.used[name]; ok && was != s {
-		return Permanent(fmt.Errorf("twice: step %q is used with strategy %s and %s in one handler: "+
-			"give each step one strategy, or another name", name, was, s))
+	if was, ok := r.used[name]; ok {
+		// A name stands for one effect of the message: a second step of
+		// the same name would find the first one's receipt and silently
+		// skip its own function (a loop of charges would charge once).
+		if was != s {
+			return Permanent(invalidf("twice: step %q is used with strategy %s and %s in one handler: "+
+				"give each step one strategy, or another name", name, was, s))
+		}
+		return Permanent(invalidf("twice: step %q is used twice in one delivery: a step's name stands for one effect, "+
+			"so the second would be skipped; in a loop, name each step after its item, such as \"charge:\"+item.ID", name))
 	}
 	if r.used == nil {
 		r.used = map[string]Strategy{}
 	}
 	r.used[name] = s
+	return nil
+}
+
+// checkStepName refuses a step name that is empty, too long, or that no
+// driver can store (a NUL byte, bytes that are not UTF-8), before it
+// reaches the database.
+func checkStepName(name string) error {
+	switch {
+	case name == "":
+		return invalidf("twice: a step needs a name: pass a short constant such as \"charge\"")
+	case len(name) > MaxStepNameBytes:
+		return invalidf("twice: step name %.20q... is over %d bytes", name, MaxStepNameBytes)
+	}
+	if at := freetext.UnstorableAt(name); at >= 0 {
+		return invalidf("twice: step name %q holds a NUL byte or bytes that are not UTF-8 (at byte %d), "+
+			"which cannot be stored: name steps with text, such as \"charge\" or \"charge:\"+item.ID", name, at)
+	}
 	return nil
 }
 
@@ -355,8 +397,15 @@ func effectKey(handler, key, name string) string {
 // The step's handler name is the kind's registered HandlerName when this
 // client registered the kind, and the kind (the default) otherwise. An
 // error wraps twicestore.ErrNotFound when the step has no unfinished
-// claim.
+// claim, and ErrJobRunning, settling nothing, while the job that claimed
+// it is running: its delivery may be in the step's effect right now, and
+// settling under it would let the effect run twice. Settle once the job is
+// dead (ErrEffectUncertain), or cancel it and wait for it to stop. A name
+// or receipt that is not UTF-8 text is refused with ErrInvalidInput.
 func (c *Client) StepSettle(ctx context.Context, id int64, name string, receipt any) error {
+	if err := checkStepName(name); err != nil {
+		return err
+	}
 	row, err := c.JobGet(ctx, id)
 	if err != nil {
 		return err
@@ -371,7 +420,12 @@ func (c *Client) StepSettle(ctx context.Context, id int64, name string, receipt 
 			return err
 		}
 	}
-	if err := c.store.StepSettle(ctx, p); err != nil {
+	err = c.store.StepSettle(ctx, p)
+	switch {
+	case errors.Is(err, twicestore.ErrStepRunning):
+		return fmt.Errorf("twice: settle step %q of job %d: %w: its delivery may be running the step's effect now; "+
+			"settle the step once the job is dead, or cancel the job and wait for it to stop (%w)", name, id, ErrJobRunning, err)
+	case err != nil:
 		return fmt.Errorf("twice: settle step %q of job %d: %w", name, id, err)
 	}
 	return nil

@@ -172,29 +172,46 @@ SELECT count(*) FROM fence`, p.JobID, p.Epoch, p.Handler, p.Key, p.Step).Scan(&f
 }
 
 // StepSettle settles an unfinished claim: done with the receipt, or
-// deleted without one.
+// deleted without one; never the claim of a job that is running.
 func (e *executor) StepSettle(ctx context.Context, p *twicestore.StepParams) error {
-	if len(p.Receipt) > twicestore.MaxReceiptBytes {
-		return twicestore.ErrReceiptTooLarge
+	if err := p.CheckSettle(); err != nil {
+		return err
 	}
 	var n int64
 	var err error
 	if p.Receipt != nil {
-		n, err = e.q.exec(ctx, `UPDATE twice_steps SET done_at = $4, receipt = $5
-			WHERE handler = $1 AND key = $2 AND step = $3 AND done_at IS NULL`,
+		n, err = e.q.exec(ctx, `UPDATE twice_steps s SET done_at = $4, receipt = $5
+			WHERE handler = $1 AND key = $2 AND step = $3 AND done_at IS NULL AND `+claimantNotRunningSQL,
 			p.Handler, p.Key, p.Step, nowOr(p.Now), string(p.Receipt))
 	} else {
-		n, err = e.q.exec(ctx, `DELETE FROM twice_steps WHERE handler = $1 AND key = $2 AND step = $3 AND done_at IS NULL`,
+		n, err = e.q.exec(ctx, `DELETE FROM twice_steps s
+			WHERE handler = $1 AND key = $2 AND step = $3 AND done_at IS NULL AND `+claimantNotRunningSQL,
 			p.Handler, p.Key, p.Step)
 	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("settle step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
-	case n == 0:
-		return fmt.Errorf("settle step %q of %q/%q: no unfinished claim: %w", p.Step, p.Handler, p.Key, twicestore.ErrNotFound)
+	case n == 1:
+		return nil
 	}
-	return nil
+	// Nothing settled: no unfinished claim, or its job is running.
+	var jobID int64
+	err = e.q.queryRow(ctx, `SELECT job_id FROM twice_steps WHERE handler = $1 AND key = $2 AND step = $3 AND done_at IS NULL`,
+		p.Handler, p.Key, p.Step).Scan(&jobID)
+	switch {
+	case isNoRows(err):
+		return fmt.Errorf("settle step %q of %q/%q: no unfinished claim: %w", p.Step, p.Handler, p.Key, twicestore.ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("settle step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
+	}
+	return fmt.Errorf("settle step %q of %q/%q: job %d, which claimed it, is running: %w",
+		p.Step, p.Handler, p.Key, jobID, twicestore.ErrStepRunning)
 }
+
+// claimantNotRunningSQL holds when the job that claimed step s is not
+// running: a running delivery may be in the step's effect, so a person's
+// settle must wait until it ends.
+const claimantNotRunningSQL = `NOT EXISTS (SELECT 1 FROM twice_jobs j WHERE j.id = s.job_id AND j.state = 'running')`
 
 // StepPrune deletes up to Limit of the oldest steps claimed before Before.
 func (e *executor) StepPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {

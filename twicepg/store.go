@@ -51,6 +51,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -270,15 +271,19 @@ type pgxQuerier struct{ c pgxConn }
 
 func (q pgxQuerier) exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := q.c.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), dataError(err)
 }
 
 func (q pgxQuerier) query(ctx context.Context, sql string, args ...any) (rows, error) {
-	return q.c.Query(ctx, sql, args...) //nolint:rowserrcheck // the caller reads the rows, and checks Err
+	r, err := q.c.Query(ctx, sql, args...) //nolint:rowserrcheck // the caller reads the rows, and checks Err
+	if err != nil {
+		return nil, dataError(err)
+	}
+	return dataRows{r}, nil
 }
 
 func (q pgxQuerier) queryRow(ctx context.Context, sql string, args ...any) row {
-	return q.c.QueryRow(ctx, sql, args...)
+	return dataRow{q.c.QueryRow(ctx, sql, args...)}
 }
 
 // sqlConn is the query surface *sql.DB, *sql.Conn and *sql.Tx share.
@@ -293,7 +298,7 @@ type sqlQuerier struct{ c sqlConn }
 func (q sqlQuerier) exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	r, err := q.c.ExecContext(ctx, sql, args...)
 	if err != nil {
-		return 0, err
+		return 0, dataError(err)
 	}
 	return r.RowsAffected()
 }
@@ -301,14 +306,40 @@ func (q sqlQuerier) exec(ctx context.Context, sql string, args ...any) (int64, e
 func (q sqlQuerier) query(ctx context.Context, sql string, args ...any) (rows, error) {
 	r, err := q.c.QueryContext(ctx, sql, args...) //nolint:rowserrcheck // the caller reads the rows, and checks Err
 	if err != nil {
-		return nil, err
+		return nil, dataError(err)
 	}
-	return sqlRows{r}, nil
+	return dataRows{sqlRows{r}}, nil
 }
 
 func (q sqlQuerier) queryRow(ctx context.Context, sql string, args ...any) row {
-	return q.c.QueryRowContext(ctx, sql, args...)
+	return dataRow{q.c.QueryRowContext(ctx, sql, args...)}
 }
+
+// dataError marks PostgreSQL's refusals of a value as
+// twicestore.ErrUnstorable: its data exceptions (SQLSTATE class 22: a NUL
+// byte or bytes that are not UTF-8 in text, "\u0000" in jsonb, a number
+// out of range) and program_limit_exceeded (54000: an index row too
+// large). The same write fails the same way on every try, so the
+// completer must not retry it; every query of the driver goes through
+// here, so no caller has to know the codes.
+func dataError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || pe.Code == "54000") {
+		return twicestore.Unstorable(err)
+	}
+	return err
+}
+
+// dataRow is a row whose Scan reports data exceptions as dataError does.
+type dataRow struct{ row }
+
+func (r dataRow) Scan(dest ...any) error { return dataError(r.row.Scan(dest...)) }
+
+// dataRows is rows whose errors are reported as dataError does.
+type dataRows struct{ rows }
+
+func (r dataRows) Scan(dest ...any) error { return dataError(r.rows.Scan(dest...)) }
+func (r dataRows) Err() error             { return dataError(r.rows.Err()) }
 
 // sqlRows gives *sql.Rows pgx's Close, which reports nothing: its error, if
 // any, is Err's.

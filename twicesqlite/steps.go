@@ -143,37 +143,54 @@ func (e *executor) StepRelease(ctx context.Context, p *twicestore.StepParams) er
 }
 
 // StepSettle settles an unfinished claim: done with the receipt, or
-// deleted without one.
+// deleted without one; never the claim of a job that is running.
 func (e *executor) StepSettle(ctx context.Context, p *twicestore.StepParams) error {
-	if len(p.Receipt) > twicestore.MaxReceiptBytes {
-		return twicestore.ErrReceiptTooLarge
+	if err := p.CheckSettle(); err != nil {
+		return err
 	}
-	var n int64
+	var n, jobID int64
 	err := e.direct(ctx, func(q dbtx) error {
 		var r sql.Result
 		var err error
 		if p.Receipt != nil {
-			r, err = q.ExecContext(ctx, `UPDATE twice_steps SET done_at = ?, receipt = ?
-				WHERE handler = ? AND key = ? AND step = ? AND done_at IS NULL`,
+			r, err = q.ExecContext(ctx, `UPDATE twice_steps AS s SET done_at = ?, receipt = ?
+				WHERE handler = ? AND key = ? AND step = ? AND done_at IS NULL AND `+claimantNotRunningSQL,
 				micros(nowOr(p.Now)), string(p.Receipt), p.Handler, p.Key, p.Step)
 		} else {
-			r, err = q.ExecContext(ctx, `DELETE FROM twice_steps WHERE handler = ? AND key = ? AND step = ? AND done_at IS NULL`,
+			r, err = q.ExecContext(ctx, `DELETE FROM twice_steps AS s
+				WHERE handler = ? AND key = ? AND step = ? AND done_at IS NULL AND `+claimantNotRunningSQL,
 				p.Handler, p.Key, p.Step)
 		}
 		if err != nil {
 			return err
 		}
-		n, err = r.RowsAffected()
+		if n, err = r.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		// Nothing settled: no unfinished claim, or its job is running.
+		err = q.QueryRowContext(ctx, `SELECT job_id FROM twice_steps
+			WHERE handler = ? AND key = ? AND step = ? AND done_at IS NULL`, p.Handler, p.Key, p.Step).Scan(&jobID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
 		return err
 	})
 	switch {
 	case err != nil:
 		return fmt.Errorf("settle step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
-	case n == 0:
-		return fmt.Errorf("settle step %q of %q/%q: no unfinished claim: %w", p.Step, p.Handler, p.Key, twicestore.ErrNotFound)
+	case n == 1:
+		return nil
+	case jobID != 0:
+		return fmt.Errorf("settle step %q of %q/%q: job %d, which claimed it, is running: %w",
+			p.Step, p.Handler, p.Key, jobID, twicestore.ErrStepRunning)
 	}
-	return nil
+	return fmt.Errorf("settle step %q of %q/%q: no unfinished claim: %w", p.Step, p.Handler, p.Key, twicestore.ErrNotFound)
 }
+
+// claimantNotRunningSQL holds when the job that claimed step s is not
+// running: a running delivery may be in the step's effect, so a person's
+// settle must wait until it ends.
+const claimantNotRunningSQL = `NOT EXISTS (SELECT 1 FROM twice_jobs j WHERE j.id = s.job_id AND j.state = 'running')`
 
 // StepPrune deletes up to Limit of the oldest steps claimed before Before.
 func (e *executor) StepPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {

@@ -205,9 +205,26 @@ func openError(err error) error {
 	return err
 }
 
+// dataError marks SQLite's refusals of a value (too big, of the wrong
+// type) as twicestore.ErrUnstorable: the same write fails the same way on
+// every try. SQLite stores any bytes as text, so it refuses less than
+// PostgreSQL; the runtime cleans what it writes so both store the same.
+func dataError(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteTooBig, sqliteMismatch:
+			return twicestore.Unstorable(err)
+		}
+	}
+	return err
+}
+
 // Primary SQLite result codes, from sqlite3.h.
 const (
 	sqliteCantOpen = 14
+	sqliteTooBig   = 18
+	sqliteMismatch = 20
 	sqliteNotADB   = 26
 )
 
@@ -337,9 +354,9 @@ var _ twicestore.Executor = (*executor)(nil)
 // otherwise a new one committed when fn returns nil.
 func (e *executor) inTx(ctx context.Context, fn func(q dbtx) error) error {
 	if e.pool == nil {
-		return fn(e.db)
+		return dataError(fn(e.db))
 	}
-	return e.write(ctx, func() error {
+	return dataError(e.write(ctx, func() error {
 		tx, err := e.pool.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
@@ -349,13 +366,13 @@ func (e *executor) inTx(ctx context.Context, fn func(q dbtx) error) error {
 			return err
 		}
 		return tx.Commit()
-	})
+	}))
 }
 
 // direct runs a writing fn on the executor's database or transaction as it
 // is, holding the write gate when on the pool.
 func (e *executor) direct(ctx context.Context, fn func(q dbtx) error) error {
-	return e.write(ctx, func() error { return fn(e.db) })
+	return dataError(e.write(ctx, func() error { return fn(e.db) }))
 }
 
 // micros is how a time is stored: unix microseconds, the precision both

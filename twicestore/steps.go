@@ -3,8 +3,10 @@ package twicestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/twicetype"
 )
 
@@ -45,7 +47,9 @@ type StepExecutor interface {
 	// whether the step's effect happened, unfenced: with a Receipt it
 	// marks the step done with it (the effect happened), without one it
 	// deletes the claim (it did not). ErrNotFound when the step has no
-	// unfinished claim.
+	// unfinished claim; ErrStepRunning, settling nothing, when the job
+	// that claimed it is running (its delivery may be in the effect).
+	// Checked like a claim (CheckSettle).
 	StepSettle(ctx context.Context, p *StepParams) error
 	// StepPrune deletes up to Limit steps claimed before Before, oldest
 	// first; a Limit of zero or less deletes them all.
@@ -115,18 +119,42 @@ type FinishListener interface {
 	ListenFinished(ctx context.Context, notify func(jobID int64), listening func()) error
 }
 
-// CheckStep reports a step write that cannot be fenced or named.
+// CheckStep reports a step write that cannot be fenced or named, or that
+// holds a value no driver can store.
 func (p *StepParams) CheckStep() error {
+	if p.JobID <= 0 || p.Epoch <= 0 {
+		return errors.New("step: a step write needs the job id and lease epoch that fence it")
+	}
+	return p.CheckSettle()
+}
+
+// CheckSettle reports a step's name or receipt that cannot be written: a
+// missing name, a receipt over MaxReceiptBytes, or text no driver can
+// store (a NUL byte, bytes that are not UTF-8; ErrUnstorable), which
+// SQLite would store and PostgreSQL refuse.
+func (p *StepParams) CheckSettle() error {
 	switch {
 	case p.Handler == "" || p.Step == "":
 		return errors.New("step: handler and step name are required")
-	case p.JobID <= 0 || p.Epoch <= 0:
-		return errors.New("step: a step write needs the job id and lease epoch that fence it")
 	case len(p.Receipt) > MaxReceiptBytes:
 		return ErrReceiptTooLarge
 	}
+	for _, f := range [...]struct{ what, text string }{
+		{"handler", p.Handler}, {"key", p.Key}, {"step name", p.Step}, {"receipt", string(p.Receipt)},
+	} {
+		if at := freetext.UnstorableAt(f.text); at >= 0 {
+			return fmt.Errorf("step %q: its %s holds a NUL byte or bytes that are not UTF-8 (at byte %d): %w",
+				p.Step, f.what, at, ErrUnstorable)
+		}
+	}
 	return nil
 }
+
+// ErrStepRunning means StepSettle was asked to settle the claim of a step
+// whose job is running: its delivery may be running the step's effect
+// right now, so only that delivery may finish or release it. Settle a
+// claim once its job is dead (ErrEffectUncertain), cancelled or waiting.
+var ErrStepRunning = errors.New("twicestore: the step's claim belongs to a job that is running")
 
 // ErrReceiptTooLarge means a step's receipt is over MaxReceiptBytes.
 var ErrReceiptTooLarge = errors.New("twicestore: step receipt is over MaxReceiptBytes (4 KiB); store a reference (an id) instead of the document")

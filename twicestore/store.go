@@ -67,7 +67,9 @@ type Executor interface {
 	// running and the caller's epoch, so a worker whose lease was lost never
 	// overwrites the newer holder's outcome. Markers attached to outcomes are
 	// claimed in the same transaction whether or not the guard matched,
-	// because the effect they stand for has happened.
+	// because the effect they stand for has happened. An outcome holding a
+	// value the database cannot store fails the call with an error
+	// wrapping ErrUnstorable, writing none of the batch.
 	JobFinish(ctx context.Context, p *JobFinishParams) (*JobFinishResult, error)
 	// JobRescue makes running jobs whose lease expired before Now fetchable
 	// again, or dead when they have no attempts left, or cancelled when an

@@ -3,9 +3,11 @@ package completer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -267,4 +269,162 @@ func TestOutcomesOutlastAnOutage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// poisonStore is the real store whose JobFinish refuses, as unstorable,
+// every write holding an outcome it finds poisoned, as PostgreSQL refuses
+// text with a NUL byte (SQLSTATE 22021) on every try.
+type poisonStore struct {
+	twicestore.Store
+	poisoned func(o *twicestore.JobOutcome) bool
+	mu       sync.Mutex
+	writes   [][]int64 // the job ids of each write, in order
+}
+
+func (s *poisonStore) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	ids := make([]int64, len(p.Outcomes))
+	poisoned := false
+	for i, o := range p.Outcomes {
+		ids[i] = o.ID
+		poisoned = poisoned || s.poisoned(o)
+	}
+	s.mu.Lock()
+	s.writes = append(s.writes, ids)
+	s.mu.Unlock()
+	if poisoned {
+		return nil, fmt.Errorf("finish jobs: %w",
+			twicestore.Unstorable(errors.New(`injected: invalid byte sequence for encoding "UTF8": 0x00 (SQLSTATE 22021)`)))
+	}
+	return s.Store.JobFinish(ctx, p)
+}
+
+// TestUnstorableOutcomeIsIsolated: one outcome the store can never store,
+// in a batch of 51 whose leases hold an hour, does not hold up the other
+// 50: they are written at once, without a retry (the batch is halved
+// around the bad one), and the bad one is dead-lettered with an error
+// saying why, instead of being retried until its lease ends (for ever,
+// while the heartbeat extended it). Before, the whole batch was retried
+// while the leases held, and no outcome of it was written.
+func TestUnstorableOutcomeIsIsolated(t *testing.T) {
+	t.Parallel()
+	gated, all := setup(t, 52)
+	holder, rows := all[0], all[1:]
+	store := &poisonStore{Store: gated.Store, poisoned: func(o *twicestore.JobOutcome) bool { return o.Note == "poison" }}
+	gate, entered := make(chan struct{}), make(chan struct{})
+	first := &firstWriteGate{Store: store, gate: gate, entered: entered}
+	c := New(first, discard(), 100)
+	c.Start(context.Background())
+	defer c.Stop()
+	bad := rows[17].ID
+	leaseUntil := func() time.Time { return time.Now().Add(time.Hour) }
+	type result struct {
+		id      int64
+		applied bool
+		err     error
+		state   twicetype.JobState
+	}
+	results := make(chan result, len(rows)+1)
+	add := func(o *twicestore.JobOutcome) {
+		c.Add(o, leaseUntil, func(applied bool, err error) { results <- result{o.ID, applied, err, o.State} })
+	}
+	// A write of another job first holds the loop, so the 51 go together.
+	add(completed(holder))
+	waitfor.Closed(t, entered, "the first write to be in flight")
+	for _, row := range rows {
+		o := completed(row)
+		if row.ID == bad {
+			o.Note = "poison"
+		}
+		add(o)
+	}
+	close(gate)
+	for range len(rows) + 1 {
+		r := waitfor.Recv(t, results, "every outcome to be written or given up")
+		switch {
+		case r.id == bad && (!r.applied || r.err != nil || r.state != twicetype.JobStateDead):
+			t.Errorf("bad outcome: done(%v, %v) with state %s; want its dead-letter applied", r.applied, r.err, r.state)
+		case r.id != bad && r.id != holder.ID && (!r.applied || r.err != nil):
+			t.Errorf("job %d: done(%v, %v); want it written", r.id, r.applied, r.err)
+		}
+	}
+	ctx := context.Background()
+	for _, row := range rows {
+		got, err := gated.JobGet(ctx, &twicestore.JobGetParams{ID: row.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := twicetype.JobStateCompleted
+		if row.ID == bad {
+			want = twicetype.JobStateDead
+			if len(got.Errors) != 1 || !strings.Contains(got.Errors[0].Error, "could not be stored") ||
+				!strings.Contains(got.Errors[0].Error, "SQLSTATE 22021") {
+				t.Errorf("bad job's errors %v, want the refusal explained", got.Errors)
+			}
+		}
+		if got.State != want {
+			t.Errorf("job %d is %s, want %s", row.ID, got.State, want)
+		}
+	}
+	// The holder's write, then halving 51 around one bad outcome: the
+	// whole, 2 writes per level (6 levels) and the dead-letter; a retry
+	// would repeat a write.
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if n := len(store.writes); n > 15 {
+		t.Errorf("%d writes, want at most 15 (halving, no retries)", n)
+	}
+	seen := map[string]bool{}
+	for _, ids := range store.writes {
+		k := fmt.Sprint(ids)
+		if seen[k] && len(ids) > 1 {
+			t.Errorf("the write of %v was retried", ids)
+		}
+		seen[k] = true
+	}
+}
+
+// TestUnstorableFallbackWithoutMarker: when the dead-letter that replaces
+// an unstorable outcome is refused too (its marker was the bad value), it
+// is written without the marker.
+func TestUnstorableFallbackWithoutMarker(t *testing.T) {
+	t.Parallel()
+	gated, rows := setup(t, 1)
+	store := &poisonStore{Store: gated.Store, poisoned: func(o *twicestore.JobOutcome) bool { return o.Marker != nil }}
+	c := New(store, discard(), 10)
+	c.Start(context.Background())
+	defer c.Stop()
+	o := completed(rows[0])
+	o.Marker = &twicestore.MarkerParams{Handler: "h", Key: "bad\x00key"}
+	done := make(chan error, 1)
+	c.Add(o, func() time.Time { return time.Now().Add(time.Hour) }, func(applied bool, err error) {
+		if !applied && err == nil {
+			err = errors.New("not applied")
+		}
+		done <- err
+	})
+	if err := waitfor.Recv(t, done, "the dead-letter to be written"); err != nil {
+		t.Fatalf("done: %v", err)
+	}
+	got, err := gated.JobGet(context.Background(), &twicestore.JobGetParams{ID: rows[0].ID})
+	if err != nil || got.State != twicetype.JobStateDead || o.State != twicetype.JobStateDead || o.Marker != nil {
+		t.Fatalf("job = %v (%v), outcome written %+v; want dead, without the marker", got.State, err, o)
+	}
+}
+
+// firstWriteGate holds the first JobFinish at gate.
+type firstWriteGate struct {
+	twicestore.Store
+	once    sync.Once
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (g *firstWriteGate) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.gate
+	}
+	return g.Store.JobFinish(ctx, p)
 }

@@ -21,6 +21,8 @@ var stepTests = []test{
 	{"InTransaction", testStepInTx},
 	{"Prune", testStepPrune},
 	{"SettleByHand", testStepSettle},
+	{"SettleRefusedWhileRunning", testStepSettleRunning},
+	{"UnstorableRefused", testStepUnstorable},
 	{"OutputWithCompletion", testJobOutput},
 }
 
@@ -317,5 +319,54 @@ func testStepSettle(t *testing.T, e *env) {
 	}
 	if _, err := e.s.StepGet(e.ctx, gone); !errors.Is(err, twicestore.ErrNotFound) {
 		t.Fatalf("step settled as not applied: %v, want it deleted", err)
+	}
+}
+
+// testStepSettleRunning: the claim of a step whose job is running (its
+// delivery may be running the effect right now) is not settled, either
+// way: StepSettle fails with ErrStepRunning and the claim stays as it was.
+// Once the job is no longer running, it is.
+func testStepSettleRunning(t *testing.T, e *env) {
+	j := e.fetchOne(e.base, e.insertOne(e.job("k")).Kind)
+	if _, err := e.s.StepClaim(e.ctx, stepOf(j, "charge")); err != nil {
+		t.Fatal(err)
+	}
+	done := &twicestore.StepParams{Handler: "h.order", Key: j.Key, Step: "charge", Receipt: []byte(`"ch_9"`), Now: e.base}
+	gone := &twicestore.StepParams{Handler: "h.order", Key: j.Key, Step: "charge"}
+	for _, p := range []*twicestore.StepParams{done, gone} {
+		if err := e.s.StepSettle(e.ctx, p); !errors.Is(err, twicestore.ErrStepRunning) {
+			t.Fatalf("settle (receipt %q) while the job runs: %v, want ErrStepRunning", p.Receipt, err)
+		}
+	}
+	if got, err := e.s.StepGet(e.ctx, done); err != nil || got.Done() || got.JobID != j.ID {
+		t.Fatalf("claim after refused settles = %+v, %v; want it unfinished, as it was", got, err)
+	}
+	e.finish(&twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateDead, FinishedAt: e.base,
+		Error: &twicetype.AttemptError{Attempt: 1, At: e.base, Error: "effect uncertain"}})
+	if err := e.s.StepSettle(e.ctx, done); err != nil {
+		t.Fatalf("settle once the job is dead: %v", err)
+	}
+}
+
+// testStepUnstorable: a step write holding a value no driver can store
+// as text (a NUL byte, bytes that are not UTF-8) is refused with
+// ErrUnstorable on every driver, writing nothing, so both drivers behave
+// the same (SQLite would store the bytes, PostgreSQL refuses them).
+func testStepUnstorable(t *testing.T, e *env) {
+	j := e.fetchOne(e.base, e.insertOne(e.job("k")).Kind)
+	bad := []*twicestore.StepParams{stepOf(j, "charge\x00"), stepOf(j, "charge\xff")}
+	withReceipt := stepOf(j, "email")
+	withReceipt.Done, withReceipt.Receipt = true, []byte("\"caf\xe9\"")
+	bad = append(bad, withReceipt)
+	for _, p := range bad {
+		if _, err := e.s.StepClaim(e.ctx, p); !errors.Is(err, twicestore.ErrUnstorable) {
+			t.Errorf("claim of step %q (receipt %q): %v, want ErrUnstorable", p.Step, p.Receipt, err)
+		}
+		if err := e.s.StepSettle(e.ctx, p); !errors.Is(err, twicestore.ErrUnstorable) {
+			t.Errorf("settle of step %q (receipt %q): %v, want ErrUnstorable", p.Step, p.Receipt, err)
+		}
+	}
+	if _, err := e.s.StepGet(e.ctx, withReceipt); !errors.Is(err, twicestore.ErrNotFound) {
+		t.Errorf("after a refused claim: %v, want no step", err)
 	}
 }

@@ -128,6 +128,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Catalog", catalogTests},
 		{"Limits", limitTests},
 		{"Steps", stepTests},
+		{"Unstorable", unstorableTests},
 		{"Compose", composeTests},
 		{"Retention", retentionTests},
 		{"Schema", schemaTests},
