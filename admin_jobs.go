@@ -212,7 +212,7 @@ var jobActionNames = [...]string{"cancel", "delete", "retry", "discard"}
 // JobCancel cancels jobs. A job waiting to run (due or scheduled) ends
 // cancelled at once, with who and why recorded on it. A running job gets a
 // cancel request: the node running it cancels the handler's context (at
-// once on PostgreSQL, at its next lease heartbeat otherwise) and the job
+// once on PostgreSQL, within about half a second otherwise) and the job
 // ends cancelled, never retried — unless it finishes first. A finished job
 // is left alone (ErrJobFinished). One job's refusal never stops the
 // others: each gets its own JobResult.

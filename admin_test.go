@@ -771,7 +771,7 @@ func TestAdminStrandedQueues(t *testing.T) {
 // handler's context with ErrJobCancelled and the job ends cancelled with
 // the operator's note, never retried: at once when this client runs it
 // (the lease heartbeat is minutes away here), and from another client (the
-// CLI's) at the worker's next heartbeat or, on PostgreSQL, by NOTIFY.
+// CLI's) by the worker's cancel poll or, on PostgreSQL, by NOTIFY.
 func TestAdminJobCancelRunning(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store twicestore.Store) {

@@ -111,8 +111,9 @@ var ErrEffectUncertain = errors.New("twice: an earlier delivery claimed this job
 
 // ErrJobCancelled is the cause a job's context is cancelled with when an
 // operator cancels the running job (Client.JobCancel, twice jobs cancel):
-// its worker learns of it at once on PostgreSQL (LISTEN/NOTIFY) and at the
-// next lease heartbeat otherwise. Such a job ends cancelled whatever its
+// its worker learns of it at once on PostgreSQL (LISTEN/NOTIFY) and within
+// about half a second otherwise (a node running jobs polls their cancel
+// requests). Such a job ends cancelled whatever its
 // handler returns, and is never retried. A ClaimBefore kind's claim is
 // kept unless the handler returns NotApplied or Cancel: the effect may have
 // happened, so a retry by hand is dead-lettered for a person to check

@@ -67,13 +67,13 @@ func runCancelled(t *testing.T, store twicestore.Store, cfg func(*twice.Config),
 	return took
 }
 
-// TestCancelRunningJobAtHeartbeat: on SQLite a cancel reaches a running
-// handler at the next lease heartbeat; the job ends cancelled, not
-// retried, though the handler returned an error.
-func TestCancelRunningJobAtHeartbeat(t *testing.T) {
+// TestCancelRunningJobShortLease: on SQLite with a short lease, the cancel
+// poll and the lease heartbeat both carry a cancel, whichever comes first;
+// the job ends cancelled, not retried, though the handler returned an error.
+func TestCancelRunningJobShortLease(t *testing.T) {
 	t.Parallel()
 	took := runCancelled(t, newStore(t), func(c *twice.Config) { c.LeaseDuration = time.Second }, nil)
-	t.Logf("cancel reached the handler after %s (heartbeat every 333ms)", took)
+	t.Logf("cancel reached the handler after %s (poll every 500ms, heartbeat every 333ms)", took)
 }
 
 // TestCancelRunningJobByNotify: on PostgreSQL a cancel reaches a running

@@ -64,8 +64,8 @@ func ExampleStore_QueuePause() {
 }
 
 // Cancelling jobs reports what became of each one: a waiting job is
-// cancelled at once, a running one is asked to stop (its worker learns at
-// its next heartbeat), and an unknown id is reported, not an error.
+// cancelled at once, a running one is asked to stop (its worker learns
+// within about half a second), and an unknown id is reported, not an error.
 func ExampleStore_JobCancel() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "twice-example")

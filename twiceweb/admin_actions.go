@@ -38,7 +38,7 @@ func formJobID(r *http.Request) (int64, error) {
 
 func (h *Handler) cancelJob(r *http.Request, who string) (string, *confirmation, error) {
 	return h.jobAction(r, who, "cancel", h.client.JobCancel,
-		"A job waiting to run ends cancelled at once. A running job's handler is told to stop (at once on PostgreSQL, at its next heartbeat otherwise) and the job ends cancelled, never retried, unless it finishes first.")
+		"A job waiting to run ends cancelled at once. A running job's handler is told to stop (at once on PostgreSQL, within about half a second otherwise) and the job ends cancelled, never retried, unless it finishes first.")
 }
 
 func (h *Handler) deleteJob(r *http.Request, who string) (string, *confirmation, error) {

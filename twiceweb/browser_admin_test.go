@@ -156,7 +156,7 @@ func TestBrowserAdmin(t *testing.T) {
 
 // An operator's cancel of a running job, clicked in the browser, reaches
 // its handler on the node running it (at once on PostgreSQL through
-// NOTIFY, at the next heartbeat on SQLite) and the job ends cancelled.
+// NOTIFY, by the cancel poll on SQLite) and the job ends cancelled.
 func TestBrowserCancelRunning(t *testing.T) {
 	t.Parallel()
 	testBrowserCancelRunning(t, newEnv(t))

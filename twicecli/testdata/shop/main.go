@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicecli"
@@ -47,9 +46,6 @@ func main() {
 	}), &twice.KindOpts{Queue: "accounts"})
 	twicecli.New(reg, &twicecli.Options{Config: twice.Config{
 		Queues: []twice.QueueConfig{{Name: "invoices", Concurrency: 2}, {Name: "accounts", Concurrency: 2}},
-		// A short lease: its heartbeat, every third of it, carries a cancel
-		// to a running job where no notification does (SQLite).
-		LeaseDuration: 3 * time.Second,
 		Observer: twice.ObserverFunc(func(e twice.Event) {
 			if e.Type == twice.EventCancelled {
 				fmt.Printf("cancelled a running %s job\n", e.Kind)
