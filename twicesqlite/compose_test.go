@@ -101,9 +101,8 @@ func (c *faultyConn) Prepare(query string) (driver.Stmt, error) {
 
 type faultyStmt struct{ driver.Stmt }
 
-//nolint:staticcheck // database/sql calls Query when the statement has no QueryContext, as this one.
-func (s faultyStmt) Query(args []driver.Value) (driver.Rows, error) {
-	rs, err := s.Stmt.Query(args)
+func (s faultyStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	rs, err := s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 	if err != nil {
 		return nil, err
 	}
