@@ -43,8 +43,10 @@ func TestKindTimeout(t *testing.T) {
 
 // switchingStore switches the ping kind off in the store right after the
 // first fetch that leases a ping job, and hands the job over only once the
-// worker has read the switch (two reads later: the first may have begun
-// before the flip), so the job reaches the executor with its kind off.
+// worker has applied the switch: three reads later. The first may have
+// begun before the flip; the second began after it, but its signal comes
+// before the loop applies what it read; the loop reads again only after
+// applying, so the third read's signal means the second's result is in.
 type switchingStore struct {
 	twicestore.Store
 	mu      sync.Mutex
@@ -83,7 +85,7 @@ func (s *switchingStore) JobFetch(ctx context.Context, p *twicestore.JobFetchPar
 	}}); err != nil {
 		return nil, err
 	}
-	for range 2 {
+	for range 3 {
 		select {
 		case <-s.read:
 		case <-ctx.Done():
