@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicestore"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/pgtest"
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 )
 
 // TestQueuesInStrictPriority: with one slot, every critical job runs before

@@ -23,8 +23,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice/internal/cli"
-	"github.com/twicejobs/twice/internal/pgtest"
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	_ "github.com/twicejobs/twice/twicesqlite" // the "sqlite" driver for snapshots
 )
 

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twiceotel"
 	"github.com/twicejobs/twice/twicesqlite"
 )

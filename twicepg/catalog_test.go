@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )

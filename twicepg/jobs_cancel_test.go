@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 )
 
 // BenchmarkScanJobs scans a fetch-sized result, 1,000 running jobs as a

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetest"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twicejobs/twice/internal/limitstest"
+	"github.com/twicejobs/twice/internal/testkit/limitstest"
 	"github.com/twicejobs/twice/twiceweb"
 )
 

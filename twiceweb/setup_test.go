@@ -18,8 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/pgtest"
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"

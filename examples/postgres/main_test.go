@@ -5,7 +5,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 )
 
 // TestPostgres runs the example in a schema of its own; it is skipped

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 )
 
 const want = "enqueued request req-1 twice (500 cents)\nboth jobs completed; balance: 500 cents\n"

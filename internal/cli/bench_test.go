@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 )
 
 func TestBenchBadInput(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/limitstest"
+	"github.com/twicejobs/twice/internal/testkit/limitstest"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 )
 
 // newPostgresSetup is a setup whose --db is a schema of its own on the

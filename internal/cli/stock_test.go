@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 )
 
 // dbSnapshot is what the stock binary must not change in a database: its

@@ -15,7 +15,7 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/demo"
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 )
 
 // postgresURL returns a URL of a schema of the test's own (see pgtest).

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 )
 
 // testDebounce keeps the tests quick while still exercising the debounce.

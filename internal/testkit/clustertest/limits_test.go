@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/nodetest"
+	"github.com/twicejobs/twice/internal/testkit/nodetest"
 )
 
 // envLimits, set in a worker's environment, registers the flow-control

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/nodetest"
-	"github.com/twicejobs/twice/internal/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/nodetest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"

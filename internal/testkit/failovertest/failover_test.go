@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/nodetest"
+	"github.com/twicejobs/twice/internal/testkit/nodetest"
 	"github.com/twicejobs/twice/twicepg"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twicejobs/twice/internal/waitfor"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 )
 
 // fatalTB records the first Fatalf and ends its goroutine the way a test's

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/nodetest"
+	"github.com/twicejobs/twice/internal/testkit/nodetest"
 )
 
 // Environment of a worker process.
