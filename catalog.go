@@ -1,6 +1,7 @@
 package twice
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -142,7 +143,7 @@ func (c *Client) catalogKinds() []twicetype.KindInfo {
 			Queue:       c.queueFor(kind, ""),
 			Strategy:    e.opts.Strategy.String(),
 			FailClosed:  e.opts.FailClosed,
-			MaxAttempts: firstNonZero(e.opts.MaxAttempts, c.cfg.MaxAttempts),
+			MaxAttempts: cmp.Or(e.opts.MaxAttempts, c.cfg.MaxAttempts),
 			Timeout:     e.opts.Timeout,
 			Args:        ArgFields(e.argsType),
 			Schedules:   schedules[kind],
@@ -160,7 +161,7 @@ func warnUnservedQueues(cfg Config) {
 		served[i] = q.Name
 	}
 	for _, kind := range cfg.Registry.Kinds() {
-		q := firstNonZero(cfg.Registry.lookup(kind).opts.Queue, cfg.DefaultQueue)
+		q := cmp.Or(cfg.Registry.lookup(kind).opts.Queue, cfg.DefaultQueue)
 		if !slices.Contains(served, q) {
 			cfg.Logger.Warn("a registered kind's queue is not among the queues this client works: its jobs wait unless another worker serves that queue; add it to Config.Queues",
 				logattr.Component, "client", logattr.Kind, kind, logattr.Queue, q, "queues", served)

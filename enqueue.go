@@ -2,6 +2,7 @@ package twice
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -270,7 +271,7 @@ func (c *Client) queueFor(kind, callQueue string) string {
 	if e := c.registry.lookup(kind); e != nil {
 		kindQueue = e.opts.Queue
 	}
-	return firstNonZero(callQueue, kindQueue, c.cfg.DefaultQueue)
+	return cmp.Or(callQueue, kindQueue, c.cfg.DefaultQueue)
 }
 
 // insertParams resolves options (call, then kind, then client) and the
@@ -288,19 +289,19 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	p := &twicestore.JobInsertParams{
 		Kind:          kind,
 		Queue:         c.queueFor(kind, o.Queue),
-		Priority:      firstNonZero(o.Priority, ko.Priority),
+		Priority:      cmp.Or(o.Priority, ko.Priority),
 		Args:          args,
-		MessageID:     firstNonZero(o.MessageID, newMessageID()),
-		CorrelationID: firstNonZero(o.CorrelationID, CorrelationID(ctx), newMessageID()),
+		MessageID:     cmp.Or(o.MessageID, newMessageID()),
+		CorrelationID: cmp.Or(o.CorrelationID, CorrelationID(ctx), newMessageID()),
 		UniqueKey:     o.UniqueKey,
-		MaxAttempts:   firstNonZero(o.MaxAttempts, ko.MaxAttempts, c.cfg.MaxAttempts),
+		MaxAttempts:   cmp.Or(o.MaxAttempts, ko.MaxAttempts, c.cfg.MaxAttempts),
 		RunAt:         now,
 		CreatedAt:     now,
 	}
 	if c.cfg.EnqueueMetadata != nil {
 		p.Metadata = c.cfg.EnqueueMetadata(ctx)
 	}
-	p.Key = firstNonZero(key, p.MessageID)
+	p.Key = cmp.Or(key, p.MessageID)
 	switch {
 	case !o.RunAt.IsZero():
 		p.RunAt = o.RunAt
@@ -390,14 +391,4 @@ func (c *Client) notify() {
 	if p != nil {
 		p.Notify()
 	}
-}
-
-func firstNonZero[T comparable](vs ...T) T {
-	var zero T
-	for _, v := range vs {
-		if v != zero {
-			return v
-		}
-	}
-	return zero
 }

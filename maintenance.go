@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/internal/periodic"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
 // How often a node reports itself, and how stale a report may be before
-// the node counts as gone (for orphan detection).
+// the node counts as gone (for orphan detection): the one window the CLI,
+// the dashboard and the metrics read too (internal/ops).
 const (
 	nodeHeartbeatInterval = 10 * time.Second
-	nodeAliveWindow       = 3 * nodeHeartbeatInterval
+	nodeAliveWindow       = ops.NodeAliveWindow
 	orphanReportInterval  = time.Minute
 	pruneInterval         = 10 * time.Minute
 	maintenanceBatch      = 1000
