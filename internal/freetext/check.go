@@ -2,7 +2,6 @@ package freetext
 
 import (
 	"fmt"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -29,10 +28,11 @@ const (
 // cut a value at a NUL), and more than limit bytes. The error names the
 // field, quotes the value cut short, and says what to do.
 func Check(field, s string, limit int) error {
+	bad := UnstorableAt(s) // the one rule Clean applies too
 	switch {
-	case !utf8.ValidString(s):
+	case bad >= 0 && s[bad] != 0:
 		return fmt.Errorf("%s %s is not valid UTF-8: use UTF-8 text", field, quoteShort(s))
-	case strings.IndexByte(s, 0) >= 0:
+	case bad >= 0:
 		return fmt.Errorf("%s %s contains a NUL byte: remove it", field, quoteShort(s))
 	case len(s) > limit:
 		return fmt.Errorf("%s %s is %d bytes, over the %d-byte limit: use a shorter one", field, quoteShort(s), len(s), limit)
