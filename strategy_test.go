@@ -233,7 +233,10 @@ func TestClaimBeforeCrash(t *testing.T) {
 				return tc.handler(ctx, job)
 			}), &twice.KindOpts{Strategy: twice.ClaimBefore, MaxAttempts: 5})
 			cfg := testConfig(reg)
-			cfg.LeaseDuration, cfg.RescueInterval = time.Second, 50*time.Millisecond
+			// The lost outcome costs one lease; 3 s (not 1 s) keeps the
+			// redelivery's own lease through a loaded -race run, where a
+			// 1 s lease was seen to expire before its outcome was written.
+			cfg.LeaseDuration, cfg.RescueInterval = 3*time.Second, 50*time.Millisecond
 			client := startClient(t, store, cfg)
 			res, err := client.Enqueue(context.Background(), emailArgs{UserID: 7, Key: "charge-crash"}, nil)
 			if err != nil {
