@@ -384,11 +384,4 @@ func (c *Client) insert(ctx context.Context, exec twicestore.Executor, params []
 }
 
 // notify wakes this client's fetch loop, if it runs.
-func (c *Client) notify() {
-	c.mu.Lock()
-	p := c.producer
-	c.mu.Unlock()
-	if p != nil {
-		p.Notify()
-	}
-}
+func (c *Client) notify() { c.worker.notify() }

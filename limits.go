@@ -187,17 +187,3 @@ func (c *Client) concurrencyKeyOf(kind string, raw []byte) (string, error) {
 	}
 	return e.concurrencyKey(raw)
 }
-
-// limitSlotFreed wakes the producer when a job of a kind with a
-// concurrency limit has its outcome recorded and the last fetch left jobs
-// throttled: its slot is free now, and they may be waiting for it. A rate
-// limit's window frees with time, not with outcomes, so a rate-only kind
-// wakes nothing; nor does any kind when nothing was held back (a wake per
-// outcome would double the fetches of a burn-down).
-func (c *Client) limitSlotFreed(kind string) {
-	e := c.registry.lookup(kind)
-	if e == nil || (e.opts.GlobalConcurrency == 0 && e.opts.KeyConcurrency == 0) || c.producer == nil {
-		return
-	}
-	c.producer.NotifyThrottled()
-}

@@ -1,19 +1,13 @@
 package twice
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
-
-	"github.com/twicejobs/twice/internal/logattr"
-	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // MissedTicks is what a schedule does about ticks that passed while no
@@ -210,140 +204,3 @@ func parseSchedule(spec string, now time.Time) (sched cron.Schedule, err error) 
 
 // maxCatchUp bounds the walk to the latest missed tick.
 const maxCatchUp = 1_000_000
-
-// schedulerLoop runs this node's scheduler until ctx is done.
-func (c *Client) schedulerLoop(ctx context.Context) {
-	schedules := c.registry.scheduleList()
-	if len(schedules) == 0 {
-		return
-	}
-	logger := c.logger.With(logattr.Component, "scheduler")
-	last := map[string]time.Time{}
-	for {
-		res, err := c.store.ScheduleList(ctx, &twicestore.ScheduleListParams{})
-		if err == nil {
-			for _, st := range res.Schedules {
-				last[st.Name] = st.LastTickAt
-			}
-			break
-		}
-		logger.WarnContext(ctx, "reading schedules failed; retrying", logattr.Err, err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(c.cfg.PollInterval):
-		}
-	}
-	now := time.Now()
-	next := make(map[string]time.Time, len(schedules))
-	for _, s := range schedules {
-		lt, seen := last[s.name]
-		if !seen {
-			next[s.name] = s.parsed.Next(now)
-			continue
-		}
-		n := s.parsed.Next(lt)
-		if n.After(now) || n.IsZero() { // zero: dropped by the loop below
-			next[s.name] = n
-			continue
-		}
-		// Ticks were missed while no scheduler ran.
-		latest := n
-		for i := 0; i < maxCatchUp; i++ {
-			after := s.parsed.Next(latest)
-			if after.After(now) || after.IsZero() {
-				break
-			}
-			latest = after
-		}
-		if s.opts.Missed == RunOnceMissed {
-			logger.InfoContext(ctx, "running one missed tick", "schedule", s.name, "tick", latest)
-			c.fireTick(ctx, logger, s, latest)
-		} else {
-			logger.InfoContext(ctx, "skipping missed ticks", "schedule", s.name, "last_tick", lt, "latest_missed", latest)
-		}
-		next[s.name] = s.parsed.Next(now)
-	}
-	for {
-		// A schedule with no next tick (the parser's answer when none
-		// falls in the next five years) is dropped, not fired at the zero
-		// time over and over: Schedule refuses such specs, this keeps the
-		// loop from spinning if one gets through.
-		for _, s := range schedules {
-			if t, ok := next[s.name]; ok && t.IsZero() {
-				logger.ErrorContext(ctx, "recurring schedule has no next tick; it will not run until the process restarts",
-					"schedule", s.name, "spec", s.spec)
-				delete(next, s.name)
-			}
-		}
-		if len(next) == 0 {
-			return
-		}
-		soonest := time.Time{}
-		for _, t := range next {
-			if soonest.IsZero() || t.Before(soonest) {
-				soonest = t
-			}
-		}
-		timer := time.NewTimer(time.Until(soonest))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		now := time.Now()
-		for _, s := range schedules {
-			tick, ok := next[s.name]
-			if !ok || tick.After(now) {
-				continue
-			}
-			c.fireTick(ctx, logger, s, tick)
-			next[s.name] = s.parsed.Next(tick)
-			if !next[s.name].After(now) { // behind (a long pause): no backlog
-				next[s.name] = s.parsed.Next(now)
-			}
-		}
-	}
-}
-
-// fireTick records one tick, enqueuing its job unless the kind is switched
-// off. Every node fires every tick; the store lets one of them win.
-func (c *Client) fireTick(ctx context.Context, logger *slog.Logger, s *schedule, tick time.Time) {
-	p := &twicestore.ScheduleTickParams{
-		Name: s.name, Kind: s.kind, Spec: s.spec, TickAt: tick, NextAt: s.parsed.Next(tick),
-		Outcome: twicetype.ScheduleSkipped, Now: time.Now(),
-	}
-	if c.kindEnabled(s.kind) {
-		var opts EnqueueOpts
-		if s.opts.Enqueue != nil {
-			opts = *s.opts.Enqueue
-		}
-		opts.RunAt, opts.Delay = time.Time{}, 0
-		opts.UniqueKey = fmt.Sprintf("recurring:%s:%d", s.name, tick.Unix())
-		job, err := c.insertParams(ctx, s.kind, s.args, s.key, &opts)
-		if err != nil {
-			logger.WarnContext(ctx, "recurring tick not enqueued", "schedule", s.name, logattr.Err, err)
-			return
-		}
-		p.Outcome, p.Job = twicetype.ScheduleEnqueued, job
-	}
-	res, err := c.store.ScheduleTick(ctx, p)
-	if err != nil {
-		if ctx.Err() == nil {
-			logger.WarnContext(ctx, "recording a recurring tick failed", "schedule", s.name, "tick", tick, logattr.Err, err)
-		}
-		return
-	}
-	if !res.Fired {
-		return // another node recorded this tick
-	}
-	if p.Job == nil {
-		logger.WarnContext(ctx, "recurring tick skipped: the kind is switched off", "schedule", s.name, logattr.Kind, s.kind, "tick", tick)
-		c.observeSkippedTick(s.kind, s.opts.Enqueue)
-		return
-	}
-	logger.InfoContext(ctx, "recurring tick enqueued", "schedule", s.name, logattr.Kind, s.kind, "tick", tick, logattr.JobID, res.Job.ID)
-	c.observe(EventEnqueued, res.Job)
-	c.producer.Notify()
-}

@@ -3,6 +3,7 @@ package twice
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -26,46 +27,58 @@ const toggleFileDebounce = 100 * time.Millisecond
 // killSwitches is the worker's view of the kill switches: the file's and
 // the store's toggles and, from them, which registered kinds may run.
 type killSwitches struct {
-	mu      sync.RWMutex
+	registry *Registry
+	store    twicestore.Executor
+	path     string // the toggles file, if any
+	logger   *slog.Logger
+	// wake wakes the fetch loop: held jobs of a kind switched on are due.
+	wake func()
+
+	mu      sync.RWMutex // guards the three below
 	file    map[string]bool
-	store   []twicetype.Toggle
-	enabled map[string]bool // registered kind -> may run
+	toggles []twicetype.Toggle // the store's
+	enabled map[string]bool    // registered kind -> may run
+}
+
+func newKillSwitches(c *Client, wake func()) *killSwitches {
+	return &killSwitches{
+		registry: c.registry, store: c.store, path: c.cfg.TogglesFile, logger: c.logger, wake: wake,
+		file: map[string]bool{}, enabled: map[string]bool{},
+	}
 }
 
 // loadKillSwitches reads both sources once, before the worker fetches
 // anything, so it never runs a kind that is switched off. A file that
 // cannot be read or parsed fails the start: with no last good state to
 // keep, guessing would not be fail-closed.
-func (c *Client) loadKillSwitches(ctx context.Context) error {
-	c.switches = &killSwitches{file: map[string]bool{}, enabled: map[string]bool{}}
-	if c.cfg.TogglesFile != "" {
-		file, err := toggles.LoadFile(c.cfg.TogglesFile)
+func (s *killSwitches) load(ctx context.Context) error {
+	if s.path != "" {
+		file, err := toggles.LoadFile(s.path)
 		if err != nil {
 			return fmt.Errorf("kill switch file: %w", err)
 		}
-		c.switches.file = file
+		s.file = file
 	}
-	res, err := c.store.ToggleList(ctx, &twicestore.ToggleListParams{})
+	res, err := s.store.ToggleList(ctx, &twicestore.ToggleListParams{})
 	if err != nil {
 		return fmt.Errorf("read kill switches: %w", err)
 	}
-	c.switches.store = res.Toggles
-	c.applySwitches(ctx, true)
+	s.toggles = res.Toggles
+	s.apply(ctx, true)
 	return nil
 }
 
 // applySwitches recomputes which kinds may run, logs each kind whose
 // switch moved and every key that names no registered kind, and wakes the
 // fetch loop so held jobs of a kind switched on start at once.
-func (c *Client) applySwitches(ctx context.Context, first bool) {
-	s := c.switches
+func (s *killSwitches) apply(ctx context.Context, first bool) {
 	s.mu.Lock()
-	set := toggles.NewSet(s.file, s.store)
-	kinds := c.registry.Kinds()
+	set := toggles.NewSet(s.file, s.toggles)
+	kinds := s.registry.Kinds()
 	next := make(map[string]bool, len(kinds))
 	var moved []toggles.Decision
 	for _, k := range kinds {
-		d := set.Decide(k, c.registry.lookup(k).opts.FailClosed)
+		d := set.Decide(k, s.registry.lookup(k).opts.FailClosed)
 		next[k] = d.Enabled
 		if old, ok := s.enabled[k]; (first && !d.Enabled) || (ok && old != d.Enabled) {
 			moved = append(moved, d)
@@ -75,40 +88,38 @@ func (c *Client) applySwitches(ctx context.Context, first bool) {
 	s.enabled = next
 	s.mu.Unlock()
 
-	logger := c.logger.With(logattr.Component, "killswitch")
+	logger := s.logger.With(logattr.Component, "killswitch")
 	for _, d := range moved {
 		if d.Enabled {
 			logger.InfoContext(ctx, "kind switched on: its held jobs run again", logattr.Kind, d.Kind, "decision", d.String())
 		} else {
 			logger.WarnContext(ctx, "kind switched off: its jobs are held, queued and untouched, until it is on again",
-				logattr.Kind, d.Kind, "decision", d.String(), "held", c.waitingJobs(ctx, d.Kind))
+				logattr.Kind, d.Kind, "decision", d.String(), "held", s.waitingJobs(ctx, d.Kind))
 		}
 	}
-	if changed && !first && c.producer != nil {
-		c.producer.Notify()
+	if changed && !first {
+		s.wake()
 	}
 }
 
 // warnUnknownToggleKeys logs, loudly, keys of source that name no
 // registered kind: they switch nothing, while the operator thinks they do.
-func (c *Client) warnUnknownToggleKeys(ctx context.Context, source string, keys []string) {
-	for _, u := range toggles.Unknown(keys, c.registry.Kinds()) {
-		c.logger.WarnContext(ctx, u.String(), logattr.Component, "killswitch", "source", source)
+func (s *killSwitches) warnUnknown(ctx context.Context, source string, keys []string) {
+	for _, u := range toggles.Unknown(keys, s.registry.Kinds()) {
+		s.logger.WarnContext(ctx, u.String(), logattr.Component, "killswitch", "source", source)
 	}
 }
 
 // switchKeys lists every toggle key of both sources.
-func (c *Client) switchKeys() []string {
-	s := c.switches
+func (s *killSwitches) keys() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return toggles.NewSet(s.file, s.store).Keys()
+	return toggles.NewSet(s.file, s.toggles).Keys()
 }
 
 // enabledKinds lists the registered kinds whose switch is on: what the
 // fetch loop asks for.
-func (c *Client) enabledKinds() []string {
-	s := c.switches
+func (s *killSwitches) enabledKinds() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	kinds := make([]string, 0, len(s.enabled))
@@ -122,19 +133,33 @@ func (c *Client) enabledKinds() []string {
 }
 
 // kindEnabled is the check the runtime makes before every attempt.
-func (c *Client) kindEnabled(kind string) bool {
-	s := c.switches
+func (s *killSwitches) kindEnabled(kind string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.enabled[kind]
 }
 
-// storeSwitchLoop reads the store's kill switches every TogglePollInterval,
-// and at once when the store says one changed (where it can say so).
-func (c *Client) storeSwitchLoop(ctx context.Context) {
+// storeSwitchWatcher reads the store's kill switches every
+// TogglePollInterval, and at once when the store says one changed (where
+// it can say so).
+type storeSwitchWatcher struct {
+	switches *killSwitches
+	store    twicestore.Store
+	interval time.Duration
+	logger   *slog.Logger
+}
+
+func newStoreSwitchWatcher(c *Client, s *killSwitches) *storeSwitchWatcher {
+	return &storeSwitchWatcher{switches: s, store: c.store, interval: c.cfg.TogglePollInterval, logger: c.logger}
+}
+
+func (w *storeSwitchWatcher) run(ctx context.Context) {
+	s := w.switches
 	changed := make(chan struct{}, 1)
-	if l, ok := twicestore.As[twicestore.ToggleListener](c.store); ok {
-		c.goLoop(func() {
+	var listening sync.WaitGroup
+	defer listening.Wait()
+	if l, ok := twicestore.As[twicestore.ToggleListener](w.store); ok {
+		listening.Go(func() {
 			err := l.ListenToggles(ctx, func() {
 				select {
 				case changed <- struct{}{}:
@@ -142,24 +167,24 @@ func (c *Client) storeSwitchLoop(ctx context.Context) {
 				}
 			})
 			if err != nil && ctx.Err() == nil {
-				c.logger.Warn("listening for kill switch changes stopped; reading them every poll only",
+				w.logger.Warn("listening for kill switch changes stopped; reading them every poll only",
 					logattr.Component, "killswitch", logattr.Err, err)
 			}
 		})
 	}
 	// Start warned about the keys it loaded; warn again only when they change.
-	c.switches.mu.RLock()
-	lastKeys := make([]string, len(c.switches.store))
-	for i, t := range c.switches.store {
+	s.mu.RLock()
+	lastKeys := make([]string, len(s.toggles))
+	for i, t := range s.toggles {
 		lastKeys[i] = t.Kind
 	}
-	c.switches.mu.RUnlock()
+	s.mu.RUnlock()
 	for {
-		res, err := c.store.ToggleList(ctx, &twicestore.ToggleListParams{})
+		res, err := w.store.ToggleList(ctx, &twicestore.ToggleListParams{})
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				c.logger.WarnContext(ctx, "reading kill switches failed; keeping the last ones read",
+				w.logger.WarnContext(ctx, "reading kill switches failed; keeping the last ones read",
 					logattr.Component, "killswitch", logattr.Err, err)
 			}
 		default:
@@ -168,15 +193,15 @@ func (c *Client) storeSwitchLoop(ctx context.Context) {
 				keys[i] = t.Kind
 			}
 			if !slices.Equal(keys, lastKeys) {
-				c.warnUnknownToggleKeys(ctx, "store", keys)
+				s.warnUnknown(ctx, "store", keys)
 				lastKeys = keys
 			}
-			c.switches.mu.Lock()
-			c.switches.store = res.Toggles
-			c.switches.mu.Unlock()
-			c.applySwitches(ctx, false)
+			s.mu.Lock()
+			s.toggles = res.Toggles
+			s.mu.Unlock()
+			s.apply(ctx, false)
 		}
-		t := time.NewTimer(periodic.Jitter(c.cfg.TogglePollInterval))
+		t := time.NewTimer(periodic.Jitter(w.interval))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -188,17 +213,26 @@ func (c *Client) storeSwitchLoop(ctx context.Context) {
 	}
 }
 
-// fileSwitchLoop reloads the kill switch file whenever it changes. A
+// fileSwitchWatcher reloads the kill switch file whenever it changes. A
 // malformed edit keeps the last good state: a bad edit never flips
 // anything.
-func (c *Client) fileSwitchLoop(ctx context.Context) {
-	logger := c.logger.With(logattr.Component, "killswitch", "file", c.cfg.TogglesFile)
-	err := toggles.Watch(ctx, c.cfg.TogglesFile, toggleFileDebounce, func(file map[string]bool) {
-		c.warnUnknownToggleKeys(ctx, "file", slices.Collect(maps.Keys(file)))
-		c.switches.mu.Lock()
-		c.switches.file = file
-		c.switches.mu.Unlock()
-		c.applySwitches(ctx, false)
+type fileSwitchWatcher struct {
+	switches *killSwitches
+}
+
+func newFileSwitchWatcher(s *killSwitches) *fileSwitchWatcher {
+	return &fileSwitchWatcher{switches: s}
+}
+
+func (w *fileSwitchWatcher) run(ctx context.Context) {
+	s := w.switches
+	logger := s.logger.With(logattr.Component, "killswitch", "file", s.path)
+	err := toggles.Watch(ctx, s.path, toggleFileDebounce, func(file map[string]bool) {
+		s.warnUnknown(ctx, "file", slices.Collect(maps.Keys(file)))
+		s.mu.Lock()
+		s.file = file
+		s.mu.Unlock()
+		s.apply(ctx, false)
 	}, func(err error) {
 		logger.ErrorContext(ctx, "kill switch file rejected; keeping the last good state", logattr.Err, err)
 	})
@@ -209,8 +243,8 @@ func (c *Client) fileSwitchLoop(ctx context.Context) {
 
 // waitingJobs counts the available jobs of kind (the ones a switch-off
 // holds), or -1 when the count cannot be had.
-func (c *Client) waitingJobs(ctx context.Context, kind string) int {
-	res, err := c.store.JobCount(ctx, &twicestore.JobCountParams{
+func (s *killSwitches) waitingJobs(ctx context.Context, kind string) int {
+	res, err := s.store.JobCount(ctx, &twicestore.JobCountParams{
 		Filter: twicestore.JobFilter{State: twicetype.JobStateAvailable, Kind: kind}})
 	if err != nil {
 		return -1

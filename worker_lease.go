@@ -108,22 +108,23 @@ func (r *runningJobs) cancel(id int64, logger func(*twicetype.JobRow) *slog.Logg
 	return found
 }
 
-// listenCancels cancels a running job's handler as soon as the store says
-// an operator cancelled it; the heartbeat catches a lost notification.
-func (c *Client) listenCancels(ctx context.Context, l twicestore.CancelListener) {
-	err := l.ListenCancels(ctx, func(id int64) { c.running.cancel(id, c.jobLogger) })
-	if err != nil && ctx.Err() == nil {
-		c.logger.Warn("listening for job cancels stopped; cancels arrive with the lease heartbeat only",
-			logattr.Component, "listener", logattr.Err, err)
-	}
+// leaseKeeper is the lease heartbeat: it extends the leases of running
+// jobs in one call every third of the lease, and cancels the handlers
+// whose lease was lost or whose job an operator cancelled. It runs until
+// Stop has drained the running jobs, not just until fetching stops.
+type leaseKeeper struct {
+	store   twicestore.Executor
+	running *runningJobs
+	lease   time.Duration
+	logger  *slog.Logger
 }
 
-// heartbeatLeases extends the leases of running jobs in one call every
-// third of the lease, and cancels the handlers whose lease was lost or
-// whose job an operator cancelled. It runs
-// until Stop has drained the running jobs, not just until fetching stops.
-func (c *Client) heartbeatLeases(ctx context.Context) {
-	t := time.NewTicker(c.cfg.LeaseDuration / 3)
+func newLeaseKeeper(c *Client, running *runningJobs) *leaseKeeper {
+	return &leaseKeeper{store: c.store, running: running, lease: c.cfg.LeaseDuration, logger: c.logger}
+}
+
+func (k *leaseKeeper) run(ctx context.Context) {
+	t := time.NewTicker(k.lease / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -131,21 +132,22 @@ func (c *Client) heartbeatLeases(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		c.extendLeases()
+		k.extend()
 	}
 }
 
-func (c *Client) extendLeases() {
-	leases := c.running.leases()
+// extend extends the leases of the running jobs once.
+func (k *leaseKeeper) extend() {
+	leases := k.running.leases()
 	if len(leases) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseDuration/3)
+	ctx, cancel := context.WithTimeout(context.Background(), k.lease/3)
 	defer cancel()
-	until := time.Now().Add(c.cfg.LeaseDuration)
-	res, err := c.store.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{Leases: leases, LeaseUntil: until})
+	until := time.Now().Add(k.lease)
+	res, err := k.store.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{Leases: leases, LeaseUntil: until})
 	if err != nil {
-		c.logger.Warn("extending leases failed", logattr.Component, "heartbeat", logattr.Err, err)
+		k.logger.Warn("extending leases failed", logattr.Component, "heartbeat", logattr.Err, err)
 		return
 	}
 	extended := make(map[int64]bool, len(res.Extended))
@@ -159,10 +161,10 @@ func (c *Client) extendLeases() {
 		newest[l.ID] = max(newest[l.ID], l.Epoch)
 	}
 	for _, id := range res.CancelRequested {
-		c.running.cancel(id, c.jobLogger)
+		k.running.cancel(id, k.jobLogger)
 	}
-	rows := c.readBackLost(leases, func(l twicestore.JobLease) bool { return extended[l.ID] && l.Epoch == newest[l.ID] })
-	r := c.running
+	rows := k.readBackLost(leases, func(l twicestore.JobLease) bool { return extended[l.ID] && l.Epoch == newest[l.ID] })
+	r := k.running
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
@@ -179,7 +181,7 @@ func (c *Client) extendLeases() {
 			// (a rescue never completes a job): nothing was lost.
 		case !j.lost:
 			j.lost = true
-			logger := c.jobLogger(j.row).With(logattr.Component, "heartbeat")
+			logger := k.jobLogger(j.row).With(logattr.Component, "heartbeat")
 			if row := rows[l]; row != nil {
 				logger.Warn("job lease lost; cancelling its handler", "state_now", row.State, "epoch_now", row.Epoch,
 					"node_now", row.AttemptedBy)
@@ -190,7 +192,7 @@ func (c *Client) extendLeases() {
 			j.cancel(ErrLeaseLost)
 		case !j.stuckLogged:
 			j.stuckLogged = true
-			c.jobLogger(j.row).Error("job handler is stuck: it ignores its cancelled context after losing its lease, "+
+			k.jobLogger(j.row).Error("job handler is stuck: it ignores its cancelled context after losing its lease, "+
 				"and another worker may be running the job", logattr.Component, "heartbeat")
 		}
 	}
@@ -200,37 +202,23 @@ func (c *Client) extendLeases() {
 // whose handler still runs, so the warning about each says what its row
 // says: the job may have been finished by this attempt's own transaction
 // a moment ago. A job that cannot be read has no entry.
-func (c *Client) readBackLost(leases []twicestore.JobLease, extended func(twicestore.JobLease) bool) map[twicestore.JobLease]*twicetype.JobRow {
+func (k *leaseKeeper) readBackLost(leases []twicestore.JobLease, extended func(twicestore.JobLease) bool) map[twicestore.JobLease]*twicetype.JobRow {
 	var lost []twicestore.JobLease
-	c.running.mu.Lock()
+	k.running.mu.Lock()
 	for _, l := range leases {
-		if j, ok := c.running.jobs[l]; ok && !extended(l) && !j.returned && !j.lost {
+		if j, ok := k.running.jobs[l]; ok && !extended(l) && !j.returned && !j.lost {
 			lost = append(lost, l)
 		}
 	}
-	c.running.mu.Unlock()
+	k.running.mu.Unlock()
 	rows := make(map[twicestore.JobLease]*twicetype.JobRow, len(lost))
 	for _, l := range lost {
-		if row, err := readBack(c.store, l.ID); err == nil {
+		if row, err := readBack(k.store, l.ID); err == nil {
 			rows[l] = row
 		}
 	}
 	return rows
 }
 
-// logStuck names the jobs whose handlers did not return after Stop
-// cancelled them.
-func (c *Client) logStuck() {
-	for _, row := range c.running.rows() {
-		c.jobLogger(row).Error("job handler ignores its cancelled context; leaving it to its lease", logattr.Component, "client")
-	}
-}
-
-// jobLogger returns the client logger with the job's attributes.
-func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger { return jobLogger(c.logger, row) }
-
-// jobLogger returns logger with the job's attributes, added only when
-// something is logged (see jobLogHandler).
-func jobLogger(logger *slog.Logger, row *twicetype.JobRow) *slog.Logger {
-	return slog.New(newJobLogHandler(logger.Handler(), row))
-}
+// jobLogger returns the heartbeat's logger with the job's attributes.
+func (k *leaseKeeper) jobLogger(row *twicetype.JobRow) *slog.Logger { return jobLogger(k.logger, row) }

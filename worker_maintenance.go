@@ -1,0 +1,280 @@
+package twice
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/twicejobs/twice/internal/logattr"
+	"github.com/twicejobs/twice/internal/ops"
+	"github.com/twicejobs/twice/internal/periodic"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// How often a node reports itself, and how stale a report may be before
+// the node counts as gone (for orphan detection): the one window the CLI,
+// the dashboard and the metrics read too (internal/ops).
+const (
+	nodeHeartbeatInterval = 10 * time.Second
+	nodeAliveWindow       = ops.NodeAliveWindow
+	orphanReportInterval  = time.Minute
+	pruneInterval         = 10 * time.Minute
+	maintenanceBatch      = 1000
+)
+
+// rescuer makes jobs whose lease expired fetchable again. Any node may
+// run it: the rescue is one guarded update, so two nodes rescuing at once
+// do the work once.
+type rescuer struct {
+	store    twicestore.Executor
+	interval time.Duration
+	logger   *slog.Logger
+	onDead   func(context.Context, DeadJob)
+	// wake wakes the fetch loop: requeued jobs are due now.
+	wake func()
+}
+
+func newRescuer(c *Client, wake func()) *rescuer {
+	return &rescuer{store: c.store, interval: c.cfg.RescueInterval, logger: c.logger, onDead: c.cfg.OnDead, wake: wake}
+}
+
+func (r *rescuer) run(ctx context.Context) {
+	periodic.Run(ctx, r.interval, r.rescue)
+}
+
+// rescue releases one batch of expired leases and says, per job, what
+// became of it.
+func (r *rescuer) rescue(ctx context.Context) {
+	res, err := r.store.JobRescue(ctx, &twicestore.JobRescueParams{Now: time.Now(), Limit: maintenanceBatch})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.logger.WarnContext(ctx, "rescuing expired leases failed", logattr.Component, "rescuer", logattr.Err, err)
+		}
+		return
+	}
+	for _, id := range res.Requeued {
+		if row, err := r.store.JobGet(ctx, &twicestore.JobGetParams{ID: id}); err == nil {
+			jobLogger(r.logger, row).WarnContext(ctx, "job's lease expired: its worker died or stalled; it will run again",
+				logattr.Component, "rescuer", logattr.Node, row.AttemptedBy)
+		}
+	}
+	if len(res.Requeued) > 0 {
+		r.wake()
+	}
+	for _, id := range res.Dead {
+		row, err := r.store.JobGet(ctx, &twicestore.JobGetParams{ID: id})
+		if err != nil {
+			continue
+		}
+		jobLogger(r.logger, row).ErrorContext(ctx, "job dead-lettered: its lease expired on the final attempt", logattr.Component, "rescuer")
+		if r.onDead != nil {
+			r.onDead(ctx, DeadJob{Job: row, Err: errLeaseExpired})
+		}
+	}
+}
+
+var errLeaseExpired = errors.New("lease expired on the final attempt")
+
+// deadNodeRetention is how long a node's row outlives its last
+// heartbeat: far beyond nodeAliveWindow, so a node that died over a
+// weekend is still on record, yet bounded, so a fleet whose node ids
+// change at every restart does not grow the table for ever.
+const deadNodeRetention = 7 * 24 * time.Hour
+
+// pruner deletes, in bounded batches so no statement holds locks for
+// long: finished jobs older than their retention; then the workflows and
+// batches none of whose jobs is left (they leave with their last job);
+// switch history older than its retention (but each switch's newest
+// change); nodes dead for deadNodeRetention; expired Idempotency-Key
+// records; and markers and steps older than MarkerRetention. Any node may
+// run it; the batches of two nodes never delete a row twice.
+type pruner struct {
+	store  twicestore.Executor
+	cfg    *Config
+	logger *slog.Logger
+}
+
+func newPruner(c *Client) *pruner {
+	return &pruner{store: c.store, cfg: &c.cfg, logger: c.logger.With(logattr.Component, "pruner")}
+}
+
+func (p *pruner) run(ctx context.Context) {
+	periodic.Run(ctx, pruneInterval, func(ctx context.Context) { p.pruneAll(ctx, time.Now()) })
+}
+
+// pruneAll runs one pass: every kind of record, each in batches until a
+// batch comes back short.
+func (p *pruner) pruneAll(ctx context.Context, now time.Time) {
+	logger := p.logger
+	cutoff := func(d time.Duration) time.Time {
+		if d == KeepForever {
+			return time.Time{}
+		}
+		return now.Add(-d)
+	}
+	full := func(deleted int) bool { return deleted >= maintenanceBatch }
+	jobs := &twicestore.JobDeleteFinishedParams{
+		CompletedBefore: cutoff(p.cfg.CompletedRetention),
+		DeadBefore:      cutoff(p.cfg.DeadRetention),
+		DiscardedBefore: cutoff(p.cfg.DiscardedRetention),
+		CancelledBefore: cutoff(p.cfg.DiscardedRetention),
+		Limit:           maintenanceBatch,
+	}
+	workflows := &twicestore.WorkflowPruneParams{Limit: maintenanceBatch}
+	batches := &twicestore.BatchPruneParams{Limit: maintenanceBatch}
+	markers := &twicestore.MarkerPruneParams{Before: now.Add(-p.cfg.MarkerRetention), Limit: maintenanceBatch}
+	steps := []struct {
+		what string
+		// prune deletes one batch and reports whether there may be more.
+		prune func(context.Context) (more bool, err error)
+	}{
+		{"finished jobs", func(ctx context.Context) (bool, error) {
+			res, err := p.store.JobDeleteFinished(ctx, jobs)
+			return err == nil && full(res.Deleted), err
+		}},
+		{"finished workflows", func(ctx context.Context) (bool, error) {
+			res, err := p.store.WorkflowPrune(ctx, workflows)
+			if err != nil {
+				return false, err
+			}
+			workflows.After = res.Next
+			return res.Next != 0, nil
+		}},
+		{"finished batches", func(ctx context.Context) (bool, error) {
+			res, err := p.store.BatchPrune(ctx, batches)
+			if err != nil {
+				return false, err
+			}
+			batches.After = res.Next
+			return res.Next != 0, nil
+		}},
+		{"switch history", func(ctx context.Context) (bool, error) {
+			res, err := p.store.ToggleHistoryPrune(ctx, &twicestore.ToggleHistoryPruneParams{
+				Before: cutoff(p.cfg.ToggleHistoryRetention), Limit: maintenanceBatch})
+			return err == nil && full(res.Deleted), err
+		}},
+		{"dead nodes", func(ctx context.Context) (bool, error) {
+			res, err := p.store.NodePrune(ctx, &twicestore.NodePruneParams{
+				HeartbeatBefore: now.Add(-deadNodeRetention), Limit: maintenanceBatch})
+			return err == nil && full(res.Deleted), err
+		}},
+		{"expired idempotency keys", func(ctx context.Context) (bool, error) { // twicehttp's records
+			res, err := p.store.IdempotencyPrune(ctx, &twicestore.IdempotencyPruneParams{Before: now, Limit: maintenanceBatch})
+			return err == nil && full(res.Deleted), err
+		}},
+		{"step markers", func(ctx context.Context) (bool, error) { // twice.Step's, kept as long as markers
+			res, err := p.store.StepPrune(ctx, markers)
+			return err == nil && full(res.Deleted), err
+		}},
+		{"markers", func(ctx context.Context) (bool, error) {
+			res, err := p.store.MarkerPrune(ctx, markers)
+			return err == nil && full(res.Deleted), err
+		}},
+	}
+	for _, s := range steps {
+		for ctx.Err() == nil {
+			more, err := s.prune(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.WarnContext(ctx, "pruning "+s.what+" failed", logattr.Err, err)
+				}
+				break
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// nodeReporter reports this node alive with the kinds it handles, publishes
+// them to the kind catalog (so tools without this binary's registry know
+// them), and reports kinds with waiting jobs that no live node handles and
+// queues with waiting jobs that no live node serves.
+type nodeReporter struct {
+	// c is the handle: the reporter publishes its catalog and asks its
+	// admin API for orphans and stranded queues.
+	c *Client
+}
+
+func newNodeReporter(c *Client) *nodeReporter { return &nodeReporter{c: c} }
+
+func (r *nodeReporter) run(ctx context.Context) {
+	c := r.c
+	logger := c.logger.With(logattr.Component, "nodes")
+	started := time.Now()
+	node := &twicetype.Node{
+		ID: c.cfg.NodeID, Host: hostname(), PID: os.Getpid(),
+		Kinds: c.registry.Kinds(), Queues: c.queueNames(), StartedAt: started,
+	}
+	var lastOrphanReport time.Time
+	periodic.Run(ctx, nodeHeartbeatInterval, func(ctx context.Context) {
+		node.HeartbeatAt = time.Now()
+		if err := c.store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: node}); err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "node heartbeat failed", logattr.Err, err)
+			}
+			return
+		}
+		if err := c.publishCatalog(ctx); err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "publishing the kind catalog failed", logattr.Err, err)
+		}
+		if time.Since(lastOrphanReport) < orphanReportInterval {
+			return
+		}
+		now := time.Now()
+		nodes, err := c.store.NodeList(ctx, &twicestore.NodeListParams{AliveSince: now.Add(-nodeAliveWindow)})
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "listing live nodes failed", logattr.Err, err)
+			}
+			return
+		}
+		if !fleetSettled(nodes, now) {
+			return
+		}
+		lastOrphanReport = now
+		orphans, err := c.Orphans(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "looking for orphaned jobs failed", logattr.Err, err)
+			}
+			return
+		}
+		for _, o := range orphans {
+			logger.WarnContext(ctx, "jobs are waiting for a kind no live worker handles; they are kept, not failed — deploy a worker that registers it",
+				logattr.Kind, o.Kind, logattr.Queue, o.Queue, "count", o.Count, "oldest", o.Oldest)
+		}
+		stranded, err := c.StrandedQueues(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "looking for stranded queues failed", logattr.Err, err)
+			}
+			return
+		}
+		for _, q := range stranded {
+			logger.WarnContext(ctx, "jobs are waiting in a queue no live worker serves; they are kept, not failed — add the queue to a worker's Config.Queues",
+				logattr.Queue, q.Queue, "count", q.Count, "oldest", q.Oldest)
+		}
+	})
+}
+
+// fleetSettled reports whether the fleet's view of who handles what is
+// settled at now, so kinds and queues no live node serves can be reported:
+// a node alive in the store started nodeAliveWindow ago or earlier, and
+// the nodes started with it (a deploy) have heartbeated since. It is the
+// fleet's uptime that counts, not this node's: a worker restarted faster
+// than the window (a crash loop) still reports, as the rows of its
+// earlier runs, alive for a window after their last heartbeat, show the
+// fleet has been up; a fleet started all at once waits the window.
+func fleetSettled(nodes []*twicetype.Node, now time.Time) bool {
+	for _, n := range nodes {
+		if !n.StartedAt.After(now.Add(-nodeAliveWindow)) {
+			return true
+		}
+	}
+	return false
+}
