@@ -40,7 +40,7 @@ import (
 	"syscall"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/cli"
+	"github.com/twicejobs/twice/twicecli/internal/cli"
 )
 
 // Exit codes of Run and Main.
@@ -79,6 +79,15 @@ func New(reg *twice.Registry, opts *Options) *CLI {
 		o.Config, o.Name = opts.Config, opts.Name
 	}
 	return &CLI{opts: o}
+}
+
+// Stock returns the stock twice binary's command line: no kinds of its
+// own (its 'serve' refuses to start: it has none to work), every other
+// command for any twice database (the catalog the workers publish
+// describes their kinds), and 'twice demo'. cmd/twice is Stock().Main();
+// only a binary that calls Stock links the demo.
+func Stock() *CLI {
+	return &CLI{opts: cli.Options{Demo: cli.DemoCommand}}
 }
 
 // Main runs the command line with reg as New(reg, nil).Main does.

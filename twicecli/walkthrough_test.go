@@ -22,7 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/twicejobs/twice/internal/cli"
+	"github.com/twicejobs/twice/twicecli/internal/cli"
 	"github.com/twicejobs/twice/internal/testkit/pgtest"
 	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	_ "github.com/twicejobs/twice/twicesqlite" // the "sqlite" driver for snapshots
@@ -41,6 +41,22 @@ func TestNewUserWalkthrough(t *testing.T) {
 		t.Skip("builds a module: not in -short")
 	}
 	shop := buildShop(t)
+	t.Run("demo not linked", func(t *testing.T) {
+		// Only the stock binary (twicecli.Stock) reaches the demo: a
+		// team's binary carries none of its code.
+		out, err := exec.CommandContext(t.Context(), "go", "tool", "nm", shop).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool nm: %v\n%s", err, out)
+		}
+		for _, sym := range []string{"twicecli/internal/demo.Run", "twicecli/internal/demo.RunOnce", "twicecli/internal/cli.DemoCommand"} {
+			if bytes.Contains(out, []byte(sym)) {
+				t.Errorf("the team's binary links %s", sym)
+			}
+		}
+		if !bytes.Contains(out, []byte("twicecli/internal/cli.Main")) {
+			t.Error("go tool nm lists no cli.Main: the symbol check above proves nothing")
+		}
+	})
 	t.Run("sqlite", func(t *testing.T) {
 		walk(t, shop, filepath.Join(t.TempDir(), "shop.db"))
 	})
@@ -129,7 +145,7 @@ func (w *walker) team(args ...string) result {
 func (w *walker) stock(args ...string) result {
 	w.t.Helper()
 	var out, errb bytes.Buffer
-	code := cli.Main(w.t.Context(), cli.Options{Demo: true}, append(args, "--db", w.db), &out, &errb)
+	code := cli.Main(w.t.Context(), cli.Options{Demo: cli.DemoCommand}, append(args, "--db", w.db), &out, &errb)
 	return result{code, out.String(), errb.String()}
 }
 
@@ -480,7 +496,7 @@ func runDashboard(t *testing.T, db string) {
 	out := &signalWriter{want: "dashboard: http://", seen: make(chan struct{})}
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Main(ctx, cli.Options{Demo: true}, []string{"dashboard", "--db", db, "--addr", "127.0.0.1:0", "--log-level", "error"}, out, out)
+		done <- cli.Main(ctx, cli.Options{Demo: cli.DemoCommand}, []string{"dashboard", "--db", db, "--addr", "127.0.0.1:0", "--log-level", "error"}, out, out)
 	}()
 	waitfor.RecvBefore(t, out.seen, done, "the stock dashboard to start", out.String)
 	cancel()

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twicejobs/twice/internal/bench"
+	"github.com/twicejobs/twice/bench"
 )
 
 // options are the flags, shared by the parent and (passed on) the children.

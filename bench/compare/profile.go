@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/twicejobs/twice/internal/bench"
+	"github.com/twicejobs/twice/bench"
 )
 
 // profiling holds the flags that say where a run's time goes (issue 15

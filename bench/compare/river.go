@@ -18,7 +18,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/twicejobs/twice/internal/bench"
+	"github.com/twicejobs/twice/bench"
 	"github.com/twicejobs/twice/twicesqlite"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/internal/demo"
+	"github.com/twicejobs/twice/twicecli/internal/demo"
 	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
@@ -166,7 +166,7 @@ func runDemoLive(t *testing.T, args ...string) string {
 	done := make(chan int, 1)
 	args = append([]string{"demo", "--interval", "20ms", "--log-level", "error"}, args...)
 	go func() {
-		done <- Main(ctx, Options{Demo: true}, args, stdout, io.Discard)
+		done <- Main(ctx, Options{Demo: DemoCommand}, args, stdout, io.Discard)
 	}()
 	waitfor.RecvBefore(t, stdout.seen, done, "the fourth signup", stdout.String)
 	cancel()

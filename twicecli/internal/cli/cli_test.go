@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/twicejobs/twice/internal/demo"
+	"github.com/twicejobs/twice/twicecli/internal/demo"
 
 	_ "github.com/twicejobs/twice/twicesqlite" // registers the "sqlite" driver for snapshots
 )
@@ -34,13 +34,13 @@ func runCLI(t *testing.T, ctx context.Context, args ...string) result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runWith(t, ctx, Options{Registry: reg, Demo: true}, args...)
+	return runWith(t, ctx, Options{Registry: reg, Demo: DemoCommand}, args...)
 }
 
 // runStock runs the stock binary's CLI in process: no registry, and demo.
 func runStock(t *testing.T, ctx context.Context, args ...string) result {
 	t.Helper()
-	return runWith(t, ctx, Options{Demo: true}, args...)
+	return runWith(t, ctx, Options{Demo: DemoCommand}, args...)
 }
 
 func runWith(t *testing.T, ctx context.Context, opts Options, args ...string) result {

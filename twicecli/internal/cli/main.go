@@ -42,9 +42,9 @@ type Options struct {
 	// Config is the base of the client serve starts (queues, middleware,
 	// observer...); its Registry is replaced by Registry.
 	Config twice.Config
-	// Demo adds 'twice demo', which runs on the demo's own registry; only
-	// the stock binary sets it.
-	Demo bool
+	// Demo, when set, adds 'twice demo', which runs on the demo's own
+	// registry; only the stock binary sets it, to DemoCommand.
+	Demo func(*cli) *cobra.Command
 	// Name is the binary's name, as its usage, examples, hints and error
 	// lines call it. Defaults to "twice".
 	Name string
@@ -102,7 +102,7 @@ type cli struct {
 	reg   *twice.Registry
 	stock bool
 	cfg   twice.Config
-	demo  bool
+	demo  func(*cli) *cobra.Command
 	// name is the binary's name (Options.Name), for usage and hints.
 	name string
 }
@@ -135,8 +135,8 @@ args fields and sensitive fields.`,
 	}
 	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file, or a postgres:// URL (env TWICE_DB)")
 	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level: debug, info, warn or error (default info for serve, dashboard and demo, warn for demo --once, error elsewhere; info logs every action with who and why)")
-	if c.demo {
-		root.AddCommand(c.demoCommand())
+	if c.demo != nil {
+		root.AddCommand(c.demo(c))
 	}
 	root.AddCommand(
 		c.serveCommand(),

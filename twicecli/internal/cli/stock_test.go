@@ -79,7 +79,7 @@ func TestStockDashboard(t *testing.T) {
 	var stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, Options{Demo: true}, []string{"dashboard", "--db", s.db, "--addr", "127.0.0.1:0", "--allowed-host", "twice.internal"}, stdout, &stderr)
+		done <- Main(ctx, Options{Demo: DemoCommand}, []string{"dashboard", "--db", s.db, "--addr", "127.0.0.1:0", "--allowed-host", "twice.internal"}, stdout, &stderr)
 	}()
 	waitfor.RecvBefore(t, stdout.seen, done, "the dashboard to start", func() string { return stdout.String() + stderr.String() })
 	base := dashboardURL.FindStringSubmatch(stdout.String())[1]

@@ -2,6 +2,11 @@
 // runs one workload (burndown, steady or latency) of no-op jobs through a
 // real client and returns a Result, the one-line summary `twice bench`
 // prints. bench/compare runs the same workloads next to River's.
+//
+// It is public only because bench/compare, a module of its own, and the
+// command line (twicecli) both import it, and Go's internal rule has no
+// folder both can reach but the root's; it is a measuring tool, not part
+// of twice's API, and changes with the benchmarks.
 package bench
 
 import (

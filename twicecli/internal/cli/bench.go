@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/twicejobs/twice/internal/bench"
+	"github.com/twicejobs/twice/bench"
 )
 
 func (c *cli) benchCommand() *cobra.Command {
