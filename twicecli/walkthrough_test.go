@@ -22,9 +22,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/twicejobs/twice/twicecli/internal/cli"
 	"github.com/twicejobs/twice/internal/testkit/pgtest"
 	"github.com/twicejobs/twice/internal/testkit/waitfor"
+	"github.com/twicejobs/twice/twicecli/internal/cli"
 	_ "github.com/twicejobs/twice/twicesqlite" // the "sqlite" driver for snapshots
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/twicejobs/twice"
-	"github.com/twicejobs/twice/twicecli/internal/demo"
 	"github.com/twicejobs/twice/internal/testkit/waitfor"
+	"github.com/twicejobs/twice/twicecli/internal/demo"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
