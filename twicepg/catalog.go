@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -78,17 +79,16 @@ func (e *executor) storedCatalogArgs(ctx context.Context, kinds []string) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
-	defer rs.Close()
 	out := make(map[string]string, len(kinds))
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("read the stored kinds: %w", err)
+		}
 		var kind, args string
-		if err := rs.Scan(&kind, &args); err != nil {
+		if err := row.Scan(&kind, &args); err != nil {
 			return nil, fmt.Errorf("read the stored kinds: %w", err)
 		}
 		out[kind] = args
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
 	return out, nil
 }
@@ -117,15 +117,17 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 	if err != nil {
 		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.CatalogListResult{Kinds: []twicetype.KindInfo{}}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("list kind catalog: %w", err)
+		}
 		var (
 			k               twicetype.KindInfo
 			timeout         int64
 			args, schedules string
 		)
-		if err := rs.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
+		if err := row.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
 			&args, &schedules, &k.Node, &k.LastSeen); err != nil {
 			return nil, fmt.Errorf("list kind catalog: %w", err)
 		}
@@ -138,9 +140,6 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 		k.Timeout = time.Duration(timeout) * time.Microsecond
 		k.LastSeen = k.LastSeen.UTC()
 		res.Kinds = append(res.Kinds, k)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
 	return res, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -186,53 +187,48 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
+		}
 		var (
 			t     twicetype.WorkflowTask
 			state string
 		)
-		if err := rs.Scan(&t.Name, &t.Kind, &t.Pending, &state); err != nil {
-			rs.Close()
+		if err := row.Scan(&t.Name, &t.Kind, &t.Pending, &state); err != nil {
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
 		t.State = twicetype.WorkflowTaskState(state)
 		res.AddTask(&t)
 	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-	}
 	rs, err = e.q.query(ctx, `SELECT dep, task FROM twice_workflow_deps WHERE workflow_id = $1 ORDER BY task, dep`, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
+		}
 		var dep, task string
-		if err := rs.Scan(&dep, &task); err != nil {
-			rs.Close()
+		if err := row.Scan(&dep, &task); err != nil {
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
 		res.AddDep(dep, task)
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
 	rs, err = e.q.query(ctx, `SELECT j.workflow_task, `+jobColumns+` FROM twice_jobs AS j WHERE j.workflow_id = $1`, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
-	defer rs.Close()
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
+		}
 		var name string
-		j, err := scanJob(rs, &name)
+		j, err := scanJob(row, &name)
 		if err != nil {
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
 		res.SetJob(name, j)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
 	return res, nil
 }
@@ -245,16 +241,18 @@ func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListP
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.WorkflowListResult{}
-	for rs.Next() {
-		w, err := scanWorkflow(rs)
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, err
+		}
+		w, err := scanWorkflow(row)
 		if err != nil {
 			return nil, fmt.Errorf("list workflows: %w", err)
 		}
 		res.Workflows = append(res.Workflows, w)
 	}
-	return res, rs.Err()
+	return res, nil
 }
 
 // WorkflowCancel cancels the workflow's waiting tasks and unfinished jobs
@@ -494,16 +492,18 @@ func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTas
 	if err != nil {
 		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
 	}
-	defer rs.Close()
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, err
+		}
 		var (
 			name string
 			id   int64
 		)
-		if err := rs.Scan(&name, &id); err != nil {
+		if err := row.Scan(&name, &id); err != nil {
 			return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
 		}
 		res.Deps[name] = id
 	}
-	return res, rs.Err()
+	return res, nil
 }

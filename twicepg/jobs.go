@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -143,17 +144,19 @@ func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*tw
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Close()
 	var jobs []*twicetype.JobRow
 	scanner := newJobScanner()
-	for rs.Next() {
-		j, err := scanner.scan(rs)
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, err
+		}
+		j, err := scanner.scan(row)
 		if err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, j)
 	}
-	return jobs, rs.Err()
+	return jobs, nil
 }
 
 // insertSQL inserts a batch in one statement, from one array per column, and
@@ -432,15 +435,17 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Close()
 	inserted := map[uniqueRef]*twicetype.JobRow{} // the batch's own holders
 	stored := map[uniqueRef]*twicetype.JobRow{}   // holders stored before it
-	for rs.Next() {
+	for r, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, err
+		}
 		var (
 			ord int64
 			dup bool
 		)
-		row, err := scanJob(rs, &ord, &dup)
+		row, err := scanJob(r, &ord, &dup)
 		if err != nil {
 			return nil, err
 		}
@@ -456,9 +461,6 @@ func (e *executor) insertBatch(ctx context.Context, jobs []*twicestore.JobInsert
 		if row.UniqueKey != "" {
 			inserted[ref] = row
 		}
-	}
-	if err := rs.Err(); err != nil {
-		return nil, err
 	}
 	committed()
 	for i, j := range jobs {
@@ -539,7 +541,6 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 	if err != nil {
 		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 	}
-	defer rs.Close()
 	type fetched struct {
 		job       *twicetype.JobRow
 		processed bool
@@ -549,15 +550,15 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 		processed bool
 	)
 	scanner := newJobScanner(&processed)
-	for rs.Next() {
-		j, err := scanner.scan(rs)
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+		}
+		j, err := scanner.scan(row)
 		if err != nil {
 			return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 		}
 		out = append(out, fetched{job: j, processed: processed})
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 	}
 	// RETURNING follows no order.
 	slices.SortFunc(out, func(x, y fetched) int {
@@ -595,22 +596,21 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}
-	defer rs.Close()
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("extend leases: %w", err)
+		}
 		var (
 			id        int64
 			cancelled bool
 		)
-		if err := rs.Scan(&id, &cancelled); err != nil {
+		if err := row.Scan(&id, &cancelled); err != nil {
 			return nil, fmt.Errorf("extend leases: %w", err)
 		}
 		res.Extended = append(res.Extended, id)
 		if cancelled {
 			res.CancelRequested = append(res.CancelRequested, id)
 		}
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("extend leases: %w", err)
 	}
 	slices.Sort(res.Extended)
 	slices.Sort(res.CancelRequested)
@@ -624,17 +624,16 @@ func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]int6
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Close()
 	var ids []int64
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, err
+		}
 		var id int64
-		if err := rs.Scan(&id); err != nil {
+		if err := row.Scan(&id); err != nil {
 			return nil, err
 		}
 		ids = append(ids, id)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, err
 	}
 	slices.Sort(ids)
 	return ids, nil
@@ -771,19 +770,18 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	defer rs.Close()
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
 		var ord int64
-		if err := rs.Scan(&ord); err != nil {
+		if err := row.Scan(&ord); err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 		if ord < 1 || ord > int64(n) {
 			return nil, fmt.Errorf("finish jobs: returned position %d for %d outcomes", ord, n)
 		}
 		res.Applied[order[ord-1]] = true
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	return res, nil
 }
@@ -824,14 +822,16 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.JobRescueResult{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("rescue jobs: %w", err)
+		}
 		var (
 			id    int64
 			state string
 		)
-		if err := rs.Scan(&id, &state); err != nil {
+		if err := row.Scan(&id, &state); err != nil {
 			return nil, fmt.Errorf("rescue jobs: %w", err)
 		}
 		switch twicetype.JobState(state) {
@@ -842,9 +842,6 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 		default:
 			res.Requeued = append(res.Requeued, id)
 		}
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
 	slices.Sort(res.Requeued)
 	slices.Sort(res.Dead)

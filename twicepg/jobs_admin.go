@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -93,21 +94,20 @@ func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.JobCountResult{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
 		var (
 			c     twicestore.JobCount
 			state string
 		)
-		if err := rs.Scan(&state, &c.Queue, &c.Kind, &c.Count); err != nil {
+		if err := row.Scan(&state, &c.Queue, &c.Kind, &c.Count); err != nil {
 			return nil, fmt.Errorf("count jobs: %w", err)
 		}
 		c.State = twicetype.JobState(state)
 		res.Counts = append(res.Counts, c)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
 	}
 	return res, nil
 }
@@ -128,18 +128,17 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 	if err != nil {
 		return nil, fmt.Errorf("find orphaned kinds: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.JobOrphansResult{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("find orphaned kinds: %w", err)
+		}
 		var o twicetype.OrphanKind
-		if err := rs.Scan(&o.Kind, &o.Queue, &o.Count, &o.Oldest); err != nil {
+		if err := row.Scan(&o.Kind, &o.Queue, &o.Count, &o.Oldest); err != nil {
 			return nil, fmt.Errorf("find orphaned kinds: %w", err)
 		}
 		o.Oldest = o.Oldest.UTC()
 		res.Kinds = append(res.Kinds, o)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("find orphaned kinds: %w", err)
 	}
 	return res, nil
 }

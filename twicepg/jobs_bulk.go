@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -36,9 +37,11 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	defer rs.Close()
 	var results []twicestore.JobActionResult
-	for rs.Next() {
+	for rs, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
 		var (
 			id      int64
 			state   string
@@ -50,9 +53,6 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 		r := decide(twicetype.JobState(state), changed)
 		r.ID = id
 		results = append(results, r)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return twicestore.FinishResults(f, results), nil
 }
@@ -136,13 +136,15 @@ func (e *executor) retry(ctx context.Context, query string, args []any) ([]twice
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Close()
 	var (
 		results []twicestore.JobActionResult
 		refs    []uniqueRef
 		retried = map[uniqueRef]int64{} // the retried job of each unique key
 	)
-	for rs.Next() {
+	for rs, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, err
+		}
 		var (
 			r          twicestore.JobActionResult
 			state      string
@@ -165,9 +167,6 @@ func (e *executor) retry(ctx context.Context, query string, args []any) ([]twice
 			r.Status = twicestore.JobActionConflict
 		}
 		results, refs = append(results, r), append(refs, ref)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, err
 	}
 	for i := range results {
 		if results[i].Status == twicestore.JobActionConflict && results[i].HolderID == 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -295,17 +296,19 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 		throttled bool
 	)
 	scan := func(rs rows) error {
-		defer rs.Close()
 		var processed bool
 		scanner := newJobScanner(&processed)
-		for rs.Next() {
-			j, err := scanner.scan(rs)
+		for row, err := range dbrows.Iter(rs) {
+			if err != nil {
+				return err
+			}
+			j, err := scanner.scan(row)
 			if err != nil {
 				return err
 			}
 			out = append(out, fetched{job: j, processed: processed})
 		}
-		return rs.Err()
+		return nil
 	}
 	var err error
 	if b := e.batcher(); b != nil {

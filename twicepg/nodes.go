@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -39,14 +40,16 @@ func (e *executor) NodeList(ctx context.Context, p *twicestore.NodeListParams) (
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	defer rs.Close()
 	var nodes []*twicetype.Node
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
 		var (
 			n             twicetype.Node
 			kinds, queues string
 		)
-		if err := rs.Scan(&n.ID, &n.Host, &n.PID, &kinds, &queues, &n.StartedAt, &n.HeartbeatAt); err != nil {
+		if err := row.Scan(&n.ID, &n.Host, &n.PID, &kinds, &queues, &n.StartedAt, &n.HeartbeatAt); err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 		if err := json.Unmarshal([]byte(kinds), &n.Kinds); err != nil {
@@ -57,9 +60,6 @@ func (e *executor) NodeList(ctx context.Context, p *twicestore.NodeListParams) (
 		}
 		n.StartedAt, n.HeartbeatAt = n.StartedAt.UTC(), n.HeartbeatAt.UTC()
 		nodes = append(nodes, &n)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	return nodes, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -72,14 +73,16 @@ func (e *executor) QueueList(ctx context.Context, p *twicestore.QueueListParams)
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.QueueListResult{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("list queues: %w", err)
+		}
 		var (
 			q               twicetype.QueueInfo
 			pausedAt, until sql.NullTime
 		)
-		if err := rs.Scan(&q.Name, &q.Due, &q.Scheduled, &q.Running, &q.Paused, &pausedAt, &until, &q.By, &q.Reason); err != nil {
+		if err := row.Scan(&q.Name, &q.Due, &q.Scheduled, &q.Running, &q.Paused, &pausedAt, &until, &q.By, &q.Reason); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if q.Paused {
@@ -88,9 +91,6 @@ func (e *executor) QueueList(ctx context.Context, p *twicestore.QueueListParams)
 			q.By, q.Reason = "", ""
 		}
 		res.Queues = append(res.Queues, q)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	// By the name's bytes, whatever the database's collation.
 	slices.SortFunc(res.Queues, func(a, b twicetype.QueueInfo) int { return cmp.Compare(a.Name, b.Name) })
@@ -112,18 +112,17 @@ func (e *executor) QueueStranded(ctx context.Context, p *twicestore.QueueStrande
 	if err != nil {
 		return nil, fmt.Errorf("find stranded queues: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.QueueStrandedResult{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("find stranded queues: %w", err)
+		}
 		var q twicetype.StrandedQueue
-		if err := rs.Scan(&q.Queue, &q.Count, &q.Oldest); err != nil {
+		if err := row.Scan(&q.Queue, &q.Count, &q.Oldest); err != nil {
 			return nil, fmt.Errorf("find stranded queues: %w", err)
 		}
 		q.Oldest = q.Oldest.UTC()
 		res.Queues = append(res.Queues, q)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("find stranded queues: %w", err)
 	}
 	slices.SortFunc(res.Queues, func(a, b twicetype.StrandedQueue) int { return cmp.Compare(a.Queue, b.Queue) })
 	return res, nil

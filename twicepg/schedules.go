@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -98,18 +99,17 @@ func (e *executor) ScheduleTicks(ctx context.Context, p *twicestore.ScheduleTick
 	if err != nil {
 		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
-	defer rs.Close()
 	res := &twicestore.ScheduleTicksResult{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
+		}
 		t := twicetype.ScheduleTick{Name: p.Name}
-		if err := rs.Scan(&t.TickAt, &t.Outcome, &t.JobID, &t.RecordedAt); err != nil {
+		if err := row.Scan(&t.TickAt, &t.Outcome, &t.JobID, &t.RecordedAt); err != nil {
 			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 		}
 		t.TickAt, t.RecordedAt = t.TickAt.UTC(), t.RecordedAt.UTC()
 		res.Ticks = append(res.Ticks, t)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
 	return res, nil
 }
@@ -122,22 +122,21 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	defer rs.Close()
 	schedules := []twicetype.Schedule{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
 		var (
 			s    twicetype.Schedule
 			next sql.NullTime
 		)
-		if err := rs.Scan(&s.Name, &s.Kind, &s.Spec, &s.LastTickAt, &s.LastOutcome, &s.LastJobID,
+		if err := row.Scan(&s.Name, &s.Kind, &s.Spec, &s.LastTickAt, &s.LastOutcome, &s.LastJobID,
 			&next, &s.UpdatedAt); err != nil {
 			return nil, fmt.Errorf("list schedules: %w", err)
 		}
 		s.LastTickAt, s.NextAt, s.UpdatedAt = s.LastTickAt.UTC(), fromNull(next), s.UpdatedAt.UTC()
 		schedules = append(schedules, s)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	return &twicestore.ScheduleListResult{Schedules: schedules}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -29,21 +30,20 @@ func (e *executor) JobThroughput(ctx context.Context, p *twicestore.JobThroughpu
 	if err != nil {
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.JobThroughputResult{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("job throughput: %w", err)
+		}
 		var (
 			b int64
 			t twicestore.ThroughputBucket
 		)
-		if err := rs.Scan(&b, &t.Completed, &t.Dead); err != nil {
+		if err := row.Scan(&b, &t.Completed, &t.Dead); err != nil {
 			return nil, fmt.Errorf("job throughput: %w", err)
 		}
 		t.Start = p.Since.Add(time.Duration(b*width) * time.Microsecond).UTC()
 		res.Buckets = append(res.Buckets, t)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("job throughput: %w", err)
 	}
 	return res, nil
 }
@@ -66,23 +66,22 @@ func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStat
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.JobQueueStatsResult{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
 		var (
 			q      twicestore.QueueStat
 			oldest *time.Time
 		)
-		if err := rs.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest, &q.Paused); err != nil {
+		if err := row.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest, &q.Paused); err != nil {
 			return nil, fmt.Errorf("queue stats: %w", err)
 		}
 		if oldest != nil {
 			q.OldestDue = oldest.UTC()
 		}
 		res.Queues = append(res.Queues, q)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("queue stats: %w", err)
 	}
 	return res, nil
 }

@@ -256,9 +256,12 @@ type row interface {
 	Scan(dest ...any) error
 }
 
-// rows is dbrows.Rows, which rowserrcheck knows: a function that reads
-// one must check its Err.
-type rows = dbrows.Rows
+// rows is a query's result, read through dbrows (Iter, Collect), which
+// closes it and hands over the error that ended it.
+type rows interface {
+	dbrows.Rows
+	Close()
+}
 
 // pgxConn is the query surface pgxpool.Pool and pgx.Tx share.
 type pgxConn interface {

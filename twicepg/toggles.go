@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -140,22 +141,21 @@ func (e *executor) ToggleList(ctx context.Context, p *twicestore.ToggleListParam
 	if err != nil {
 		return nil, fmt.Errorf("list toggles: %w", err)
 	}
-	defer rs.Close()
 	toggles := []twicetype.Toggle{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("list toggles: %w", err)
+		}
 		var (
 			tg      twicetype.Toggle
 			expires sql.NullTime
 		)
-		if err := rs.Scan(&tg.Kind, &tg.Enabled, &tg.Reason, &tg.By, &tg.At, &expires); err != nil {
+		if err := row.Scan(&tg.Kind, &tg.Enabled, &tg.Reason, &tg.By, &tg.At, &expires); err != nil {
 			return nil, fmt.Errorf("list toggles: %w", err)
 		}
 		tg.At = tg.At.UTC()
 		tg.ExpiresAt = fromNull(expires)
 		toggles = append(toggles, tg)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("list toggles: %w", err)
 	}
 	return &twicestore.ToggleListResult{Toggles: toggles}, nil
 }
@@ -174,15 +174,17 @@ func (e *executor) ToggleHistory(ctx context.Context, p *twicestore.ToggleHistor
 	if err != nil {
 		return nil, fmt.Errorf("list switch history: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.ToggleHistoryResult{Changes: []twicetype.ToggleChange{}}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("list switch history: %w", err)
+		}
 		var (
 			c              twicetype.ToggleChange
 			previous, next string
 			expires        sql.NullTime
 		)
-		if err := rs.Scan(&c.ID, &c.Kind, &c.By, &c.Reason, &previous, &next, &c.Source,
+		if err := row.Scan(&c.ID, &c.Kind, &c.By, &c.Reason, &previous, &next, &c.Source,
 			&expires, &c.At); err != nil {
 			return nil, fmt.Errorf("list switch history: %w", err)
 		}
@@ -190,9 +192,6 @@ func (e *executor) ToggleHistory(ctx context.Context, p *twicestore.ToggleHistor
 		c.ExpiresAt = fromNull(expires)
 		c.At = c.At.UTC()
 		res.Changes = append(res.Changes, c)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("list switch history: %w", err)
 	}
 	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -31,15 +32,15 @@ func (e *executor) JobCancelRequested(ctx context.Context, p *twicestore.JobCanc
 		return nil, fmt.Errorf("read cancel requests: %w", err)
 	}
 	defer func() { _ = rows.Close() }() // rows.Err reports what matters
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("read cancel requests: %w", err)
+		}
 		var id int64
-		if err := rows.Scan(&id); err != nil {
+		if err := row.Scan(&id); err != nil {
 			return nil, fmt.Errorf("read cancel requests: %w", err)
 		}
 		res.IDs = append(res.IDs, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read cancel requests: %w", err)
 	}
 	slices.Sort(res.IDs)
 	return res, nil

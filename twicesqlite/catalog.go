@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -68,17 +69,16 @@ func storedCatalogArgs(ctx context.Context, q dbtx, kinds []string) (map[string]
 	if err != nil {
 		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
-	defer rows.Close()
 	out := make(map[string]string, len(kinds))
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("read the stored kinds: %w", err)
+		}
 		var kind, args string
-		if err := rows.Scan(&kind, &args); err != nil {
+		if err := row.Scan(&kind, &args); err != nil {
 			return nil, fmt.Errorf("read the stored kinds: %w", err)
 		}
 		out[kind] = args
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
 	return out, nil
 }
@@ -101,15 +101,17 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 	if err != nil {
 		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
-	defer rows.Close()
 	res := &twicestore.CatalogListResult{Kinds: []twicetype.KindInfo{}}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("list kind catalog: %w", err)
+		}
 		var (
 			k                 twicetype.KindInfo
 			timeout, lastSeen int64
 			args, schedules   string
 		)
-		if err := rows.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
+		if err := row.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
 			&args, &schedules, &k.Node, &lastSeen); err != nil {
 			return nil, fmt.Errorf("list kind catalog: %w", err)
 		}
@@ -122,9 +124,6 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 		k.Timeout = time.Duration(timeout) * time.Microsecond
 		k.LastSeen = time.UnixMicro(lastSeen).UTC()
 		res.Kinds = append(res.Kinds, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
 	return res, nil
 }

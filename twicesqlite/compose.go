@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -148,37 +149,33 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
+		}
 		var (
 			t     twicetype.WorkflowTask
 			state string
 		)
-		if err := rs.Scan(&t.Name, &t.Kind, &t.Pending, &state); err != nil {
-			rs.Close()
+		if err := row.Scan(&t.Name, &t.Kind, &t.Pending, &state); err != nil {
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
 		t.State = twicetype.WorkflowTaskState(state)
 		res.AddTask(&t)
 	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-	}
 	rs, err = e.db.QueryContext(ctx, `SELECT dep, task FROM twice_workflow_deps WHERE workflow_id = ? ORDER BY task, dep`, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
+		}
 		var dep, task string
-		if err := rs.Scan(&dep, &task); err != nil {
-			rs.Close()
+		if err := row.Scan(&dep, &task); err != nil {
 			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 		}
 		res.AddDep(dep, task)
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
 	}
 	jobs, err := e.workflowJobs(ctx, e.db, p.ID)
 	if err != nil {
@@ -197,17 +194,19 @@ func (e *executor) workflowJobs(ctx context.Context, q dbtx, id int64) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Close()
 	out := map[string]*twicetype.JobRow{}
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, err
+		}
 		var name string
-		j, err := scanJob(prefixScanner{rs, &name})
+		j, err := scanJob(prefixScanner{row, &name})
 		if err != nil {
 			return nil, err
 		}
 		out[name] = j
 	}
-	return out, rs.Err()
+	return out, nil
 }
 
 // prefixScanner scans leading columns into dest before the rest.
@@ -228,16 +227,18 @@ func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListP
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	defer rs.Close()
 	res := &twicestore.WorkflowListResult{}
-	for rs.Next() {
-		w, err := scanWorkflow(rs)
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, err
+		}
+		w, err := scanWorkflow(row)
 		if err != nil {
 			return nil, fmt.Errorf("list workflows: %w", err)
 		}
 		res.Workflows = append(res.Workflows, w)
 	}
-	return res, rs.Err()
+	return res, nil
 }
 
 // WorkflowCancel cancels the workflow's waiting tasks and unfinished jobs
@@ -264,23 +265,14 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 		}
 		n, _ := r.RowsAffected()
 		res.Tasks = int(n)
-		var ids []int64
 		rs, err := q.QueryContext(ctx, `SELECT id FROM twice_jobs WHERE workflow_id = ? AND state IN ('available', 'running')`, p.ID)
 		if err != nil {
 			return err
 		}
-		for rs.Next() {
-			var id int64
-			if err := rs.Scan(&id); err != nil {
-				rs.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rs.Close()
 		// A read that ended early must not pass for all of the jobs: the
 		// rest would stay uncancelled in a workflow marked cancelled.
-		if err := rs.Err(); err != nil {
+		ids, err := dbrows.Collect(rs, dbrows.One[int64])
+		if err != nil {
 			return err
 		}
 		if len(ids) == 0 {
@@ -481,16 +473,18 @@ func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTas
 	if err != nil {
 		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
 	}
-	defer rs.Close()
-	for rs.Next() {
+	for row, err := range dbrows.Iter(rs) {
+		if err != nil {
+			return nil, err
+		}
 		var (
 			name string
 			id   int64
 		)
-		if err := rs.Scan(&name, &id); err != nil {
+		if err := row.Scan(&name, &id); err != nil {
 			return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
 		}
 		res.Deps[name] = id
 	}
-	return res, rs.Err()
+	return res, nil
 }

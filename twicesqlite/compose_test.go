@@ -7,118 +7,95 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"modernc.org/sqlite"
 
+	"github.com/twicejobs/twice/internal/testkit/faultsql"
 	"github.com/twicejobs/twice/twicestore"
 )
 
-// TestWorkflowCancelReadError: the read of a workflow's unfinished jobs
-// fails after its first row (a fault injected below the real driver, on a
-// connection of its own). WorkflowCancel used to take the rows it had
-// read for all of them, cancel that one job and report success; it now
-// fails, and its transaction cancels nothing.
-func TestWorkflowCancelReadError(t *testing.T) {
-	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "twice.db")
-	s, err := Open(ctx, path)
+var errInjected = errors.New("injected: connection lost mid-result")
+
+// faultyExecutor returns an executor on a transaction of its own, on a
+// connection of the real SQLite driver where queries starting with
+// failQuery fail after their first row.
+func faultyExecutor(t *testing.T, s *Store, path, failQuery string) twicestore.Executor {
+	t.Helper()
+	db := sql.OpenDB(faultsql.Connector(sqliteConnector{DSN(path)}, failQuery, errInjected))
+	t.Cleanup(func() { _ = db.Close() })
+	tx, err := db.BeginTx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	now := time.Now()
-	tasks := make([]*twicestore.WorkflowTaskParams, 3)
-	for i := range tasks {
-		tasks[i] = &twicestore.WorkflowTaskParams{Name: fmt.Sprint("t", i), Job: &twicestore.JobInsertParams{
-			Kind: "cancel.readerror.v1", Queue: "default", Args: []byte(`{}`), MaxAttempts: 3, RunAt: now, CreatedAt: now}}
-	}
-	w, err := s.WorkflowInsert(ctx, &twicestore.WorkflowInsertParams{Name: "w", Tasks: tasks, CreatedAt: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(&faultyConnector{dsn: DSN(path), failQuery: "SELECT id FROM twice_jobs WHERE workflow_id"})
-	defer db.Close()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
+	t.Cleanup(func() { _ = tx.Rollback() })
 	exec, err := s.ExecutorFromTx(tx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := exec.WorkflowCancel(ctx, &twicestore.WorkflowCancelParams{ID: w.Workflow.ID, Now: now})
-	if !errors.Is(err, errInjected) {
-		cancelled := 0
-		if res != nil && res.Jobs != nil {
-			cancelled = len(res.Jobs.IDs)
+	return exec
+}
+
+// sqliteConnector opens connections of the real SQLite driver.
+type sqliteConnector struct{ dsn string }
+
+func (c sqliteConnector) Connect(context.Context) (driver.Conn, error) {
+	return (&sqlite.Driver{}).Open(c.dsn)
+}
+func (c sqliteConnector) Driver() driver.Driver { return &sqlite.Driver{} }
+
+// insertWorkflow stores a workflow of four tasks, t1 and t2 after t0: each
+// read of it has two rows or more (tasks, dependencies, the roots' jobs).
+func insertWorkflow(t *testing.T, s twicestore.Executor) int64 {
+	t.Helper()
+	now := time.Now()
+	tasks := make([]*twicestore.WorkflowTaskParams, 4)
+	for i := range tasks {
+		tasks[i] = &twicestore.WorkflowTaskParams{Name: fmt.Sprint("t", i), Job: &twicestore.JobInsertParams{
+			Kind: "readerror.v1", Queue: "default", Args: []byte(`{}`), MaxAttempts: 3, RunAt: now, CreatedAt: now}}
+		if i == 1 || i == 2 {
+			tasks[i].Deps = []string{"t0"}
 		}
-		t.Fatalf("WorkflowCancel when reading its jobs failed after the first: %v, %d of 3 jobs cancelled; want the read's error",
-			err, cancelled)
 	}
-}
-
-var errInjected = errors.New("injected: connection lost mid-result")
-
-// faultyConnector opens connections of the real SQLite driver whose
-// queries starting with failQuery fail after their first row.
-type faultyConnector struct {
-	dsn       string
-	failQuery string
-}
-
-func (c *faultyConnector) Connect(context.Context) (driver.Conn, error) {
-	conn, err := (&sqlite.Driver{}).Open(c.dsn)
+	w, err := s.WorkflowInsert(t.Context(), &twicestore.WorkflowInsertParams{Name: "w", Tasks: tasks, CreatedAt: now})
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	return &faultyConn{Conn: conn, failQuery: c.failQuery}, nil
+	return w.Workflow.ID
 }
 
-func (c *faultyConnector) Driver() driver.Driver { return &sqlite.Driver{} }
-
-// faultyConn runs every statement through Prepare (it offers database/sql
-// no shortcut), so faulty queries can be told by their text.
-type faultyConn struct {
-	driver.Conn
-	failQuery string
-}
-
-func (c *faultyConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
-}
-
-func (c *faultyConn) Prepare(query string) (driver.Stmt, error) {
-	st, err := c.Conn.Prepare(query)
-	if err != nil || !strings.HasPrefix(strings.TrimSpace(query), c.failQuery) {
-		return st, err
-	}
-	return faultyStmt{st}, nil
-}
-
-type faultyStmt struct{ driver.Stmt }
-
-func (s faultyStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	rs, err := s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+// TestWorkflowReadError: each read of WorkflowGet and WorkflowCancel fails
+// after its first row (a fault injected below the real driver, on a
+// connection of its own). Each call must fail with the read's error, never
+// return (or act on) the rows it saw as if they were all: WorkflowCancel
+// used to cancel the one job it had read and report success.
+func TestWorkflowReadError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "twice.db")
+	s, err := Open(t.Context(), path)
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	return &faultyRows{Rows: rs}, nil
-}
-
-// faultyRows returns the first row, then errInjected.
-type faultyRows struct {
-	driver.Rows
-	read int
-}
-
-func (r *faultyRows) Next(dest []driver.Value) error {
-	if r.read == 1 {
-		return errInjected
+	defer s.Close()
+	for _, q := range []string{
+		"SELECT name, kind, pending, state FROM twice_workflow_tasks",
+		"SELECT dep, task FROM twice_workflow_deps",
+		"SELECT workflow_task,",
+	} {
+		t.Run("WorkflowGet/"+q, func(t *testing.T) {
+			id := insertWorkflow(t, s)
+			res, err := faultyExecutor(t, s, path, q).WorkflowGet(t.Context(), &twicestore.WorkflowGetParams{ID: id})
+			if !errors.Is(err, errInjected) {
+				t.Fatalf("WorkflowGet when a read failed after its first row: %v (result %+v); want the read's error", err, res)
+			}
+		})
 	}
-	r.read++
-	return r.Rows.Next(dest)
+	t.Run("WorkflowCancel", func(t *testing.T) {
+		id := insertWorkflow(t, s)
+		exec := faultyExecutor(t, s, path, "SELECT id FROM twice_jobs WHERE workflow_id")
+		res, err := exec.WorkflowCancel(t.Context(), &twicestore.WorkflowCancelParams{ID: id, Now: time.Now()})
+		if !errors.Is(err, errInjected) {
+			t.Fatalf("WorkflowCancel when reading its jobs failed after the first: %v (result %+v); want the read's error", err, res)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -66,16 +67,18 @@ func queryJobs(ctx context.Context, q dbtx, query string, args ...any) ([]*twice
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var jobs []*twicetype.JobRow
-	for rows.Next() {
-		j, err := scanJob(rows)
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, err
+		}
+		j, err := scanJob(row)
 		if err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, j)
 	}
-	return jobs, rows.Err()
+	return jobs, nil
 }
 
 // jsonArg encodes v for a json_each(?) parameter. Lists travel as one JSON
@@ -377,12 +380,15 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 			return err
 		}
 		defer func() { _ = rows.Close() }() // rows.Err reports what matters
-		for rows.Next() {
+		for row, err := range dbrows.Iter(rows) {
+			if err != nil {
+				return err
+			}
 			var (
 				id        int64
 				cancelled bool
 			)
-			if err := rows.Scan(&id, &cancelled); err != nil {
+			if err := row.Scan(&id, &cancelled); err != nil {
 				return err
 			}
 			res.Extended = append(res.Extended, id)
@@ -390,7 +396,7 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 				res.CancelRequested = append(res.CancelRequested, id)
 			}
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
@@ -580,13 +586,15 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
+		for row, err := range dbrows.Iter(rows) {
+			if err != nil {
+				return err
+			}
 			var (
 				id    int64
 				state string
 			)
-			if err := rows.Scan(&id, &state); err != nil {
+			if err := row.Scan(&id, &state); err != nil {
 				return err
 			}
 			switch twicetype.JobState(state) {
@@ -598,7 +606,7 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 				res.Requeued = append(res.Requeued, id)
 			}
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)

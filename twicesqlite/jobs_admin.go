@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -98,21 +99,20 @@ func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	defer rows.Close()
 	res := &twicestore.JobCountResult{}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
 		var (
 			c     twicestore.JobCount
 			state string
 		)
-		if err := rows.Scan(&state, &c.Queue, &c.Kind, &c.Count); err != nil {
+		if err := row.Scan(&state, &c.Queue, &c.Kind, &c.Count); err != nil {
 			return nil, fmt.Errorf("count jobs: %w", err)
 		}
 		c.State = twicetype.JobState(state)
 		res.Counts = append(res.Counts, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
 	}
 	return res, nil
 }
@@ -134,21 +134,20 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 	if err != nil {
 		return nil, fmt.Errorf("find orphaned kinds: %w", err)
 	}
-	defer rows.Close()
 	res := &twicestore.JobOrphansResult{}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("find orphaned kinds: %w", err)
+		}
 		var (
 			o      twicetype.OrphanKind
 			oldest int64
 		)
-		if err := rows.Scan(&o.Kind, &o.Queue, &o.Count, &oldest); err != nil {
+		if err := row.Scan(&o.Kind, &o.Queue, &o.Count, &oldest); err != nil {
 			return nil, fmt.Errorf("find orphaned kinds: %w", err)
 		}
 		o.Oldest = time.UnixMicro(oldest).UTC()
 		res.Kinds = append(res.Kinds, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("find orphaned kinds: %w", err)
 	}
 	return res, nil
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -39,21 +40,19 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 			return err
 		}
 		var jobs []matchedJob
-		for rows.Next() {
+		for row, err := range dbrows.Iter(rows) {
+			if err != nil {
+				return err
+			}
 			var (
 				j     matchedJob
 				state string
 			)
-			if err := rows.Scan(&j.id, &state, &j.kind, &j.uniqueKey, &j.cancelAsked); err != nil {
-				rows.Close()
+			if err := row.Scan(&j.id, &state, &j.kind, &j.uniqueKey, &j.cancelAsked); err != nil {
 				return err
 			}
 			j.state = twicetype.JobState(state)
 			jobs = append(jobs, j)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		for _, j := range jobs {
 			r, err := act(q, j)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -144,7 +145,7 @@ JOIN twice_rate_starts AS s ON s.kind = json_extract(w.value, '$[0]') AND s.key 
 
 // keyScanner scans a job row followed by its concurrency key.
 type keyScanner struct {
-	r   *sql.Rows
+	r   rowScanner
 	key *string
 }
 
@@ -222,11 +223,13 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			if err != nil {
 				return err
 			}
-			for rows.Next() {
-				var key string
-				j, err := scanJob(keyScanner{rows, &key})
+			for row, err := range dbrows.Iter(rows) {
 				if err != nil {
-					rows.Close()
+					return err
+				}
+				var key string
+				j, err := scanJob(keyScanner{row, &key})
+				if err != nil {
 					return err
 				}
 				jobs = append(jobs, j)
@@ -237,10 +240,6 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 				if l.KeyRate.Limit > 0 && key != "" {
 					starts = append(starts, [2]string{j.Kind, key})
 				}
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
 			}
 		}
 		if len(starts) > 0 {

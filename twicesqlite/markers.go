@@ -9,6 +9,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -64,19 +65,18 @@ func (e *executor) MarkerPeekMany(ctx context.Context, p *twicestore.MarkerPeekM
 	if err != nil {
 		return nil, fmt.Errorf("peek %d markers: %w", n, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("peek %d markers: %w", n, err)
+		}
 		var pos int
-		if err := rows.Scan(&pos); err != nil {
+		if err := row.Scan(&pos); err != nil {
 			return nil, fmt.Errorf("peek %d markers: %w", n, err)
 		}
 		if pos < 0 || pos >= n {
 			return nil, fmt.Errorf("peek %d markers: returned position %d", n, pos)
 		}
 		res.Processed[pos] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("peek %d markers: %w", n, err)
 	}
 	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -41,15 +42,17 @@ func (e *executor) NodeList(ctx context.Context, p *twicestore.NodeListParams) (
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	defer rows.Close()
 	var nodes []*twicetype.Node
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
 		var (
 			n                  twicetype.Node
 			kinds, queues      string
 			started, heartbeat int64
 		)
-		if err := rows.Scan(&n.ID, &n.Host, &n.PID, &kinds, &queues, &started, &heartbeat); err != nil {
+		if err := row.Scan(&n.ID, &n.Host, &n.PID, &kinds, &queues, &started, &heartbeat); err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 		if err := json.Unmarshal([]byte(kinds), &n.Kinds); err != nil {
@@ -61,9 +64,6 @@ func (e *executor) NodeList(ctx context.Context, p *twicestore.NodeListParams) (
 		n.StartedAt = time.UnixMicro(started).UTC()
 		n.HeartbeatAt = time.UnixMicro(heartbeat).UTC()
 		nodes = append(nodes, &n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	return nodes, nil
 }

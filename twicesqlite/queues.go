@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -81,14 +82,16 @@ func (e *executor) QueueList(ctx context.Context, p *twicestore.QueueListParams)
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	defer rows.Close()
 	res := &twicestore.QueueListResult{}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("list queues: %w", err)
+		}
 		var (
 			q               twicetype.QueueInfo
 			pausedAt, until sql.NullInt64
 		)
-		if err := rows.Scan(&q.Name, &q.Due, &q.Scheduled, &q.Running, &q.Paused, &pausedAt, &until, &q.By, &q.Reason); err != nil {
+		if err := row.Scan(&q.Name, &q.Due, &q.Scheduled, &q.Running, &q.Paused, &pausedAt, &until, &q.By, &q.Reason); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if q.Paused {
@@ -97,9 +100,6 @@ func (e *executor) QueueList(ctx context.Context, p *twicestore.QueueListParams)
 			q.By, q.Reason = "", ""
 		}
 		res.Queues = append(res.Queues, q)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	slices.SortFunc(res.Queues, func(a, b twicetype.QueueInfo) int { return cmp.Compare(a.Name, b.Name) })
 	return res, nil
@@ -119,21 +119,20 @@ func (e *executor) QueueStranded(ctx context.Context, p *twicestore.QueueStrande
 	if err != nil {
 		return nil, fmt.Errorf("find stranded queues: %w", err)
 	}
-	defer rows.Close()
 	res := &twicestore.QueueStrandedResult{}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("find stranded queues: %w", err)
+		}
 		var (
 			q      twicetype.StrandedQueue
 			oldest int64
 		)
-		if err := rows.Scan(&q.Queue, &q.Count, &oldest); err != nil {
+		if err := row.Scan(&q.Queue, &q.Count, &oldest); err != nil {
 			return nil, fmt.Errorf("find stranded queues: %w", err)
 		}
 		q.Oldest = time.UnixMicro(oldest).UTC()
 		res.Queues = append(res.Queues, q)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("find stranded queues: %w", err)
 	}
 	slices.SortFunc(res.Queues, func(a, b twicetype.StrandedQueue) int { return cmp.Compare(a.Queue, b.Queue) })
 	return res, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -103,21 +104,20 @@ func (e *executor) ScheduleTicks(ctx context.Context, p *twicestore.ScheduleTick
 	if err != nil {
 		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
-	defer rows.Close()
 	res := &twicestore.ScheduleTicksResult{}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
+		}
 		var (
 			t            = twicetype.ScheduleTick{Name: p.Name}
 			at, recorded int64
 		)
-		if err := rows.Scan(&at, &t.Outcome, &t.JobID, &recorded); err != nil {
+		if err := row.Scan(&at, &t.Outcome, &t.JobID, &recorded); err != nil {
 			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 		}
 		t.TickAt, t.RecordedAt = time.UnixMicro(at).UTC(), time.UnixMicro(recorded).UTC()
 		res.Ticks = append(res.Ticks, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
 	return res, nil
 }
@@ -130,15 +130,17 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	defer rows.Close()
 	schedules := []twicetype.Schedule{}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
 		var (
 			s                   twicetype.Schedule
 			lastTick, updatedAt int64
 			next                sql.NullInt64
 		)
-		if err := rows.Scan(&s.Name, &s.Kind, &s.Spec, &lastTick, &s.LastOutcome, &s.LastJobID,
+		if err := row.Scan(&s.Name, &s.Kind, &s.Spec, &lastTick, &s.LastOutcome, &s.LastJobID,
 			&next, &updatedAt); err != nil {
 			return nil, fmt.Errorf("list schedules: %w", err)
 		}
@@ -146,9 +148,6 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 		s.NextAt = fromMicros(next)
 		s.UpdatedAt = time.UnixMicro(updatedAt).UTC()
 		schedules = append(schedules, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	return &twicestore.ScheduleListResult{Schedules: schedules}, nil
 }

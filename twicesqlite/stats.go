@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -27,21 +28,20 @@ func (e *executor) JobThroughput(ctx context.Context, p *twicestore.JobThroughpu
 	if err != nil {
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
-	defer rows.Close()
 	res := &twicestore.JobThroughputResult{}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("job throughput: %w", err)
+		}
 		var (
 			b int64
 			t twicestore.ThroughputBucket
 		)
-		if err := rows.Scan(&b, &t.Completed, &t.Dead); err != nil {
+		if err := row.Scan(&b, &t.Completed, &t.Dead); err != nil {
 			return nil, fmt.Errorf("job throughput: %w", err)
 		}
 		t.Start = time.UnixMicro(since + b*width).UTC()
 		res.Buckets = append(res.Buckets, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("job throughput: %w", err)
 	}
 	return res, nil
 }
@@ -60,23 +60,22 @@ func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStat
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	defer rows.Close()
 	res := &twicestore.JobQueueStatsResult{}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
 		var (
 			q      twicestore.QueueStat
 			oldest *int64
 		)
-		if err := rows.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest, &q.Paused); err != nil {
+		if err := row.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest, &q.Paused); err != nil {
 			return nil, fmt.Errorf("queue stats: %w", err)
 		}
 		if oldest != nil {
 			q.OldestDue = time.UnixMicro(*oldest).UTC()
 		}
 		res.Queues = append(res.Queues, q)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("queue stats: %w", err)
 	}
 	return res, nil
 }

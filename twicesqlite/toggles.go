@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -129,23 +130,22 @@ func (e *executor) ToggleList(ctx context.Context, p *twicestore.ToggleListParam
 	if err != nil {
 		return nil, fmt.Errorf("list toggles: %w", err)
 	}
-	defer rows.Close()
 	toggles := []twicetype.Toggle{}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("list toggles: %w", err)
+		}
 		var (
 			tg      twicetype.Toggle
 			at      int64
 			expires sql.NullInt64
 		)
-		if err := rows.Scan(&tg.Kind, &tg.Enabled, &tg.Reason, &tg.By, &at, &expires); err != nil {
+		if err := row.Scan(&tg.Kind, &tg.Enabled, &tg.Reason, &tg.By, &at, &expires); err != nil {
 			return nil, fmt.Errorf("list toggles: %w", err)
 		}
 		tg.At = time.UnixMicro(at).UTC()
 		tg.ExpiresAt = fromMicros(expires)
 		toggles = append(toggles, tg)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list toggles: %w", err)
 	}
 	return &twicestore.ToggleListResult{Toggles: toggles}, nil
 }
@@ -168,24 +168,23 @@ func (e *executor) ToggleHistory(ctx context.Context, p *twicestore.ToggleHistor
 	if err != nil {
 		return nil, fmt.Errorf("list switch history: %w", err)
 	}
-	defer rows.Close()
 	res := &twicestore.ToggleHistoryResult{Changes: []twicetype.ToggleChange{}}
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("list switch history: %w", err)
+		}
 		var (
 			c       twicetype.ToggleChange
 			expires sql.NullInt64
 			at      int64
 		)
-		if err := rows.Scan(&c.ID, &c.Kind, &c.By, &c.Reason, &c.Previous, &c.New, &c.Source,
+		if err := row.Scan(&c.ID, &c.Kind, &c.By, &c.Reason, &c.Previous, &c.New, &c.Source,
 			&expires, &at); err != nil {
 			return nil, fmt.Errorf("list switch history: %w", err)
 		}
 		c.ExpiresAt = fromMicros(expires)
 		c.At = time.UnixMicro(at).UTC()
 		res.Changes = append(res.Changes, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list switch history: %w", err)
 	}
 	return res, nil
 }
