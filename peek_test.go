@@ -17,16 +17,10 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// batchStore is a recordingStore that also answers peeks in batches, so
-// the runtime asks its fetches to peek; it records those peeks too.
+// batchStore is a recordingStore that also records the fetches that were
+// asked to peek and leased jobs.
 type batchStore struct {
 	recordingStore
-	batch twicestore.MarkerBatchPeeker
-}
-
-func (s *batchStore) MarkerPeekMany(ctx context.Context, p *twicestore.MarkerPeekManyParams) (*twicestore.MarkerPeekManyResult, error) {
-	s.log.add("peek-many")
-	return s.batch.MarkerPeekMany(ctx, p)
 }
 
 func (s *batchStore) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
@@ -41,11 +35,8 @@ func (s *batchStore) JobFetch(ctx context.Context, p *twicestore.JobFetchParams)
 // PostgreSQL (where the peek is part of the fetch statement) when
 // TWICE_TEST_POSTGRES is set.
 func peekStores(_ *testing.T) map[string]func(t *testing.T) *batchStore {
-	wrap := func(s interface {
-		twicestore.Store
-		twicestore.MarkerBatchPeeker
-	}) *batchStore {
-		return &batchStore{recordingStore: recordingStore{Store: s, log: &callLog{}}, batch: s}
+	wrap := func(s twicestore.Store) *batchStore {
+		return &batchStore{recordingStore: recordingStore{Store: s, log: &callLog{}}}
 	}
 	stores := map[string]func(t *testing.T) *batchStore{
 		"sqlite": func(t *testing.T) *batchStore { return wrap(newStore(t)) },
@@ -64,8 +55,8 @@ func peekStores(_ *testing.T) map[string]func(t *testing.T) *batchStore {
 	return stores
 }
 
-// TestClaimAfterPeeksInTheFetch: on a store that peeks in batches, a
-// ClaimAfter job's peek comes with its fetch: an already processed job
+// TestClaimAfterPeeksInTheFetch: a ClaimAfter job's peek comes with its
+// fetch: an already processed job
 // completes as a no-op without the handler and without a peek of its own;
 // a new one runs once and claims; a redelivery in a row peeks again (the
 // fetch's answer is taken once) and sees that claim.
@@ -133,8 +124,7 @@ func waitLog(t *testing.T, log *callLog, s string, n int) {
 		func() string { return fmt.Sprint(log.get()) })
 }
 
-// droppingStore is a store wrapper written before fetch peeks: it answers
-// peeks in batches, so the runtime asks its fetches to peek, but its
+// droppingStore is a store wrapper written before fetch peeks: its
 // JobFetch hands back the jobs without the answers.
 type droppingStore struct{ *batchStore }
 
@@ -221,10 +211,10 @@ func (s *unwrappingSpy) JobFetch(ctx context.Context, p *twicestore.JobFetchPara
 }
 
 // TestWrapperKeepsCapabilities: a store wrapper that embeds Store and
-// offers Unwrap keeps the wrapped store's LISTEN (inserts and cancels) and
-// fetch peeks. Before
-// the Unwrap convention the runtime's type assertions failed on the
-// wrapper, so it polled and peeked once per job.
+// offers Unwrap keeps the wrapped store's LISTEN (inserts and cancels),
+// and its fetches are asked to peek. Before the Unwrap convention the
+// runtime's type assertions failed on the wrapper, so it polled and
+// peeked once per job.
 func TestWrapperKeepsCapabilities(t *testing.T) {
 	t.Parallel()
 	base := &listeningStore{Store: newStore(t), listening: make(chan struct{}), listeningCancel: make(chan struct{})}
@@ -243,6 +233,6 @@ func TestWrapperKeepsCapabilities(t *testing.T) {
 	spy.mu.Lock()
 	defer spy.mu.Unlock()
 	if !spy.peeked {
-		t.Error("the fetch was not asked to peek: the wrapped store's MarkerBatchPeeker was not found")
+		t.Error("the fetch through the wrapper was not asked to peek")
 	}
 }

@@ -130,6 +130,20 @@ func (s *recordingStore) MarkerPeek(ctx context.Context, p *twicestore.MarkerPar
 	return s.Store.MarkerPeek(ctx, p)
 }
 
+// JobFetch records, as a peek, each leased job whose marker the fetch
+// peeked: the peek a ClaimAfter job makes comes with its fetch.
+func (s *recordingStore) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
+	res, err := s.Store.JobFetch(ctx, p)
+	if err == nil && len(res.Processed) == len(res.Jobs) {
+		for _, j := range res.Jobs {
+			if _, ok := p.Peek[j.Kind]; ok {
+				s.log.add("peek")
+			}
+		}
+	}
+	return res, err
+}
+
 func (s *recordingStore) MarkerClaim(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
 	s.log.add("claim")
 	return s.Store.MarkerClaim(ctx, p)

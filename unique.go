@@ -154,7 +154,8 @@ func (u *UniqueOpts) states() twicetype.UniqueStates {
 	return twicetype.UniqueStatesOf(u.ByStates...)
 }
 
-// uniqueFor resolves the uniqueness of a job of kind: the call's options,
+// uniqueOf resolves the uniqueness of a job of the kind registered as e
+// (nil for none): the call's options,
 // then the kind's; nil when neither asks for one.
 func (c *Client) uniqueFor(kind string, call *UniqueOpts) (*UniqueOpts, error) {
 	e := c.registry.lookup(kind)

@@ -121,7 +121,8 @@ func TestSwitchCheckedBeforeAttempt(t *testing.T) {
 }
 
 // failingMarkers is a recording store whose MarkerRelease always fails
-// and whose MarkerPeek fails the first time.
+// and whose MarkerPeek fails the first time. Its fetches bring no peek
+// answers, so each ClaimAfter job peeks with MarkerPeek.
 type failingMarkers struct {
 	*recordingStore
 	peekFailed atomic.Bool
@@ -130,6 +131,14 @@ type failingMarkers struct {
 func (s *failingMarkers) MarkerRelease(context.Context, *twicestore.MarkerParams) error {
 	s.log.add("release")
 	return errors.New("injected release failure")
+}
+
+func (s *failingMarkers) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
+	res, err := s.recordingStore.Store.JobFetch(ctx, p)
+	if err == nil {
+		res.Processed = nil
+	}
+	return res, err
 }
 
 func (s *failingMarkers) MarkerPeek(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {

@@ -55,24 +55,23 @@ func (r *rescuer) rescue(ctx context.Context) {
 		}
 		return
 	}
-	for _, id := range res.Requeued {
-		if row, err := r.store.JobGet(ctx, &twicestore.JobGetParams{ID: id}); err == nil {
-			jobLogger(r.logger, row).WarnContext(ctx, "job's lease expired: its worker died or stalled; it will run again",
+	requeued := false
+	for _, row := range res.Jobs {
+		logger := jobLogger(r.logger, row)
+		switch row.State {
+		case twicetype.JobStateAvailable:
+			requeued = true
+			logger.WarnContext(ctx, "job's lease expired: its worker died or stalled; it will run again",
 				logattr.Component, "rescuer", logattr.Node, row.AttemptedBy)
+		case twicetype.JobStateDead:
+			logger.ErrorContext(ctx, "job dead-lettered: its lease expired on the final attempt", logattr.Component, "rescuer")
+			if r.onDead != nil {
+				r.onDead(ctx, DeadJob{Job: row, Err: errLeaseExpired})
+			}
 		}
 	}
-	if len(res.Requeued) > 0 {
+	if requeued {
 		r.wake()
-	}
-	for _, id := range res.Dead {
-		row, err := r.store.JobGet(ctx, &twicestore.JobGetParams{ID: id})
-		if err != nil {
-			continue
-		}
-		jobLogger(r.logger, row).ErrorContext(ctx, "job dead-lettered: its lease expired on the final attempt", logattr.Component, "rescuer")
-		if r.onDead != nil {
-			r.onDead(ctx, DeadJob{Job: row, Err: errLeaseExpired})
-		}
 	}
 }
 

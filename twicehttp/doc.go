@@ -1,6 +1,6 @@
 // Package twicehttp is net/http middleware for the Idempotency-Key request
 // header (IETF draft-ietf-httpapi-idempotency-key-header), storing its
-// records in a twicestore.Store.
+// records in a twice store (KeyStore: twicesqlite's or twicepg's).
 //
 // The first request with a key takes it, runs the handler once and stores
 // the response (status, headers, body). A retry with the same key and the

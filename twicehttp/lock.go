@@ -25,7 +25,7 @@ const lockRefreshMin = 10 * time.Millisecond
 // Each refresh gives the lock a new identity (its time), which Complete
 // and Release must carry; stop returns the last one.
 type lockKeeper struct {
-	store  twicestore.Store
+	store  KeyStore
 	logger *slog.Logger
 	ctx    context.Context
 	params twicestore.IdempotencyKeyParams
@@ -40,7 +40,7 @@ type lockKeeper struct {
 // Begin took) every interval. ctx carries the request's values; its
 // cancellation is ignored, since the handler may run on after its client
 // hung up, and its key with it.
-func keepLock(ctx context.Context, store twicestore.Store, logger *slog.Logger, p twicestore.IdempotencyKeyParams, interval time.Duration) *lockKeeper {
+func keepLock(ctx context.Context, store KeyStore, logger *slog.Logger, p twicestore.IdempotencyKeyParams, interval time.Duration) *lockKeeper {
 	k := &lockKeeper{
 		store: store, logger: logger, ctx: context.WithoutCancel(ctx), params: p,
 		stopCh: make(chan struct{}), done: make(chan struct{}),

@@ -137,10 +137,10 @@ func (o Options) withDefaults() Options {
 }
 
 // validate reports the first wiring mistake in o.
-func (o Options) validate(store twicestore.Store) error {
+func (o Options) validate(store KeyStore) error {
 	switch {
 	case store == nil:
-		return errors.New("twicehttp.Middleware: store is nil; pass the twicestore.Store the records live in")
+		return errors.New("twicehttp.Middleware: store is nil; pass the store the records live in (twicesqlite's or twicepg's)")
 	case o.Principal == nil:
 		return errors.New("twicehttp.Middleware: Options.Principal is nil; set it to a func returning the caller's id, so callers never share keys")
 	case o.Expiry < 0, o.LockTimeout < 0, o.MaxBodyBytes < 0, o.MaxResponseBytes < 0:
@@ -158,7 +158,7 @@ func (o Options) validate(store twicestore.Store) error {
 //
 // It panics when store is nil or opts is invalid (Principal nil, a negative
 // duration or size): a wiring mistake, found at startup.
-func Middleware(store twicestore.Store, opts Options) func(http.Handler) http.Handler {
+func Middleware(store KeyStore, opts Options) func(http.Handler) http.Handler {
 	o := opts.withDefaults()
 	if err := o.validate(store); err != nil {
 		panic(err)
@@ -174,7 +174,7 @@ func Middleware(store twicestore.Store, opts Options) func(http.Handler) http.Ha
 
 // middleware is the handler Middleware wraps around next.
 type middleware struct {
-	store twicestore.Store
+	store KeyStore
 	opts  Options
 	drop  map[string]bool // canonical names of the headers never stored
 	next  http.Handler

@@ -33,7 +33,7 @@ const ScrapeTimeout = 5 * time.Second
 // Metrics is a twice.Observer that counts job events, and a
 // prometheus.Collector of the store's queue gauges.
 type Metrics struct {
-	store    twicestore.Executor
+	store    QueueReader
 	counters map[twice.EventType]*prometheus.CounterVec
 	run      *prometheus.HistogramVec
 	wait     *prometheus.HistogramVec
@@ -44,6 +44,15 @@ type Metrics struct {
 
 	limits                                            atomic.Pointer[LimitLister]
 	throttledDesc, slotsUsedDesc, slotsDesc, rateDesc *prometheus.Desc
+}
+
+// QueueReader is what the queue gauges read of a store. Every twice store
+// (twicesqlite's, twicepg's, or a transaction's executor) is one.
+type QueueReader interface {
+	JobQueueStats(ctx context.Context, p *twicestore.JobQueueStatsParams) (*twicestore.JobQueueStatsResult, error)
+	JobOrphans(ctx context.Context, p *twicestore.JobOrphansParams) (*twicestore.JobOrphansResult, error)
+	QueueList(ctx context.Context, p *twicestore.QueueListParams) (*twicestore.QueueListResult, error)
+	QueueStranded(ctx context.Context, p *twicestore.QueueStrandedParams) (*twicestore.QueueStrandedResult, error)
 }
 
 // LimitLister reports the flow-control usage of the limited kinds: a
@@ -63,7 +72,7 @@ func (m *Metrics) ReportLimits(l LimitLister) { m.limits.Store(&l) }
 // New returns the metrics of the jobs in store, registered in a registry
 // of their own (with the Go and process collectors) that Handler serves.
 // Pass the Metrics as twice.Config.Observer to count the runtime's events.
-func New(store twicestore.Executor) *Metrics {
+func New(store QueueReader) *Metrics {
 	labels := []string{"kind", "queue"}
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "twice", Name: name, Help: help}, labels)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -14,7 +15,7 @@ import (
 // CatalogPublish upserts the node's kinds in one transaction: every field
 // of a kind is replaced by this publish, whichever node published it
 // before, so the last publish of a kind wins — but for the sensitive flags
-// a recent publish set, which twicestore.MergeCatalogArgs keeps from the
+// a recent publish set, which driverkit.MergeCatalogArgs keeps from the
 // stored row. The catalog's advisory lock orders concurrent publishes, so
 // none merges over a row another is rewriting (row locks cannot: a kind's
 // first publish has no row to lock). The kinds go in as parallel arrays:
@@ -49,7 +50,7 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 			return err
 		}
 		for i, k := range p.Kinds {
-			if args[i], err = twicestore.MergeCatalogArgs(stored[k.Kind], k.Args, now, p.KeepSensitiveSince); err != nil {
+			if args[i], err = driverkit.MergeCatalogArgs(stored[k.Kind], k.Args, now, p.KeepSensitiveSince); err != nil {
 				return fmt.Errorf("kind %q: %w", k.Kind, err)
 			}
 		}
@@ -79,16 +80,9 @@ func (e *executor) storedCatalogArgs(ctx context.Context, kinds []string) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
-	out := make(map[string]string, len(kinds))
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("read the stored kinds: %w", err)
-		}
-		var kind, args string
-		if err := row.Scan(&kind, &args); err != nil {
-			return nil, fmt.Errorf("read the stored kinds: %w", err)
-		}
-		out[kind] = args
+	out, err := dbrows.Pairs[string, string](rs)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
 	return out, nil
 }

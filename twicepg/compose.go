@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -56,7 +57,7 @@ func (e *executor) finishWithChildren(ctx context.Context, p *twicestore.JobFini
 		}
 		var kids []*twicestore.JobInsertParams
 		for i, o := range p.Outcomes {
-			if !twicestore.ChildrenEarned(o, r.Applied[i], claimed[i]) {
+			if !driverkit.ChildrenEarned(o, r.Applied[i], claimed[i]) {
 				continue
 			}
 			for _, c := range o.Children {
@@ -184,36 +185,17 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 	res := &twicestore.WorkflowGetResult{Workflow: w}
 	rs, err := e.q.query(ctx, `SELECT name, kind, pending, state FROM twice_workflow_tasks
 		WHERE workflow_id = $1 ORDER BY name`, p.ID)
+	if err == nil {
+		err = driverkit.ReadTasks(res, rs)
+	}
+	if err == nil {
+		rs, err = e.q.query(ctx, `SELECT dep, task FROM twice_workflow_deps WHERE workflow_id = $1 ORDER BY task, dep`, p.ID)
+	}
+	if err == nil {
+		err = driverkit.ReadDeps(res, rs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-	}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-		}
-		var (
-			t     twicetype.WorkflowTask
-			state string
-		)
-		if err := row.Scan(&t.Name, &t.Kind, &t.Pending, &state); err != nil {
-			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-		}
-		t.State = twicetype.WorkflowTaskState(state)
-		res.AddTask(&t)
-	}
-	rs, err = e.q.query(ctx, `SELECT dep, task FROM twice_workflow_deps WHERE workflow_id = $1 ORDER BY task, dep`, p.ID)
-	if err != nil {
-		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-	}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-		}
-		var dep, task string
-		if err := row.Scan(&dep, &task); err != nil {
-			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-		}
-		res.AddDep(dep, task)
 	}
 	rs, err = e.q.query(ctx, `SELECT j.workflow_task, `+jobColumns+` FROM twice_jobs AS j WHERE j.workflow_id = $1`, p.ID)
 	if err != nil {
@@ -241,18 +223,11 @@ func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListP
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	res := &twicestore.WorkflowListResult{}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, err
-		}
-		w, err := scanWorkflow(row)
-		if err != nil {
-			return nil, fmt.Errorf("list workflows: %w", err)
-		}
-		res.Workflows = append(res.Workflows, w)
+	ws, err := dbrows.Collect(rs, scanWorkflow)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	return res, nil
+	return &twicestore.WorkflowListResult{Workflows: ws}, nil
 }
 
 // WorkflowCancel cancels the workflow's waiting tasks and unfinished jobs
@@ -378,7 +353,7 @@ func (e *executor) batchAdd(ctx context.Context, id int64, jobs []*twicestore.Jo
 		return nil, err
 	}
 	_, err = e.q.exec(ctx, `UPDATE twice_batches SET total = total + $1, pending = pending + $1 WHERE id = $2`,
-		twicestore.Joined(r.Jobs), id)
+		driverkit.Joined(r.Jobs), id)
 	return r.Jobs, err
 }
 
@@ -492,18 +467,8 @@ func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTas
 	if err != nil {
 		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
 	}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, err
-		}
-		var (
-			name string
-			id   int64
-		)
-		if err := row.Scan(&name, &id); err != nil {
-			return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
-		}
-		res.Deps[name] = id
+	if res.Deps, err = dbrows.Pairs[string, int64](rs); err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
 	}
 	return res, nil
 }

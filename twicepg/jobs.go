@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -65,18 +66,8 @@ func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
 	j.CreatedAt = j.CreatedAt.UTC()
 	j.LeaseUntil = fromNull(leaseUntil)
 	j.FinishedAt = fromNull(finishedAt)
-	if j.Args == nil {
-		j.Args = []byte{}
-	}
-	if errs != "" && errs != "[]" {
-		if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
-			return nil, fmt.Errorf("job %d: decode error history: %w", j.ID, err)
-		}
-	}
-	if meta != "" && meta != "{}" {
-		if err := json.Unmarshal([]byte(meta), &j.Metadata); err != nil {
-			return nil, fmt.Errorf("job %d: decode metadata: %w", j.ID, err)
-		}
+	if err := driverkit.DecodeJobJSON(&j, errs, meta); err != nil {
+		return nil, err
 	}
 	return &j, nil
 }
@@ -122,18 +113,8 @@ func (s *jobScanner) scan(r row) (*twicetype.JobRow, error) {
 	j.CreatedAt = j.CreatedAt.UTC()
 	j.LeaseUntil = fromNull(s.leaseUntil)
 	j.FinishedAt = fromNull(s.finishedAt)
-	if j.Args == nil {
-		j.Args = []byte{}
-	}
-	if s.errs != "" && s.errs != "[]" {
-		if err := json.Unmarshal([]byte(s.errs), &j.Errors); err != nil {
-			return nil, fmt.Errorf("job %d: decode error history: %w", j.ID, err)
-		}
-	}
-	if s.meta != "" && s.meta != "{}" {
-		if err := json.Unmarshal([]byte(s.meta), &j.Metadata); err != nil {
-			return nil, fmt.Errorf("job %d: decode metadata: %w", j.ID, err)
-		}
+	if err := driverkit.DecodeJobJSON(j, s.errs, s.meta); err != nil {
+		return nil, err
 	}
 	return j, nil
 }
@@ -207,7 +188,7 @@ FROM inserted JOIN input ON input.id = inserted.id
 UNION ALL
 SELECT 0, true, ` + jobColumns + `
 FROM twice_jobs AS j
-WHERE ` + twicestore.UniqueHeldSQL("j") + `
+WHERE ` + driverkit.UniqueHeldSQL("j") + `
 	AND (j.kind, j.unique_key) IN (SELECT kind, unique_key FROM input WHERE unique_key <> '')`
 
 // insertOneSQL inserts one job without a unique key: insertSQL's work
@@ -812,39 +793,15 @@ UPDATE twice_jobs AS j SET
 			' before node "' || j.attempted_by || '" finished the attempt'))`) + `
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.state`
+RETURNING ` + jobColumns
 
 // JobRescue releases up to Limit expired leases (all of them when Limit is
 // zero or less) in one statement.
 func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams) (*twicestore.JobRescueResult, error) {
 	now := nowOr(p.Now)
-	rs, err := e.q.query(ctx, rescueSQL, now, now.UTC().Format(time.RFC3339Nano), limitArg(p.Limit))
+	jobs, err := queryJobs(ctx, e.q, rescueSQL, now, now.UTC().Format(time.RFC3339Nano), limitArg(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
-	res := &twicestore.JobRescueResult{}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("rescue jobs: %w", err)
-		}
-		var (
-			id    int64
-			state string
-		)
-		if err := row.Scan(&id, &state); err != nil {
-			return nil, fmt.Errorf("rescue jobs: %w", err)
-		}
-		switch twicetype.JobState(state) {
-		case twicetype.JobStateDead:
-			res.Dead = append(res.Dead, id)
-		case twicetype.JobStateCancelled:
-			res.Cancelled = append(res.Cancelled, id)
-		default:
-			res.Requeued = append(res.Requeued, id)
-		}
-	}
-	slices.Sort(res.Requeued)
-	slices.Sort(res.Dead)
-	slices.Sort(res.Cancelled)
-	return res, nil
+	return driverkit.RescueResult(jobs), nil
 }

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -94,22 +94,11 @@ func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	res := &twicestore.JobCountResult{}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		var (
-			c     twicestore.JobCount
-			state string
-		)
-		if err := row.Scan(&state, &c.Queue, &c.Kind, &c.Count); err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		c.State = twicetype.JobState(state)
-		res.Counts = append(res.Counts, c)
+	counts, err := dbrows.Collect(rs, driverkit.ScanJobCount)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	return res, nil
+	return &twicestore.JobCountResult{Counts: counts}, nil
 }
 
 // JobOrphans lists, per kind and queue, the available jobs whose kind no
@@ -171,23 +160,14 @@ const deleteFinishedSQL = `DELETE FROM twice_jobs WHERE id IN (
 // one short DELETE, lowest ids first.
 func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
 	res := &twicestore.JobDeleteFinishedResult{}
-	cuts := []struct {
-		state  twicetype.JobState
-		before time.Time
-	}{
-		{twicetype.JobStateCompleted, p.CompletedBefore},
-		{twicetype.JobStateDead, p.DeadBefore},
-		{twicetype.JobStateDiscarded, p.DiscardedBefore},
-		{twicetype.JobStateCancelled, p.CancelledBefore},
-	}
-	for _, c := range cuts {
+	for _, c := range driverkit.FinishedCuts(p) {
 		left := p.Limit - res.Deleted
-		if c.before.IsZero() || left <= 0 {
+		if c.Before.IsZero() || left <= 0 {
 			continue
 		}
-		n, err := e.q.exec(ctx, deleteFinishedSQL, string(c.state), c.before, left, twicestore.DeleteFinishedWindow(left))
+		n, err := e.q.exec(ctx, deleteFinishedSQL, string(c.State), c.Before, left, driverkit.DeleteFinishedWindow(left))
 		if err != nil {
-			return nil, fmt.Errorf("delete finished %s jobs: %w", c.state, err)
+			return nil, fmt.Errorf("delete finished %s jobs: %w", c.State, err)
 		}
 		res.Deleted += int(n)
 	}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -54,7 +55,7 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 		r.ID = id
 		results = append(results, r)
 	}
-	return twicestore.FinishResults(f, results), nil
+	return driverkit.FinishResults(f, results), nil
 }
 
 // retrySQL retries the matched dead, discarded and cancelled jobs, except a
@@ -74,7 +75,7 @@ held AS (
 	SELECT DISTINCT ON (r.id) r.id, h.id AS holder
 	FROM retryable AS r
 	JOIN twice_jobs AS h ON h.kind = r.kind AND h.unique_key = r.unique_key AND h.id <> r.id
-		AND ` + twicestore.UniqueHeldSQL("h") + `
+		AND ` + driverkit.UniqueHeldSQL("h") + `
 	WHERE r.unique_key <> ''
 	ORDER BY r.id, h.id
 ),
@@ -127,7 +128,7 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 		if err != nil {
 			return nil, fmt.Errorf("retry jobs: %w", err)
 		}
-		return twicestore.FinishResults(p.Filter, res), nil
+		return driverkit.FinishResults(p.Filter, res), nil
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -65,7 +66,7 @@ const lockLimitsSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan'
 //   - starts leaves their starts in the rate windows to stampStartsSQL, in
 //     the transaction's twice.rate_starts setting under the fetch's token
 //     $18, and pruned deletes the starts no window can see any more (when
-//     $17: one fetch in twicestore.RatePruneOneIn).
+//     $17: one fetch in driverkit.RatePruneOneIn).
 //
 // lim reads the clock the windows are judged at once, after the lock:
 // the database's (or $2, a Now ahead of it: tests), the clock the starts
@@ -260,7 +261,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 		skipRetries[i] = l.KeyOrderSkipsRetries
 		ratePeriod[i], keyRatePeriod[i] = l.Rate.Period.Microseconds(), l.KeyRate.Period.Microseconds()
 		rateSince[i] = now.Add(-l.Rate.Period)
-		pruneBefore[i] = now.Add(-max(l.Rate.Period, l.KeyRate.Period) - twicestore.RateStartsKept)
+		pruneBefore[i] = now.Add(-max(l.Rate.Period, l.KeyRate.Period) - driverkit.RateStartsKept)
 	}
 	peekKinds, peekHandlers := []string{}, []string{}
 	for k, h := range p.Peek {
@@ -269,7 +270,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 	token := rand.Int64()
 	query, fetchArgs := fetchLimitedSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
 		limited, global, perKey, rate, ratePeriod, keyRate, keyRatePeriod, peekKinds, peekHandlers, pruneBefore, skipRetries,
-		twicestore.PruneRateStarts(), token}
+		driverkit.PruneRateStarts(), token}
 	stampArgs := []any{token, now}
 	if l := p.Limits[limited[0]]; n == 1 && l == (twicestore.KindLimit{Global: l.Global}) {
 		query, fetchArgs, stampArgs = fetchGlobalSQL, []any{p.Queue, now, p.Limit, p.LeaseUntil, p.Node,
@@ -431,10 +432,7 @@ func (e *executor) LimitList(ctx context.Context, p *twicestore.LimitListParams)
 		if err != nil {
 			return nil, fmt.Errorf("limit usage of kind %q: %w", kind, err)
 		}
-		if l.Rate.Limit == 0 {
-			u.RateUsed = 0
-		}
-		u.Throttled = twicestore.Throttled(l, u.Running, u.RateUsed, u.Due, eligible)
+		driverkit.SettleUsage(&u, eligible)
 		res.Kinds = append(res.Kinds, u)
 	}
 	return res, nil

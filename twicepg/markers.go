@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -16,13 +17,7 @@ import (
 // MarkerPeek reports whether handler has processed key.
 func (e *executor) MarkerPeek(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
 	m, err := e.marker(ctx, p)
-	switch {
-	case errors.Is(err, twicestore.ErrNotFound):
-		return &twicestore.MarkerPeekResult{}, nil
-	case err != nil:
-		return nil, fmt.Errorf("peek marker %q/%q: %w", p.Handler, p.Key, err)
-	}
-	return &twicestore.MarkerPeekResult{Processed: true, Marker: m}, nil
+	return driverkit.PeekResult(p, m, err)
 }
 
 // marker reads one claim, or ErrNotFound.
@@ -43,35 +38,6 @@ func (e *executor) marker(ctx context.Context, p *twicestore.MarkerParams) (*twi
 		m.JobID, m.Epoch = *jobID, *epoch
 	}
 	return m, nil
-}
-
-// peekManySQL answers a batch of peeks with the positions (ord) of the
-// markers that exist.
-const peekManySQL = `SELECT p.ord FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS p(handler, key, ord)
-WHERE EXISTS (SELECT 1 FROM twice_markers AS m WHERE m.handler = p.handler AND m.key = p.key)`
-
-// MarkerPeekMany answers many peeks in one statement.
-func (e *executor) MarkerPeekMany(ctx context.Context, p *twicestore.MarkerPeekManyParams) (*twicestore.MarkerPeekManyResult, error) {
-	n := len(p.Markers)
-	res := &twicestore.MarkerPeekManyResult{Processed: make([]bool, n)}
-	if n == 0 {
-		return res, nil
-	}
-	handlers, keys := make([]string, n), make([]string, n)
-	for i, m := range p.Markers {
-		handlers[i], keys[i] = m.Handler, m.Key
-	}
-	ords, err := queryIDs(ctx, e.q, peekManySQL, handlers, keys)
-	if err != nil {
-		return nil, fmt.Errorf("peek %d markers: %w", n, err)
-	}
-	for _, ord := range ords {
-		if ord < 1 || ord > int64(n) {
-			return nil, fmt.Errorf("peek %d markers: returned position %d", n, ord)
-		}
-		res.Processed[ord-1] = true
-	}
-	return res, nil
 }
 
 // claimSQL names the primary key as its conflict target, so a duplicate is

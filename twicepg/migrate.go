@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/migrations"
-	"github.com/twicejobs/twice/twicestore"
 )
 
 //go:embed migrations/*.sql
@@ -57,7 +56,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	latest := latestVersion()
 	if applied > latest {
-		return schemaTooNew(applied, latest)
+		return migrations.TooNew(applied, latest)
 	}
 	if applied == latest {
 		return nil
@@ -106,9 +105,4 @@ func appliedVersion(ctx context.Context, q querier) (int, error) {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
-}
-
-func schemaTooNew(applied, latest int) error {
-	return fmt.Errorf("%w (database at version %d, this binary at %d): upgrade twice",
-		twicestore.ErrSchemaTooNew, applied, latest)
 }

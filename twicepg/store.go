@@ -59,6 +59,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/migrations"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -134,16 +135,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 		pool:     pool,
 		schema:   schema,
 	}
-	// Check before migrating, so a database of a newer twice is refused
-	// without taking its migration lock.
-	applied, latest, err := s.SchemaVersion(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if applied > latest {
-		return nil, schemaTooNew(applied, latest)
-	}
-	if err := s.Migrate(ctx); err != nil {
+	if err := migrations.Upgrade(ctx, s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -252,9 +244,9 @@ type querier interface {
 	queryRow(ctx context.Context, sql string, args ...any) row
 }
 
-type row interface {
-	Scan(dest ...any) error
-}
+// row is one row of a result: dbrows.Scanner, so the driver's scan
+// functions serve dbrows.Collect as they are.
+type row = dbrows.Scanner
 
 // rows is a query's result, read through dbrows (Iter, Collect), which
 // closes it and hands over the error that ended it.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -14,7 +15,7 @@ import (
 // CatalogPublish upserts the node's kinds in one transaction: every field
 // of a kind is replaced by this publish, whichever node published it
 // before, so the last publish of a kind wins — but for the sensitive flags
-// a recent publish set, which twicestore.MergeCatalogArgs keeps from the
+// a recent publish set, which driverkit.MergeCatalogArgs keeps from the
 // stored row (the transaction holds the write lock: _txlock=immediate).
 func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPublishParams) error {
 	if err := p.Validate(); err != nil {
@@ -45,7 +46,7 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 		}
 		defer stmt.Close()
 		for _, k := range p.Kinds {
-			args, err := twicestore.MergeCatalogArgs(stored[k.Kind], k.Args, now, p.KeepSensitiveSince)
+			args, err := driverkit.MergeCatalogArgs(stored[k.Kind], k.Args, now, p.KeepSensitiveSince)
 			if err != nil {
 				return fmt.Errorf("kind %q: %w", k.Kind, err)
 			}
@@ -69,16 +70,9 @@ func storedCatalogArgs(ctx context.Context, q dbtx, kinds []string) (map[string]
 	if err != nil {
 		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
-	out := make(map[string]string, len(kinds))
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("read the stored kinds: %w", err)
-		}
-		var kind, args string
-		if err := row.Scan(&kind, &args); err != nil {
-			return nil, fmt.Errorf("read the stored kinds: %w", err)
-		}
-		out[kind] = args
+	out, err := dbrows.Pairs[string, string](rows)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored kinds: %w", err)
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -23,7 +24,7 @@ import (
 // applied or, for an outcome with a marker, this call stored the marker
 // (see twicestore.Composer for why).
 func insertChildren(ctx context.Context, q dbtx, o *twicestore.JobOutcome, applied, claimedHere bool) error {
-	if !twicestore.ChildrenEarned(o, applied, claimedHere) {
+	if !driverkit.ChildrenEarned(o, applied, claimedHere) {
 		return nil
 	}
 	for _, c := range o.Children {
@@ -146,36 +147,17 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 	res := &twicestore.WorkflowGetResult{Workflow: w}
 	rs, err := e.db.QueryContext(ctx, `SELECT name, kind, pending, state FROM twice_workflow_tasks
 		WHERE workflow_id = ? ORDER BY name`, p.ID)
+	if err == nil {
+		err = driverkit.ReadTasks(res, rs)
+	}
+	if err == nil {
+		rs, err = e.db.QueryContext(ctx, `SELECT dep, task FROM twice_workflow_deps WHERE workflow_id = ? ORDER BY task, dep`, p.ID)
+	}
+	if err == nil {
+		err = driverkit.ReadDeps(res, rs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-	}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-		}
-		var (
-			t     twicetype.WorkflowTask
-			state string
-		)
-		if err := row.Scan(&t.Name, &t.Kind, &t.Pending, &state); err != nil {
-			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-		}
-		t.State = twicetype.WorkflowTaskState(state)
-		res.AddTask(&t)
-	}
-	rs, err = e.db.QueryContext(ctx, `SELECT dep, task FROM twice_workflow_deps WHERE workflow_id = ? ORDER BY task, dep`, p.ID)
-	if err != nil {
-		return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-	}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-		}
-		var dep, task string
-		if err := row.Scan(&dep, &task); err != nil {
-			return nil, fmt.Errorf("get workflow %d: %w", p.ID, err)
-		}
-		res.AddDep(dep, task)
 	}
 	jobs, err := e.workflowJobs(ctx, e.db, p.ID)
 	if err != nil {
@@ -217,28 +199,6 @@ type prefixScanner struct {
 
 func (p prefixScanner) Scan(dest ...any) error {
 	return p.r.Scan(append([]any{p.dest}, dest...)...)
-}
-
-// WorkflowList lists workflows newest first.
-func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListParams) (*twicestore.WorkflowListResult, error) {
-	before, limit := p.Page()
-	rs, err := e.db.QueryContext(ctx, `SELECT `+workflowColumns+` FROM twice_workflows
-		WHERE id < ? AND (? = '' OR state = ?) ORDER BY id DESC LIMIT ?`, before, string(p.State), string(p.State), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list workflows: %w", err)
-	}
-	res := &twicestore.WorkflowListResult{}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, err
-		}
-		w, err := scanWorkflow(row)
-		if err != nil {
-			return nil, fmt.Errorf("list workflows: %w", err)
-		}
-		res.Workflows = append(res.Workflows, w)
-	}
-	return res, nil
 }
 
 // WorkflowCancel cancels the workflow's waiting tasks and unfinished jobs
@@ -287,6 +247,21 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 		return nil, fmt.Errorf("cancel workflow %d: %w", p.ID, err)
 	}
 	return res, nil
+}
+
+// WorkflowList lists workflows newest first.
+func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListParams) (*twicestore.WorkflowListResult, error) {
+	before, limit := p.Page()
+	rs, err := e.db.QueryContext(ctx, `SELECT `+workflowColumns+` FROM twice_workflows
+		WHERE id < ? AND (? = '' OR state = ?) ORDER BY id DESC LIMIT ?`, before, string(p.State), string(p.State), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	ws, err := dbrows.Collect(rs, scanWorkflow)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	return &twicestore.WorkflowListResult{Workflows: ws}, nil
 }
 
 const batchColumns = `id, on_success, sealed, total, pending, completed, dead, cancelled, kind,
@@ -358,7 +333,7 @@ func batchAdd(ctx context.Context, q dbtx, id int64, jobs []*twicestore.JobInser
 		}
 	}
 	_, err := q.ExecContext(ctx, `UPDATE twice_batches SET total = total + ?1, pending = pending + ?1 WHERE id = ?2`,
-		twicestore.Joined(out), id)
+		driverkit.Joined(out), id)
 	return out, err
 }
 
@@ -473,18 +448,8 @@ func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTas
 	if err != nil {
 		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
 	}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, err
-		}
-		var (
-			name string
-			id   int64
-		)
-		if err := row.Scan(&name, &id); err != nil {
-			return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
-		}
-		res.Deps[name] = id
+	if res.Deps, err = dbrows.Pairs[string, int64](rs); err != nil {
+		return nil, fmt.Errorf("workflow task of job %d: %w", p.JobID, err)
 	}
 	return res, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -20,7 +21,9 @@ const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key
 	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
 	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes`
 
-type rowScanner interface{ Scan(dest ...any) error }
+// rowScanner is one row of a result: dbrows.Scanner, so the driver's scan
+// functions serve dbrows.Collect as they are.
+type rowScanner = dbrows.Scanner
 
 func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 	var (
@@ -45,18 +48,8 @@ func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 	j.CreatedAt = time.UnixMicro(createdAt).UTC()
 	j.LeaseUntil = fromMicros(leaseUntil)
 	j.FinishedAt = fromMicros(finishedA)
-	if j.Args == nil {
-		j.Args = []byte{}
-	}
-	if errs != "" && errs != "[]" {
-		if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
-			return nil, fmt.Errorf("job %d: decode error history: %w", j.ID, err)
-		}
-	}
-	if meta != "" && meta != "{}" {
-		if err := json.Unmarshal([]byte(meta), &j.Metadata); err != nil {
-			return nil, fmt.Errorf("job %d: decode metadata: %w", j.ID, err)
-		}
+	if err := driverkit.DecodeJobJSON(&j, errs, meta); err != nil {
+		return nil, err
 	}
 	return &j, nil
 }
@@ -241,7 +234,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 	}
 	existing, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs INDEXED BY twice_jobs_unique
 		WHERE (kind, unique_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
-		AND `+twicestore.UniqueHeldSQL(""), jsonArg(pairs))
+		AND `+driverkit.UniqueHeldSQL(""), jsonArg(pairs))
 	if err != nil {
 		return fmt.Errorf("look up duplicates: %w", err)
 	}
@@ -347,12 +340,12 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 		}
 	}
 	if len(markers) > 0 {
-		peeked, err := e.MarkerPeekMany(ctx, &twicestore.MarkerPeekManyParams{Markers: markers})
+		processed, err := e.markersProcessed(ctx, markers)
 		if err != nil {
 			return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
 		}
 		for k, i := range pos {
-			res.Processed[i] = peeked.Processed[k]
+			res.Processed[i] = processed[k]
 		}
 	}
 	return res, nil
@@ -570,7 +563,7 @@ WHERE id IN (
 	ORDER BY lease_until, id
 	LIMIT ?3
 ) AND state = 'running'
-RETURNING id, state`
+RETURNING ` + jobColumns
 
 // JobRescue releases up to Limit expired leases (all of them when Limit is
 // zero or less) in one statement.
@@ -580,39 +573,14 @@ func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams)
 		limit = -1 // SQLite: no limit
 	}
 	now := nowOr(p.Now)
-	res := &twicestore.JobRescueResult{}
+	var jobs []*twicetype.JobRow
 	err := e.write(ctx, func() error {
-		rows, err := e.db.QueryContext(ctx, rescueSQL, micros(now), now.UTC().Format(time.RFC3339Nano), limit)
-		if err != nil {
-			return err
-		}
-		for row, err := range dbrows.Iter(rows) {
-			if err != nil {
-				return err
-			}
-			var (
-				id    int64
-				state string
-			)
-			if err := row.Scan(&id, &state); err != nil {
-				return err
-			}
-			switch twicetype.JobState(state) {
-			case twicetype.JobStateDead:
-				res.Dead = append(res.Dead, id)
-			case twicetype.JobStateCancelled:
-				res.Cancelled = append(res.Cancelled, id)
-			default:
-				res.Requeued = append(res.Requeued, id)
-			}
-		}
-		return nil
+		var err error
+		jobs, err = queryJobs(ctx, e.db, rescueSQL, micros(now), now.UTC().Format(time.RFC3339Nano), limit)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
-	slices.Sort(res.Requeued)
-	slices.Sort(res.Dead)
-	slices.Sort(res.Cancelled)
-	return res, nil
+	return driverkit.RescueResult(jobs), nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -99,22 +100,11 @@ func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	res := &twicestore.JobCountResult{}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		var (
-			c     twicestore.JobCount
-			state string
-		)
-		if err := row.Scan(&state, &c.Queue, &c.Kind, &c.Count); err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		c.State = twicetype.JobState(state)
-		res.Counts = append(res.Counts, c)
+	counts, err := dbrows.Collect(rows, driverkit.ScanJobCount)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	return res, nil
+	return &twicestore.JobCountResult{Counts: counts}, nil
 }
 
 // JobOrphans lists, per kind and queue, the available jobs whose kind no
@@ -154,23 +144,14 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 
 // JobDeleteFinished deletes old finished jobs, state by state, each batch
 // one DELETE that looks only at the oldest rows of the state (a short walk
-// of the (state, id) index; see twicestore.DeleteFinishedWindow), so the
+// of the (state, id) index; see driverkit.DeleteFinishedWindow), so the
 // write lock is held briefly however many jobs have finished, even when
 // none is old enough yet.
 func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
 	res := &twicestore.JobDeleteFinishedResult{}
-	cuts := []struct {
-		state  twicetype.JobState
-		before time.Time
-	}{
-		{twicetype.JobStateCompleted, p.CompletedBefore},
-		{twicetype.JobStateDead, p.DeadBefore},
-		{twicetype.JobStateDiscarded, p.DiscardedBefore},
-		{twicetype.JobStateCancelled, p.CancelledBefore},
-	}
-	for _, c := range cuts {
+	for _, c := range driverkit.FinishedCuts(p) {
 		left := p.Limit - res.Deleted
-		if c.before.IsZero() || left <= 0 {
+		if c.Before.IsZero() || left <= 0 {
 			continue
 		}
 		var n int64
@@ -181,7 +162,7 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDelet
 					WHERE state = ? ORDER BY id LIMIT ?
 				) AS o JOIN twice_jobs AS j ON j.id = o.id
 				WHERE j.finished_at < ? ORDER BY o.id LIMIT ?)`,
-				string(c.state), twicestore.DeleteFinishedWindow(left), micros(c.before), left)
+				string(c.State), driverkit.DeleteFinishedWindow(left), micros(c.Before), left)
 			if err != nil {
 				return err
 			}
@@ -189,7 +170,7 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDelet
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("delete finished %s jobs: %w", c.state, err)
+			return nil, fmt.Errorf("delete finished %s jobs: %w", c.State, err)
 		}
 		res.Deleted += int(n)
 	}

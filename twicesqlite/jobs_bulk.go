@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -67,7 +68,7 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return twicestore.FinishResults(f, results), nil
+	return driverkit.FinishResults(f, results), nil
 }
 
 // JobRetry moves matching dead, discarded or cancelled jobs back to
@@ -91,7 +92,7 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 		if j.uniqueKey != "" {
 			var holder int64
 			err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(id), 0) FROM twice_jobs INDEXED BY twice_jobs_unique
-				WHERE kind = ? AND unique_key = ? AND id <> ? AND `+twicestore.UniqueHeldSQL(""),
+				WHERE kind = ? AND unique_key = ? AND id <> ? AND `+driverkit.UniqueHeldSQL(""),
 				j.kind, j.uniqueKey, j.id).Scan(&holder)
 			if err != nil {
 				return twicestore.JobActionResult{}, err

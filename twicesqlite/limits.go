@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -204,7 +205,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			lims[i] = []any{k, l.Global, l.PerKey, l.Rate.Limit, micros(now.Add(-l.Rate.Period)),
 				l.KeyRate.Limit, micros(now.Add(-l.KeyRate.Period)), l.KeyOrderSkipsRetries}
 			if longest := max(l.Rate.Period, l.KeyRate.Period); longest > 0 {
-				prune = append(prune, []any{k, micros(now.Add(-longest - twicestore.RateStartsKept))})
+				prune = append(prune, []any{k, micros(now.Add(-longest - driverkit.RateStartsKept))})
 			}
 			if l.Rate.Limit > 0 {
 				rates = append(rates, []any{k, l.Rate.Period.Microseconds(), micros(now.Add(-l.Rate.Period))})
@@ -247,7 +248,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 				return fmt.Errorf("record rate-limited starts: %w", err)
 			}
 		}
-		if len(prune) > 0 && twicestore.PruneRateStarts() {
+		if len(prune) > 0 && driverkit.PruneRateStarts() {
 			if _, err := q.ExecContext(ctx, ratePruneSQL, jsonArg(prune)); err != nil {
 				return fmt.Errorf("prune rate windows: %w", err)
 			}
@@ -271,7 +272,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 
 // limitUsageSQL reports one limited kind's usage. The third column counts
 // the due jobs the fetch's key rules would let start (ignoring the kind's
-// cap, which twicestore.Throttled applies): the rest are throttled.
+// cap, which driverkit.Throttled applies): the rest are throttled.
 const limitUsageSQL = `SELECT
 	(SELECT count(*) FROM twice_jobs WHERE state = 'running' AND kind = ?1),
 	(SELECT count(*) FROM twice_jobs WHERE state = 'available' AND kind = ?1 AND run_at <= ?2),
@@ -313,10 +314,7 @@ func (e *executor) LimitList(ctx context.Context, p *twicestore.LimitListParams)
 		if err != nil {
 			return nil, fmt.Errorf("limit usage of kind %q: %w", kind, err)
 		}
-		if l.Rate.Limit == 0 {
-			u.RateUsed = 0
-		}
-		u.Throttled = twicestore.Throttled(l, u.Running, u.RateUsed, u.Due, eligible)
+		driverkit.SettleUsage(&u, eligible)
 		res.Kinds = append(res.Kinds, u)
 	}
 	return res, nil

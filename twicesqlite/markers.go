@@ -10,6 +10,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -17,13 +18,7 @@ import (
 // MarkerPeek reports whether handler has processed key.
 func (e *executor) MarkerPeek(ctx context.Context, p *twicestore.MarkerParams) (*twicestore.MarkerPeekResult, error) {
 	m, err := e.marker(ctx, p)
-	switch {
-	case errors.Is(err, twicestore.ErrNotFound):
-		return &twicestore.MarkerPeekResult{}, nil
-	case err != nil:
-		return nil, fmt.Errorf("peek marker %q/%q: %w", p.Handler, p.Key, err)
-	}
-	return &twicestore.MarkerPeekResult{Processed: true, Marker: m}, nil
+	return driverkit.PeekResult(p, m, err)
 }
 
 // marker reads one claim, or ErrNotFound.
@@ -50,35 +45,34 @@ const peekManySQL = `SELECT CAST(p.key AS INTEGER) FROM json_each(?) AS p
 WHERE EXISTS (SELECT 1 FROM twice_markers AS m
 	WHERE m.handler = p.value ->> 0 AND m.key = p.value ->> 1)`
 
-// MarkerPeekMany answers many peeks in one statement.
-func (e *executor) MarkerPeekMany(ctx context.Context, p *twicestore.MarkerPeekManyParams) (*twicestore.MarkerPeekManyResult, error) {
-	n := len(p.Markers)
-	res := &twicestore.MarkerPeekManyResult{Processed: make([]bool, n)}
+// markersProcessed answers, in one statement, whether each of markers
+// was claimed: what MarkerPeek would say of each, in input order. The
+// fetch answers its ClaimAfter jobs' peeks with it.
+func (e *executor) markersProcessed(ctx context.Context, markers []twicestore.MarkerParams) ([]bool, error) {
+	n := len(markers)
+	processed := make([]bool, n)
 	if n == 0 {
-		return res, nil
+		return processed, nil
 	}
 	pairs := make([][2]string, n)
-	for i, m := range p.Markers {
+	for i, m := range markers {
 		pairs[i] = [2]string{m.Handler, m.Key}
 	}
 	rows, err := e.db.QueryContext(ctx, peekManySQL, jsonArg(pairs))
 	if err != nil {
 		return nil, fmt.Errorf("peek %d markers: %w", n, err)
 	}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("peek %d markers: %w", n, err)
-		}
-		var pos int
-		if err := row.Scan(&pos); err != nil {
-			return nil, fmt.Errorf("peek %d markers: %w", n, err)
-		}
+	positions, err := dbrows.Collect(rows, dbrows.One[int])
+	if err != nil {
+		return nil, fmt.Errorf("peek %d markers: %w", n, err)
+	}
+	for _, pos := range positions {
 		if pos < 0 || pos >= n {
 			return nil, fmt.Errorf("peek %d markers: returned position %d", n, pos)
 		}
-		res.Processed[pos] = true
+		processed[pos] = true
 	}
-	return res, nil
+	return processed, nil
 }
 
 // claimSQL is a plain INSERT on purpose: INSERT OR IGNORE would also swallow

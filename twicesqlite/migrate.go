@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/migrations"
-	"github.com/twicejobs/twice/twicestore"
 )
 
 //go:embed migrations/*.sql
@@ -62,7 +61,7 @@ func migrateLocked(ctx context.Context, conn *sql.Conn) error {
 	}
 	latest := latestVersion()
 	if applied > latest {
-		return schemaTooNew(applied, latest)
+		return migrations.TooNew(applied, latest)
 	}
 	if applied == latest {
 		return nil
@@ -108,9 +107,4 @@ func appliedVersion(ctx context.Context, q interface {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
-}
-
-func schemaTooNew(applied, latest int) error {
-	return fmt.Errorf("%w (database at version %d, this binary at %d): upgrade twice",
-		twicestore.ErrSchemaTooNew, applied, latest)
 }

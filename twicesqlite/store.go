@@ -21,6 +21,7 @@ import (
 
 	"modernc.org/sqlite"
 
+	"github.com/twicejobs/twice/internal/migrations"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -120,16 +121,7 @@ func New(ctx context.Context, db *sql.DB) (*Store, error) {
 
 func newStore(ctx context.Context, db *sql.DB) (*Store, error) {
 	s := &Store{executor: &executor{db: db, pool: db, gate: make(writeGate, 1)}, db: db}
-	// Check before migrating, so a database of a newer twice is refused
-	// without taking its write lock.
-	applied, latest, err := s.SchemaVersion(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if applied > latest {
-		return nil, schemaTooNew(applied, latest)
-	}
-	if err := s.Migrate(ctx); err != nil {
+	if err := migrations.Upgrade(ctx, s); err != nil {
 		return nil, err
 	}
 	return s, nil

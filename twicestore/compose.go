@@ -243,29 +243,3 @@ func (p *WorkflowInsertParams) OnDeadPolicy() string {
 	}
 	return p.OnDead
 }
-
-// ChildrenEarned reports whether JobFinish inserts outcome o's Children:
-// only for a completed outcome, when its guarded write applied or, for an
-// outcome with a Marker, when this call's claim of the marker is the one
-// stored (claimedHere), as Composer describes.
-func ChildrenEarned(o *JobOutcome, applied, claimedHere bool) bool {
-	if len(o.Children) == 0 || o.State != twicetype.JobStateCompleted {
-		return false
-	}
-	if o.Marker != nil {
-		return claimedHere
-	}
-	return applied
-}
-
-// Joined counts the jobs of an insert that joined a batch: all but the
-// duplicates left out.
-func Joined(rs []*JobInsertResult) int {
-	n := 0
-	for _, r := range rs {
-		if !r.Duplicate {
-			n++
-		}
-	}
-	return n
-}

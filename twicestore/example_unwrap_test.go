@@ -20,9 +20,20 @@ type countingStore struct {
 // wrapper.
 func (s countingStore) Unwrap() twicestore.Store { return s.Store }
 
+// notifyingStore stands for a driver's store with an optional capability,
+// as PostgreSQL's store has ListenInserts.
+type notifyingStore struct {
+	twicestore.Store
+}
+
+func (notifyingStore) ListenInserts(ctx context.Context, _ func(queue string)) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 // A wrapper that embeds Store hides the optional capabilities of the store
 // it wraps from a type assertion; with Unwrap, As finds them, as the
-// runtime does for LISTEN/NOTIFY and fetch peeks.
+// runtime does for LISTEN/NOTIFY.
 func ExampleAs() {
 	dir, _ := os.MkdirTemp("", "twicestore-example")
 	defer func() { _ = os.RemoveAll(dir) }()
@@ -32,9 +43,9 @@ func ExampleAs() {
 	}
 	defer func() { _ = store.Close() }()
 
-	var wrapped twicestore.Store = countingStore{store}
-	_, asserted := wrapped.(twicestore.MarkerBatchPeeker)
-	_, found := twicestore.As[twicestore.MarkerBatchPeeker](wrapped)
+	var wrapped twicestore.Store = countingStore{notifyingStore{store}}
+	_, asserted := wrapped.(twicestore.InsertListener)
+	_, found := twicestore.As[twicestore.InsertListener](wrapped)
 	fmt.Println("type assertion:", asserted)
 	fmt.Println("As:", found)
 	// Output:

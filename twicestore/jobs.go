@@ -208,6 +208,9 @@ type JobRescueResult struct {
 	Requeued  []int64
 	Dead      []int64
 	Cancelled []int64 // jobs with a cancel request, finished as cancelled
+	// Jobs are the rescued jobs as the rescue left them, in id order: what
+	// the runtime logs, without reading each one back.
+	Jobs []*twicetype.JobRow
 }
 
 // JobGetParams name one job.
@@ -360,13 +363,6 @@ type JobDeleteFinishedParams struct {
 	CancelledBefore time.Time
 	Limit           int
 }
-
-// DeleteFinishedWindow is how many of a state's oldest rows (by id) one
-// JobDeleteFinished batch of limit rows looks at. Drivers bound the search
-// so that a round finding nothing old enough stays cheap however long the
-// history is; since ids grow with time, the oldest rows are the ones due
-// first.
-func DeleteFinishedWindow(limit int) int { return 10 * limit }
 
 // JobDeleteFinishedResult counts the jobs deleted.
 type JobDeleteFinishedResult struct {

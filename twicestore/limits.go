@@ -3,7 +3,6 @@ package twicestore
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -14,29 +13,6 @@ import (
 // jobs. Usage is derived from the jobs' own rows (a slot is a running job),
 // never counted in a side table, so a crashed node cannot leak a slot: its
 // jobs stop being running when they are rescued, and the slot is free.
-
-// RateStartsKept is how long past a rate window's length its recorded
-// starts are kept before a fetch prunes them. A fetch reads its Now before
-// it waits for the kinds' locks (or the write lock), so it can hold an
-// older Now than the fetch that went just before it; had that fetch
-// pruned the starts exactly one window behind its own Now, the older
-// window would miss some and let too many jobs start. Keeping the starts a
-// while longer makes every Now less than RateStartsKept stale count right;
-// the counts read only the window's own range, so the kept rows cost
-// nothing but their space.
-const RateStartsKept = time.Minute
-
-// RatePruneOneIn is how rarely a rate-limited fetch prunes the starts
-// past RateStartsKept: one fetch in RatePruneOneIn, at random. The counts
-// read only their window's range of the index, so old starts cost only
-// space, while the prune walks every start the kind keeps (a minute's
-// worth: 30,000 rows at 500 a second); pruned at every fetch it held a
-// 500/s limit on SQLite to a third of its rate.
-const RatePruneOneIn = 32
-
-// PruneRateStarts tells a driver whether this fetch prunes its kinds'
-// rate windows (see RatePruneOneIn).
-func PruneRateStarts() bool { return rand.IntN(RatePruneOneIn) == 0 }
 
 // KindLimit is the flow control of one kind, as its registration states
 // it. The zero value limits nothing.
@@ -246,20 +222,4 @@ func (p *JobFetchParams) LimitedKinds() (limited, plain []string) {
 	slices.Sort(limited)
 	limited = slices.Compact(limited)
 	return limited, plain
-}
-
-// Throttled is how many of a kind's due jobs its limits hold back, given
-// its running jobs, the starts in its rate window, its due jobs and how
-// many of those its key rules (per-key limit, per-key rate) would let
-// start: the eligible ones beyond the kind's room wait too. Drivers share
-// it so LimitList means the same on each.
-func Throttled(l KindLimit, running, rateUsed, due, eligible int) int {
-	room := eligible
-	if l.Global > 0 {
-		room = min(room, l.Global-running)
-	}
-	if l.Rate.Limit > 0 {
-		room = min(room, l.Rate.Limit-rateUsed)
-	}
-	return due - max(room, 0)
 }

@@ -27,18 +27,6 @@ type CancelListener interface {
 	ListenCancels(ctx context.Context, notify func(jobID int64)) error
 }
 
-// MarkerBatchPeeker is implemented by stores that answer many marker peeks
-// in one round trip. When its store has it (found through wrappers, see
-// As), the runtime asks each fetch to peek the markers of the ClaimAfter
-// jobs it leases (JobFetchParams.Peek); a job that arrives without its
-// answer calls MarkerPeek, as every job does on a store without it.
-type MarkerBatchPeeker interface {
-	// MarkerPeekMany reports, per marker in input order, whether its
-	// handler has processed its key, without writing: each answer is what
-	// MarkerPeek would have said.
-	MarkerPeekMany(ctx context.Context, p *MarkerPeekManyParams) (*MarkerPeekManyResult, error)
-}
-
 // ToggleListener is implemented by stores that can tell workers in every
 // process at once that a kill switch was set or deleted (PostgreSQL's
 // LISTEN/NOTIFY). Workers still read the switches on a timer; this only

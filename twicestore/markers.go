@@ -26,16 +26,6 @@ type MarkerPeekResult struct {
 	Marker *twicetype.Marker
 }
 
-// MarkerPeekManyParams name the markers to peek; Now is not used.
-type MarkerPeekManyParams struct {
-	Markers []MarkerParams
-}
-
-// MarkerPeekManyResult answers each peek, in input order.
-type MarkerPeekManyResult struct {
-	Processed []bool
-}
-
 // MarkerClaimResult answers a claim.
 type MarkerClaimResult struct {
 	AlreadyProcessed bool

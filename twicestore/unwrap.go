@@ -3,13 +3,13 @@ package twicestore
 // Unwrapper is implemented by a store wrapper (a spy, a fault injector, a
 // tracing layer) to name the store it wraps. A wrapper that embeds Store
 // only has the methods of Store, so a type assertion for an optional
-// capability (InsertListener, MarkerBatchPeeker, ToggleListener, ...)
+// capability (InsertListener, CancelListener, ToggleListener, ...)
 // fails on it and the runtime would quietly lose LISTEN/NOTIFY or fetch
 // peeks; with Unwrap, As finds the capability on the wrapped store, as
 // http.ResponseController finds the optional methods of a wrapped
 // http.ResponseWriter.
 //
-// A wrapper that overrides a method of a capability (MarkerPeekMany, say)
+// A wrapper that overrides a method of a capability (ListenInserts, say)
 // implements the capability itself; As finds its own method first.
 type Unwrapper interface {
 	// Unwrap returns the wrapped store.

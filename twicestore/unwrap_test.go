@@ -33,7 +33,7 @@ func TestAs(t *testing.T) {
 	if _, ok := twicestore.As[twicestore.InsertListener](wrapper{}); ok {
 		t.Error("found on a wrapper of nothing")
 	}
-	if _, ok := twicestore.As[twicestore.MarkerBatchPeeker](wrapper{capable{}}); ok {
+	if _, ok := twicestore.As[twicestore.ToggleListener](wrapper{capable{}}); ok {
 		t.Error("found a capability no store in the chain has")
 	}
 	if _, ok := twicestore.As[twicestore.InsertListener](&selfish{}); ok {

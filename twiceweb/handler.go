@@ -33,6 +33,7 @@
 package twiceweb
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -50,6 +51,7 @@ import (
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/logattr"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 // RefreshIntervalDefault is how often open pages refresh themselves.
@@ -112,7 +114,7 @@ type Handler struct {
 	// store (the client's) serves the remaining reads: counts, throughput,
 	// nodes, ticks and markers.
 	client *twice.Client
-	store  twicestore.Store
+	store  storeReads
 	opts   Options
 	logger *slog.Logger
 	mux    *http.ServeMux
@@ -120,6 +122,17 @@ type Handler struct {
 	// Handler, so a restart invalidates forms left open.
 	csrfKey []byte
 	pages   *pages
+}
+
+// storeReads are the reads the dashboard makes of the client's store
+// itself, where the admin API has none: counts, throughput, nodes, ticks.
+type storeReads interface {
+	JobCount(ctx context.Context, p *twicestore.JobCountParams) (*twicestore.JobCountResult, error)
+	JobOrphans(ctx context.Context, p *twicestore.JobOrphansParams) (*twicestore.JobOrphansResult, error)
+	JobQueueStats(ctx context.Context, p *twicestore.JobQueueStatsParams) (*twicestore.JobQueueStatsResult, error)
+	JobThroughput(ctx context.Context, p *twicestore.JobThroughputParams) (*twicestore.JobThroughputResult, error)
+	NodeList(ctx context.Context, p *twicestore.NodeListParams) ([]*twicetype.Node, error)
+	ScheduleTicks(ctx context.Context, p *twicestore.ScheduleTicksParams) (*twicestore.ScheduleTicksResult, error)
 }
 
 // New returns the dashboard over client's store. The client's registry

@@ -102,3 +102,24 @@ func One[T any](s Scanner) (T, error) {
 	err := s.Scan(&v)
 	return v, err
 }
+
+// Pairs reads rows of two columns into a map from the first to the
+// second, and closes rows. On an error it returns none of them.
+func Pairs[K comparable, V any](rows Rows) (map[K]V, error) {
+	out := map[K]V{}
+	err := Each(rows, func(s Scanner) error {
+		var (
+			k K
+			v V
+		)
+		if err := s.Scan(&k, &v); err != nil {
+			return err
+		}
+		out[k] = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

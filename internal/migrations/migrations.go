@@ -4,12 +4,15 @@
 package migrations
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/twicejobs/twice/twicestore"
 )
 
 // Migration is one migration file.
@@ -57,4 +60,31 @@ func MustLoad(driver string, fsys fs.FS, dir string) []Migration {
 		panic(driver + ": " + err.Error())
 	}
 	return ms
+}
+
+// TooNew is the error of a database a newer twice migrated: it wraps
+// twicestore.ErrSchemaTooNew and says what to do.
+func TooNew(applied, latest int) error {
+	return fmt.Errorf("%w (database at version %d, this binary at %d): upgrade twice",
+		twicestore.ErrSchemaTooNew, applied, latest)
+}
+
+// Versioned is a store that reports its schema version and migrates.
+type Versioned interface {
+	SchemaVersion(ctx context.Context) (applied, latest int, err error)
+	Migrate(ctx context.Context) error
+}
+
+// Upgrade migrates s when it opens: it checks the version first, so a
+// database of a newer twice is refused without taking the migration lock,
+// then applies what is missing.
+func Upgrade(ctx context.Context, s Versioned) error {
+	applied, latest, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if applied > latest {
+		return TooNew(applied, latest)
+	}
+	return s.Migrate(ctx)
 }

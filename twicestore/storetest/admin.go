@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -291,7 +292,7 @@ func testDiscard(t *testing.T, e *env) {
 // due for deletion behind a longer run of younger ones waits.
 func testDeleteFinishedWindow(t *testing.T, e *env) {
 	const kind = "storetest.window.v1"
-	window := twicestore.DeleteFinishedWindow(1)
+	window := driverkit.DeleteFinishedWindow(1)
 	for range window { // the oldest ids, finished recently (a late finish)
 		e.insertOne(e.job(kind))
 		e.complete(e.fetchOne(e.at(0), kind), e.at(-time.Minute))

@@ -34,6 +34,32 @@ func (e *env) rescue(now time.Time, limit int) *twicestore.JobRescueResult {
 		e.t.Fatalf("JobRescue: %v", err)
 	}
 	res.Requeued, res.Dead = sorted(res.Requeued), sorted(res.Dead)
+	// Jobs are the same jobs, in id order, each in the state its list
+	// says, with the rescue's error last in its history.
+	want := map[int64]twicetype.JobState{}
+	for _, id := range res.Requeued {
+		want[id] = twicetype.JobStateAvailable
+	}
+	for _, id := range res.Dead {
+		want[id] = twicetype.JobStateDead
+	}
+	for _, id := range res.Cancelled {
+		want[id] = twicetype.JobStateCancelled
+	}
+	if len(res.Jobs) != len(want) {
+		e.t.Fatalf("JobRescue: %d jobs for %d ids", len(res.Jobs), len(want))
+	}
+	for i, j := range res.Jobs {
+		if i > 0 && j.ID <= res.Jobs[i-1].ID {
+			e.t.Errorf("JobRescue: jobs not in id order: %d after %d", j.ID, res.Jobs[i-1].ID)
+		}
+		if j.State != want[j.ID] || j.LeaseUntil != (time.Time{}) {
+			e.t.Errorf("JobRescue: job %d is %s (lease %v), its list says %s and no lease", j.ID, j.State, j.LeaseUntil, want[j.ID])
+		}
+		if j.State != twicetype.JobStateCancelled && (len(j.Errors) == 0 || !strings.Contains(j.Errors[len(j.Errors)-1].Error, "lease expired")) {
+			e.t.Errorf("JobRescue: job %d's history %v does not end with its lease's expiry", j.ID, j.Errors)
+		}
+	}
 	return res
 }
 

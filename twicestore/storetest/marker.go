@@ -18,7 +18,6 @@ var markerTests = []test{
 	{"PruneOldUpToLimit", testMarkerPrune},
 	{"ConcurrentClaimsOneWinner", testMarkerConcurrent},
 	{"ClaimantRecorded", testMarkerClaimant},
-	{"PeekManyAnswersLikePeek", testMarkerPeekMany},
 }
 
 // testMarkerClaimant: a claim records the job and epoch that made it, and a
@@ -68,45 +67,6 @@ func (e *env) marker(handler, key string) *twicetype.Marker {
 		e.t.Fatalf("MarkerPeek(%q, %q) = %+v: no claim", handler, key, res)
 	}
 	return res.Marker
-}
-
-// testMarkerPeekMany checks the optional batched peek against the single
-// one, for stores that have it: every answer in input order, repeats,
-// another handler's claim, keys that need quoting, and an empty batch.
-func testMarkerPeekMany(t *testing.T, e *env) {
-	bp, ok := e.s.(twicestore.MarkerBatchPeeker)
-	if !ok {
-		t.Skip("the store does not implement twicestore.MarkerBatchPeeker")
-	}
-	odd := `msg "3", 'quoted' \ ünïcode`
-	e.claim("h.email", "msg-1", e.base)
-	e.claim("h.email", odd, e.base)
-	e.claim("h.audit", "msg-2", e.base)
-	markers := []twicestore.MarkerParams{
-		{Handler: "h.email", Key: "msg-2"},
-		{Handler: "h.email", Key: "msg-1"},
-		{Handler: "h.audit", Key: "msg-1"},
-		{Handler: "h.email", Key: odd},
-		{Handler: "h.audit", Key: "msg-2"},
-		{Handler: "h.email", Key: "msg-1"},
-		{Handler: "h.email", Key: ""},
-	}
-	res, err := bp.MarkerPeekMany(e.ctx, &twicestore.MarkerPeekManyParams{Markers: markers})
-	if err != nil {
-		t.Fatalf("MarkerPeekMany: %v", err)
-	}
-	if len(res.Processed) != len(markers) {
-		t.Fatalf("MarkerPeekMany answered %d of %d peeks", len(res.Processed), len(markers))
-	}
-	for i, m := range markers {
-		if want := e.peek(m.Handler, m.Key); res.Processed[i] != want {
-			t.Errorf("peek %d (%q, %q): MarkerPeekMany says processed=%v, MarkerPeek %v", i, m.Handler, m.Key, res.Processed[i], want)
-		}
-	}
-	res, err = bp.MarkerPeekMany(e.ctx, &twicestore.MarkerPeekManyParams{})
-	if err != nil || len(res.Processed) != 0 {
-		t.Fatalf("MarkerPeekMany of nothing: %v, %v; want no answers", res, err)
-	}
 }
 
 func testMarkerClaim(t *testing.T, e *env) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -77,13 +78,13 @@ func UniqueStatesUpgrade(t *testing.T, openAt func(t *testing.T, version int) Ol
 // UniqueStatesPredicate checks that a driver's migration 014, given by its
 // version, name and text, creates the unique index with the very
 // predicate the queries render from twicetype's bits
-// (twicestore.UniqueHeldSQL): SQLite uses a partial index only for a WHERE
+// (driverkit.UniqueHeldSQL): SQLite uses a partial index only for a WHERE
 // that repeats its terms, and the queries must agree with the index.
 func UniqueStatesPredicate(t *testing.T, version int, name, sql string) {
 	if version != 14 {
 		t.Fatalf("migration %s is version %d, want 14", name, version)
 	}
-	if !strings.Contains(strings.Join(strings.Fields(sql), " "), twicestore.UniqueHeldSQL("")) {
-		t.Errorf("migration %s lacks the predicate\n%s", name, twicestore.UniqueHeldSQL(""))
+	if !strings.Contains(strings.Join(strings.Fields(sql), " "), driverkit.UniqueHeldSQL("")) {
+		t.Errorf("migration %s lacks the predicate\n%s", name, driverkit.UniqueHeldSQL(""))
 	}
 }

@@ -1,4 +1,4 @@
-package twicestore
+package driverkit
 
 import "testing"
 
