@@ -818,3 +818,34 @@ func TestAdminJobCancelRunning(t *testing.T) {
 		}
 	})
 }
+
+// TestOneUsageClass: every usage error of the API, the enqueue's and the
+// workflow's included, matches ErrInvalidInput, so a tool maps input
+// errors to a usage error with one check; failures do not.
+func TestOneUsageClass(t *testing.T) {
+	t.Parallel()
+	c, err := twice.NewClient(newStore(t), testConfig(twice.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, badArgs := c.EnqueueJSON(ctx, "not a kind", []byte(`{}`), nil)
+	_, unknown := c.EnqueueJSON(ctx, "nobody.knows.v1", []byte(`{}`), nil)
+	_, badWorkflow := c.EnqueueWorkflow(ctx, twice.NewWorkflow("empty"))
+	for _, tc := range []struct {
+		name     string
+		err      error
+		sentinel error
+	}{
+		{"args", badArgs, twice.ErrInvalidArgs},
+		{"kind", unknown, twice.ErrUnknownKind},
+		{"workflow", badWorkflow, twice.ErrInvalidWorkflow},
+	} {
+		if !errors.Is(tc.err, tc.sentinel) || !errors.Is(tc.err, twice.ErrInvalidInput) {
+			t.Errorf("%s: %v; want it to match its sentinel and ErrInvalidInput", tc.name, tc.err)
+		}
+	}
+	if errors.Is(context.Canceled, twice.ErrInvalidInput) {
+		t.Error("a failure matches the usage class")
+	}
+}

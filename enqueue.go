@@ -5,10 +5,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -112,16 +110,18 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx any, jobs []EnqueueParams
 }
 
 // ErrUnknownKind is returned by EnqueueJSON for a kind that neither this
-// client registers nor any live worker handles.
-var ErrUnknownKind = errors.New("unknown job kind")
+// client registers nor any live worker handles. It is of the usage class:
+// errors.Is(err, ErrInvalidInput) holds.
+var ErrUnknownKind error = &inputError{msg: "unknown job kind"}
 
 // ErrInvalidArgs is wrapped by the enqueue errors that are the caller's
 // input at fault: a malformed kind, args that are not a JSON object or do
 // not fit the kind's type, args over the size limit or against the payload
 // policy, a malformed queue name, a unique key or message id that is too
-// long or not UTF-8 text. Tools use it to tell a usage error from a
-// failure.
-var ErrInvalidArgs = errors.New("invalid job args")
+// long or not UTF-8 text. It is of the usage class (errors.Is(err,
+// ErrInvalidInput) holds), so tools tell a usage error from a failure
+// with one check.
+var ErrInvalidArgs error = &inputError{msg: "invalid job args"}
 
 // EnqueueJSON stores one job from raw JSON args, for tools that do not have
 // the Go type (the CLI). A kind registered with this client must decode
@@ -147,20 +147,22 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 		}
 		return c.Enqueue(ctx, args, opts)
 	}
-	if known, err := c.liveKinds(ctx); err != nil {
-		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
-	} else if !known[kind] && (opts == nil || !opts.AllowUnknownKind) && !c.catalogued(ctx, kind) {
-		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler, catalogued kind or live worker knows it (known kinds: %s)",
-			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
-	}
-	// A live worker's kind is checked against the fields its node put in
-	// the kind catalog (names, JSON types). Without them the raw keys get
-	// the name rule that registration gives Go fields, so a secret cannot
-	// ride in by JSON either way.
-	fields, err := c.catalogArgs(ctx, kind)
+	known, err := c.liveKinds(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
 	}
+	catalogued, fields, err := c.catalogKind(ctx, kind)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
+	}
+	if !known[kind] && !catalogued && (opts == nil || !opts.AllowUnknownKind) {
+		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler, catalogued kind or live worker knows it (known kinds: %s)",
+			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
+	}
+	// A catalogued kind is checked against the fields its node put in the
+	// kind catalog (names, JSON types). Without them the raw keys get the
+	// name rule that registration gives Go fields, so a secret cannot ride
+	// in by JSON either way.
 	if err := CheckArgsJSON(kind, compact.Bytes(), fields, c.cfg.MaxArgsBytes); err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w", err)
 	}
@@ -190,27 +192,20 @@ func (c *Client) liveKinds(ctx context.Context) (map[string]bool, error) {
 	return known, nil
 }
 
-// catalogArgs returns the args fields the kind catalog holds for kind:
-// nil when the kind is not catalogued or its shape is unknown.
-func (c *Client) catalogArgs(ctx context.Context, kind string) ([]ArgField, error) {
+// catalogKind reads the kind catalog once for kind: whether a worker
+// published it, live or not (its jobs wait for that worker to come back),
+// and the args fields it holds for it (nil when its shape is unknown).
+func (c *Client) catalogKind(ctx context.Context, kind string) (catalogued bool, fields []ArgField, err error) {
 	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
 	if err != nil {
-		return nil, fmt.Errorf("read the kind catalog: %w", err)
+		return false, nil, fmt.Errorf("read the kind catalog: %w", err)
 	}
 	for _, k := range res.Kinds {
 		if k.Kind == kind {
-			return k.Args, nil
+			return true, k.Args, nil
 		}
 	}
-	return nil, nil
-}
-
-// catalogued reports whether a worker published kind to the catalog, live
-// or not: its jobs wait for that worker to come back. A failed read counts
-// as not catalogued, and the caller refuses.
-func (c *Client) catalogued(ctx context.Context, kind string) bool {
-	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
-	return err == nil && slices.ContainsFunc(res.Kinds, func(k twicetype.KindInfo) bool { return k.Kind == kind })
+	return false, nil, nil
 }
 
 func (c *Client) knownKinds(live map[string]bool) []string {
@@ -232,34 +227,17 @@ func (c *Client) knownKinds(live map[string]bool) []string {
 	return kinds
 }
 
+// enqueue stores jobs: every entry point that takes Args (Enqueue,
+// EnqueueMany and their Tx twins) comes through here, and the others
+// (continuations, workflows, batches) resolve their jobs with the same
+// insertParamsMany.
 func (c *Client) enqueue(ctx context.Context, exec twicestore.Executor, jobs []EnqueueParams, notify bool) ([]*EnqueueResult, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	params := make([]*twicestore.JobInsertParams, len(jobs))
-	var errs []error
-	for i, j := range jobs {
-		b, err := encodeArgs(j.Args, c.cfg.MaxArgsBytes)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("job %d: %w", i, err))
-			continue
-		}
-		key := ""
-		if k, ok := j.Args.(IdempotencyKeyer); ok {
-			if key = k.IdempotencyKey(); key == "" {
-				errs = append(errs, fmt.Errorf("job %d: kind %q: IdempotencyKey() returned an empty key", i, j.Args.Kind()))
-				continue
-			}
-		}
-		if params[i], err = c.insertParams(ctx, j.Args.Kind(), b, key, j.Opts); err != nil {
-			errs = append(errs, fmt.Errorf("job %d: %w", i, err))
-		}
-	}
-	if len(errs) > 0 {
-		if len(jobs) == 1 {
-			return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, errors.Unwrap(errs[0]))
-		}
-		return nil, fmt.Errorf("twice: enqueue: %w: nothing stored: %w", ErrInvalidArgs, errors.Join(errs...))
+	params, err := c.insertParamsMany(ctx, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("twice: enqueue: %w", err)
 	}
 	return c.insert(ctx, exec, params, notify)
 }
@@ -267,28 +245,37 @@ func (c *Client) enqueue(ctx context.Context, exec twicestore.Executor, jobs []E
 // queueFor is the queue a job of kind goes to: the call's, then the kind
 // registration's, then the client default.
 func (c *Client) queueFor(kind, callQueue string) string {
+	return c.queueOf(c.registry.lookup(kind), callQueue)
+}
+
+// queueOf is queueFor for a kind already looked up: e is its registration,
+// nil for a kind this client does not register.
+func (c *Client) queueOf(e *kindEntry, callQueue string) string {
 	var kindQueue string
-	if e := c.registry.lookup(kind); e != nil {
+	if e != nil {
 		kindQueue = e.opts.Queue
 	}
 	return cmp.Or(callQueue, kindQueue, c.cfg.DefaultQueue)
 }
 
 // insertParams resolves options (call, then kind, then client) and the
-// envelope.
+// envelope of a job of kind with encoded args. The kind is looked up once,
+// here, and its registration (none for a kind this client does not
+// register) serves the queue, uniqueness and concurrency key.
 func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key string, opts *EnqueueOpts) (*twicestore.JobInsertParams, error) {
 	o := EnqueueOpts{}
 	if opts != nil {
 		o = *opts
 	}
+	e := c.registry.lookup(kind)
 	var ko KindOpts
-	if e := c.registry.lookup(kind); e != nil {
+	if e != nil {
 		ko = e.opts
 	}
 	now := time.Now()
 	p := &twicestore.JobInsertParams{
 		Kind:          kind,
-		Queue:         c.queueFor(kind, o.Queue),
+		Queue:         c.queueOf(e, o.Queue),
 		Priority:      cmp.Or(o.Priority, ko.Priority),
 		Args:          args,
 		MessageID:     cmp.Or(o.MessageID, newMessageID()),
@@ -313,7 +300,7 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	if p.MaxAttempts < 1 {
 		return nil, fmt.Errorf("kind %q: MaxAttempts %d: use at least 1", kind, p.MaxAttempts)
 	}
-	u, err := c.uniqueFor(kind, o.Unique)
+	u, err := uniqueOf(e, o.Unique)
 	if err != nil {
 		return nil, fmt.Errorf("kind %q: %w", kind, err)
 	}
@@ -329,8 +316,10 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	if err := checkEnvelope(p); err != nil {
 		return nil, fmt.Errorf("kind %q: %w", kind, err)
 	}
-	if p.ConcurrencyKey, err = c.concurrencyKeyOf(kind, args); err != nil {
-		return nil, fmt.Errorf("kind %q: %w", kind, err)
+	if e != nil {
+		if p.ConcurrencyKey, err = e.concurrencyKey(args); err != nil {
+			return nil, fmt.Errorf("kind %q: %w", kind, err)
+		}
 	}
 	return p, nil
 }

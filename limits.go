@@ -177,13 +177,3 @@ func (c *Client) LimitList(ctx context.Context) ([]LimitUsage, error) {
 	}
 	return res.Kinds, nil
 }
-
-// concurrencyKeyOf resolves the concurrency key of a job of kind with args
-// raw, for a kind this client registers; other kinds have none.
-func (c *Client) concurrencyKeyOf(kind string, raw []byte) (string, error) {
-	e := c.registry.lookup(kind)
-	if e == nil {
-		return "", nil
-	}
-	return e.concurrencyKey(raw)
-}

@@ -105,8 +105,9 @@ func (c *Client) childParams(ctx context.Context, args Args, opts *EnqueueOpts) 
 	return ps[0], nil
 }
 
-// insertParamsMany checks and resolves jobs as enqueue does, refusing all
-// of them when one is wrong.
+// insertParamsMany checks and resolves jobs, refusing all of them when
+// one is wrong: the one loop every entry point's jobs go through
+// (Enqueue and EnqueueMany, continuations, workflows, batches).
 func (c *Client) insertParamsMany(ctx context.Context, jobs []EnqueueParams) ([]*twicestore.JobInsertParams, error) {
 	params := make([]*twicestore.JobInsertParams, len(jobs))
 	var errs []error

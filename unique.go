@@ -157,8 +157,7 @@ func (u *UniqueOpts) states() twicetype.UniqueStates {
 // uniqueOf resolves the uniqueness of a job of the kind registered as e
 // (nil for none): the call's options,
 // then the kind's; nil when neither asks for one.
-func (c *Client) uniqueFor(kind string, call *UniqueOpts) (*UniqueOpts, error) {
-	e := c.registry.lookup(kind)
+func uniqueOf(e *kindEntry, call *UniqueOpts) (*UniqueOpts, error) {
 	if call != nil {
 		var t reflect.Type
 		var fields []ArgField

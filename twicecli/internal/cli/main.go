@@ -247,7 +247,7 @@ func run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 		switch {
 		case err == nil || errors.As(err, &u):
 			return err
-		case errors.Is(err, twice.ErrInvalidInput), errors.Is(err, twice.ErrInvalidArgs), errors.Is(err, twice.ErrUnknownKind):
+		case errors.Is(err, twice.ErrInvalidInput): // the usage class: ErrInvalidArgs, ErrUnknownKind and the rest
 			return &usageError{err: err}
 		}
 		return &failure{err: err}
