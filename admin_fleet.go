@@ -2,7 +2,6 @@ package twice
 
 import (
 	"context"
-	"time"
 
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -11,7 +10,7 @@ import (
 // Orphans lists kinds with waiting jobs that no live worker handles. Such
 // jobs are never failed or dropped; they wait for a worker that knows them.
 func (c *Client) Orphans(ctx context.Context) ([]twicetype.OrphanKind, error) {
-	res, err := c.store.JobOrphans(ctx, &twicestore.JobOrphansParams{AliveSince: time.Now().Add(-nodeAliveWindow)})
+	res, err := c.store.JobOrphans(ctx, &twicestore.JobOrphansParams{AliveSince: c.now().Add(-nodeAliveWindow)})
 	if err != nil {
 		return nil, err
 	}
@@ -23,7 +22,7 @@ func (c *Client) Orphans(ctx context.Context) ([]twicetype.OrphanKind, error) {
 // Such jobs are never failed or dropped; they wait for a worker that lists
 // the queue in its Config.Queues.
 func (c *Client) StrandedQueues(ctx context.Context) ([]twicetype.StrandedQueue, error) {
-	res, err := c.store.QueueStranded(ctx, &twicestore.QueueStrandedParams{AliveSince: time.Now().Add(-nodeAliveWindow)})
+	res, err := c.store.QueueStranded(ctx, &twicestore.QueueStrandedParams{AliveSince: c.now().Add(-nodeAliveWindow)})
 	if err != nil {
 		return nil, err
 	}

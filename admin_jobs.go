@@ -123,7 +123,7 @@ func (c *Client) JobList(ctx context.Context, p *JobListParams) (*JobListResult,
 	}
 	limit = min(limit, JobListLimitMax)
 	res, err := c.store.JobList(ctx, &twicestore.JobListParams{
-		Filter: p.store(nil, time.Now()), BeforeID: p.BeforeID, Limit: limit + 1,
+		Filter: p.store(nil, c.now()), BeforeID: p.BeforeID, Limit: limit + 1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("twice: %w", err) // the store's error says "list jobs"
@@ -304,7 +304,7 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 			return nil, fmt.Errorf("twice: %s: %w", op, err)
 		}
 	}
-	now := time.Now()
+	now := c.now()
 	by := byOr(p.By)
 	filter := f.store(p.IDs, now)
 	var res *twicestore.JobBulkResult

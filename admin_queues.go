@@ -84,7 +84,7 @@ func (c *Client) QueueResumeTx(ctx context.Context, tx any, p *QueueResumeParams
 // work, each with its pause, its due, scheduled and running jobs, and the
 // live nodes that work it.
 func (c *Client) QueueList(ctx context.Context) ([]QueueInfo, error) {
-	queues, err := c.queueList(ctx, c.store, time.Now())
+	queues, err := c.queueList(ctx, c.store, c.now())
 	if err != nil {
 		return nil, fmt.Errorf("twice: %w", err)
 	}
@@ -98,7 +98,7 @@ func (c *Client) queuePause(ctx context.Context, exec twicestore.Executor, p *Qu
 	if err := checkFields(byField(p.By), reasonField(p.Reason)); err != nil {
 		return fmt.Errorf("twice: pause queue: %w", err)
 	}
-	now := time.Now()
+	now := c.now()
 	if err := c.checkQueueArg(ctx, exec, "pause", p.Queue, now); err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (c *Client) queueResume(ctx context.Context, exec twicestore.Executor, p *Q
 	if err := checkFields(byField(p.By), reasonField(p.Reason)); err != nil {
 		return nil, fmt.Errorf("twice: resume queue: %w", err)
 	}
-	now := time.Now()
+	now := c.now()
 	if err := c.checkQueueArg(ctx, exec, "resume", p.Queue, now); err != nil {
 		return nil, err
 	}

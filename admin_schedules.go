@@ -65,7 +65,7 @@ func (c *Client) ScheduleList(ctx context.Context) ([]ScheduleInfo, error) {
 	for _, s := range res.Schedules {
 		byName[s.Name] = &ScheduleInfo{Schedule: s, Recorded: true}
 	}
-	now := time.Now()
+	now := c.now()
 	for _, s := range c.registry.scheduleList() {
 		info := byName[s.name]
 		if info == nil {

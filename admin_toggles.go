@@ -101,7 +101,7 @@ func (c *Client) ToggleUnsetTx(ctx context.Context, tx any, p *ToggleUnsetParams
 // kind. A kind's effective state also depends on the toggles file and its
 // registration default; Catalog tells whether a kind is fail-closed.
 func (c *Client) ToggleList(ctx context.Context) ([]twicetype.Toggle, error) {
-	res, err := c.store.ToggleList(ctx, &twicestore.ToggleListParams{Now: time.Now()})
+	res, err := c.store.ToggleList(ctx, &twicestore.ToggleListParams{Now: c.now()})
 	if err != nil {
 		return nil, fmt.Errorf("twice: list kill switches: %w", err)
 	}
@@ -163,7 +163,7 @@ func (c *Client) toggleSet(ctx context.Context, exec twicestore.Executor, p *Tog
 	if err := ValidateKind(kind); err != nil {
 		return fmt.Errorf("twice: set kill switch: %w", invalidf("%v", err))
 	}
-	now := time.Now()
+	now := c.now()
 	if err := notFuture("expiry", p.ExpiresAt, now); err != nil {
 		return fmt.Errorf("twice: set kill switch of %q: %w", kind, err)
 	}
@@ -201,7 +201,7 @@ func (c *Client) toggleUnset(ctx context.Context, exec twicestore.Executor, p *T
 		return nil, fmt.Errorf("twice: unset kill switch: %w", err)
 	}
 	kind := strings.ToLower(strings.TrimSpace(p.Kind))
-	now := time.Now()
+	now := c.now()
 	res, err := exec.ToggleList(ctx, &twicestore.ToggleListParams{Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("twice: unset kill switch of %q: %w", kind, err)
@@ -238,7 +238,7 @@ func (c *Client) allKnownKinds(ctx context.Context, exec twicestore.Executor) ([
 	for _, k := range cat.Kinds {
 		kinds = append(kinds, k.Kind)
 	}
-	nodes, err := exec.NodeList(ctx, &twicestore.NodeListParams{AliveSince: time.Now().Add(-nodeAliveWindow)})
+	nodes, err := exec.NodeList(ctx, &twicestore.NodeListParams{AliveSince: c.now().Add(-nodeAliveWindow)})
 	if err != nil {
 		return nil, err // the store's error says "list nodes"
 	}

@@ -3,7 +3,6 @@ package twice
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -92,7 +91,7 @@ func (c *Client) enqueueBatch(ctx context.Context, exec twicestore.Executor, b *
 		return nil, fmt.Errorf("twice: enqueue batch: %w", err)
 	}
 	res, err := exec.BatchInsert(ctx, &twicestore.BatchInsertParams{OnSuccess: b.onSuccess, Open: b.open,
-		Callback: cb[0], Jobs: jobs, CreatedAt: time.Now()})
+		Callback: cb[0], Jobs: jobs, CreatedAt: c.now()})
 	if err != nil {
 		return nil, fmt.Errorf("twice: enqueue batch: %w", err)
 	}
@@ -157,7 +156,7 @@ func (c *Client) BatchSealTx(ctx context.Context, tx any, id int64) (*twicetype.
 }
 
 func (c *Client) batchSeal(ctx context.Context, exec twicestore.Executor, id int64) (*twicetype.Batch, error) {
-	b, err := exec.BatchSeal(ctx, &twicestore.BatchSealParams{ID: id, Now: time.Now()})
+	b, err := exec.BatchSeal(ctx, &twicestore.BatchSealParams{ID: id, Now: c.now()})
 	if err != nil {
 		return nil, fmt.Errorf("twice: %w", err)
 	}

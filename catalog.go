@@ -67,7 +67,7 @@ func (c *Client) Catalog(ctx context.Context) ([]CatalogKind, error) {
 	if err != nil {
 		return nil, fmt.Errorf("twice: read the kind catalog: %w", err)
 	}
-	aliveSince := time.Now().Add(-nodeAliveWindow)
+	aliveSince := c.now().Add(-nodeAliveWindow)
 	byKind := make(map[string]*CatalogKind, len(res.Kinds))
 	for _, k := range res.Kinds {
 		byKind[k.Kind] = &CatalogKind{KindInfo: k, Live: !k.LastSeen.Before(aliveSince)}
@@ -118,7 +118,7 @@ func (c *Client) publishCatalog(ctx context.Context) error {
 	if len(kinds) == 0 {
 		return nil
 	}
-	now := time.Now()
+	now := c.now()
 	return c.store.CatalogPublish(ctx, &twicestore.CatalogPublishParams{Node: c.cfg.NodeID, Now: now, Kinds: kinds,
 		KeepSensitiveSince: now.Add(-catalogSensitiveKept)})
 }

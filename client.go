@@ -23,6 +23,9 @@ type Client struct {
 	worker *worker
 	// waits shares a finish listener among Wait calls (output.go).
 	waits waitHub
+	// clock tells the time the runtime stamps on what it writes (run and
+	// finish times, lease ends, cutoffs): time.Now, or a test's clock.
+	clock func() time.Time
 }
 
 // NewClient validates cfg and returns a client on store. It does not touch
@@ -36,10 +39,13 @@ func NewClient(store twicestore.Store, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("twice: invalid config: %w", err)
 	}
 	warnUnservedQueues(cfg)
-	c := &Client{store: store, cfg: cfg, registry: cfg.Registry, logger: cfg.Logger}
+	c := &Client{store: store, cfg: cfg, registry: cfg.Registry, logger: cfg.Logger, clock: time.Now}
 	c.worker = newWorker(c)
 	return c, nil
 }
+
+// now is the client's clock.
+func (c *Client) now() time.Time { return c.clock() }
 
 // Store returns the store the client works on.
 func (c *Client) Store() twicestore.Store { return c.store }

@@ -55,8 +55,12 @@ func (taskArgs) Kind() string { return "edges.task.v1" }
 // composeStores runs f on a fresh SQLite store and, when
 // TWICE_TEST_POSTGRES is set, on a fresh PostgreSQL schema.
 func composeStores(t *testing.T, f func(t *testing.T, s twicestore.Store)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, newStore(t)) })
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		f(t, newStore(t))
+	})
 	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
 		if os.Getenv(pgtest.EnvURL) == "" {
 			t.Skip(pgtest.EnvURL + " is not set")
 		}
@@ -188,6 +192,7 @@ func countState(t *testing.T, s twicestore.Store, kind string, state twicetype.J
 // strategy, every job delivered twice (Config.Redeliver), fires each edge
 // once: every step but the last has exactly one child.
 func TestContinuationChainRedeliver(t *testing.T) {
+	t.Parallel()
 	composeStores(t, func(t *testing.T, s twicestore.Store) {
 		cfg := testConfig(composeRegistry(t))
 		cfg.Redeliver = true
@@ -225,6 +230,7 @@ func TestContinuationChainRedeliver(t *testing.T) {
 // TestFanOutFanInRedeliver: a continuation fan-out and a workflow
 // fan-out/fan-in, every job delivered twice, fire each edge once.
 func TestFanOutFanInRedeliver(t *testing.T) {
+	t.Parallel()
 	composeStores(t, func(t *testing.T, s twicestore.Store) {
 		cfg := testConfig(composeRegistry(t))
 		cfg.Redeliver = true
@@ -279,6 +285,7 @@ func TestFanOutFanInRedeliver(t *testing.T) {
 
 // TestThenOutsideHandler: Then and EnqueueNext outside a handler say so.
 func TestThenOutsideHandler(t *testing.T) {
+	t.Parallel()
 	var j twice.Job[fanLeaf]
 	if err := j.Then(fanLeaf{1}, nil); !errors.Is(err, twice.ErrNotInHandler) {
 		t.Fatalf("Then outside a handler: %v, want ErrNotInHandler", err)
@@ -291,6 +298,7 @@ func TestThenOutsideHandler(t *testing.T) {
 // TestWorkflowInvalid: a cycle, an unknown dependency and a repeated name
 // are errors naming the culprit, and nothing is stored.
 func TestWorkflowInvalid(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	c, err := twice.NewClient(s, testConfig(composeRegistry(t)))
 	if err != nil {
@@ -329,6 +337,7 @@ func TestWorkflowInvalid(t *testing.T) {
 // TestBatchRedeliver: a batch, every job delivered twice, gets one
 // callback, and counts all its jobs completed.
 func TestBatchRedeliver(t *testing.T) {
+	t.Parallel()
 	composeStores(t, func(t *testing.T, s twicestore.Store) {
 		cfg := testConfig(composeRegistry(t))
 		cfg.Redeliver = true
@@ -363,6 +372,7 @@ func TestBatchRedeliver(t *testing.T) {
 // callback) wakes the node's fetch loop: with an hour-long poll, a chain,
 // a workflow and a batch still run through.
 func TestEdgesWakeTheFetcher(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	cfg := testConfig(composeRegistry(t))
 	cfg.PollInterval = time.Hour
@@ -400,6 +410,7 @@ func (batchCallback) Kind() string { return "edges.batch-callback.v1" }
 // 20,000 jobs under -race, where 100,000 took 9 min 19 s of the 10 the
 // test allows (34 s without -race), on the project's 2-core machine.
 func TestBatchHundredThousand(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("100,000 jobs: skipped in -short mode")
 	}
@@ -455,6 +466,7 @@ func (depArgs) Kind() string { return "edges.dep.v1" }
 // TestDependencies: a task's handler finds its dependencies' jobs (to read
 // their output); a job of no workflow is told so.
 func TestDependencies(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	reg := composeRegistry(t)
 	type seen struct {
@@ -507,6 +519,7 @@ func TestDependencies(t *testing.T) {
 // an hour is due in an hour, one with RunAt at its RunAt, one without
 // either at once.
 func TestWorkflowTaskDelay(t *testing.T) {
+	t.Parallel()
 	composeStores(t, func(t *testing.T, s twicestore.Store) {
 		c, err := twice.NewClient(s, testConfig(composeRegistry(t)))
 		if err != nil {

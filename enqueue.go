@@ -179,7 +179,7 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 
 // liveKinds returns the kinds that live workers handle.
 func (c *Client) liveKinds(ctx context.Context) (map[string]bool, error) {
-	nodes, err := c.store.NodeList(ctx, &twicestore.NodeListParams{AliveSince: time.Now().Add(-nodeAliveWindow)})
+	nodes, err := c.store.NodeList(ctx, &twicestore.NodeListParams{AliveSince: c.now().Add(-nodeAliveWindow)})
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +272,7 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	if e != nil {
 		ko = e.opts
 	}
-	now := time.Now()
+	now := c.now()
 	p := &twicestore.JobInsertParams{
 		Kind:          kind,
 		Queue:         c.queueOf(e, o.Queue),
@@ -364,7 +364,7 @@ func (c *Client) insert(ctx context.Context, exec twicestore.Executor, params []
 	due := false
 	for i, r := range res.Jobs {
 		out[i] = &EnqueueResult{Job: r.Job, Duplicate: r.Duplicate, Replaced: r.Replaced}
-		due = due || ((!r.Duplicate || r.Replaced) && !r.Job.RunAt.After(time.Now()))
+		due = due || ((!r.Duplicate || r.Replaced) && !r.Job.RunAt.After(c.now()))
 	}
 	if notify && due {
 		c.notify()

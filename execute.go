@@ -47,6 +47,8 @@ type executor struct {
 	slotFreed func(kind string)
 	// childParams checks a continuation a handler records (Job.Then).
 	childParams func(ctx context.Context, args Args, opts *EnqueueOpts) (*twicestore.JobInsertParams, error)
+	// now is the client's clock.
+	now func() time.Time
 }
 
 // execution is one attempt of one leased job.
@@ -101,7 +103,7 @@ func (e *execution) run() {
 		defer cancelTimeout()
 	}
 	e.ctx = withLogger(WithCorrelationID(ctx, e.row.CorrelationID), e.logger)
-	e.start = time.Now()
+	e.start = e.x.now()
 	e.x.observeStart(e.row, e.start)
 	e.x.running.add(e.row, cancel)
 
@@ -116,7 +118,7 @@ func (e *execution) run() {
 // once, its attempt unspent.
 func (e *execution) putBack(note string) *twicestore.JobOutcome {
 	return &twicestore.JobOutcome{
-		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateAvailable, RunAt: time.Now(), RefundAttempt: true, Note: note,
+		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateAvailable, RunAt: e.x.now(), RefundAttempt: true, Note: note,
 	}
 }
 
@@ -211,7 +213,7 @@ func (e *execution) peekMarker(m *twicestore.MarkerParams) (processed bool, err 
 // certainly did not happen.
 func (e *execution) claimBefore() delivery {
 	marker := e.marker()
-	marker.Now = time.Now()
+	marker.Now = e.x.now()
 	claim, err := e.x.store.MarkerClaim(e.ctx, marker)
 	if err != nil {
 		return delivery{err: fmt.Errorf("claim marker: %w", err)}
@@ -273,7 +275,7 @@ func (e *execution) transactional() delivery {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
 	marker := e.marker()
-	marker.Now = time.Now()
+	marker.Now = e.x.now()
 	claim, err := tx.MarkerClaim(ctx, marker)
 	if err != nil {
 		return delivery{err: fmt.Errorf("claim marker: %w", err)}
@@ -285,7 +287,7 @@ func (e *execution) transactional() delivery {
 		return delivery{err: err}
 	}
 	res, err := tx.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
-		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: time.Now(),
+		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: e.x.now(),
 		Output:   e.steps.recorded(),
 		Children: edgeSetOf(ctx).take(),
 	}}})
@@ -400,7 +402,7 @@ func (e *execution) record(d delivery, written func(recorded bool)) {
 
 // outcome turns a delivery into the job's outcome.
 func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
-	now := time.Now()
+	now := e.x.now()
 	o := &twicestore.JobOutcome{ID: e.row.ID, Epoch: e.row.Epoch}
 	err := d.err
 	var (

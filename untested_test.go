@@ -134,7 +134,7 @@ func (s *failingMarkers) MarkerRelease(context.Context, *twicestore.MarkerParams
 }
 
 func (s *failingMarkers) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
-	res, err := s.recordingStore.Store.JobFetch(ctx, p)
+	res, err := s.Store.JobFetch(ctx, p) // the inner store's, past recordingStore's
 	if err == nil {
 		res.Processed = nil
 	}

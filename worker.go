@@ -106,7 +106,7 @@ func (w *worker) start(ctx context.Context) error {
 	w.exec = &executor{
 		store: c.store, registry: c.registry, cfg: &c.cfg, logger: c.logger,
 		complete: w.complete, running: w.running, enabled: w.switches.kindEnabled, workCtx: w.workCtx,
-		slotFreed: w.limitSlotFreed, childParams: c.childParams,
+		slotFreed: w.limitSlotFreed, childParams: c.childParams, now: c.now,
 	}
 	w.producer = producer.New(w.producerConfig())
 	hasKinds := len(c.registry.Kinds()) > 0

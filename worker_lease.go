@@ -117,10 +117,11 @@ type leaseKeeper struct {
 	running *runningJobs
 	lease   time.Duration
 	logger  *slog.Logger
+	now     func() time.Time
 }
 
 func newLeaseKeeper(c *Client, running *runningJobs) *leaseKeeper {
-	return &leaseKeeper{store: c.store, running: running, lease: c.cfg.LeaseDuration, logger: c.logger}
+	return &leaseKeeper{store: c.store, running: running, lease: c.cfg.LeaseDuration, logger: c.logger, now: c.now}
 }
 
 func (k *leaseKeeper) run(ctx context.Context) {
@@ -144,7 +145,7 @@ func (k *leaseKeeper) extend() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), k.lease/3)
 	defer cancel()
-	until := time.Now().Add(k.lease)
+	until := k.now().Add(k.lease)
 	res, err := k.store.JobExtendLease(ctx, &twicestore.JobExtendLeaseParams{Leases: leases, LeaseUntil: until})
 	if err != nil {
 		k.logger.Warn("extending leases failed", logattr.Component, "heartbeat", logattr.Err, err)

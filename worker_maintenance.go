@@ -35,10 +35,11 @@ type rescuer struct {
 	onDead   func(context.Context, DeadJob)
 	// wake wakes the fetch loop: requeued jobs are due now.
 	wake func()
+	now  func() time.Time
 }
 
 func newRescuer(c *Client, wake func()) *rescuer {
-	return &rescuer{store: c.store, interval: c.cfg.RescueInterval, logger: c.logger, onDead: c.cfg.OnDead, wake: wake}
+	return &rescuer{store: c.store, interval: c.cfg.RescueInterval, logger: c.logger, onDead: c.cfg.OnDead, wake: wake, now: c.now}
 }
 
 func (r *rescuer) run(ctx context.Context) {
@@ -48,7 +49,7 @@ func (r *rescuer) run(ctx context.Context) {
 // rescue releases one batch of expired leases and says, per job, what
 // became of it.
 func (r *rescuer) rescue(ctx context.Context) {
-	res, err := r.store.JobRescue(ctx, &twicestore.JobRescueParams{Now: time.Now(), Limit: maintenanceBatch})
+	res, err := r.store.JobRescue(ctx, &twicestore.JobRescueParams{Now: r.now(), Limit: maintenanceBatch})
 	if err != nil {
 		if ctx.Err() == nil {
 			r.logger.WarnContext(ctx, "rescuing expired leases failed", logattr.Component, "rescuer", logattr.Err, err)
@@ -94,14 +95,15 @@ type pruner struct {
 	store  twicestore.Executor
 	cfg    *Config
 	logger *slog.Logger
+	now    func() time.Time
 }
 
 func newPruner(c *Client) *pruner {
-	return &pruner{store: c.store, cfg: &c.cfg, logger: c.logger.With(logattr.Component, "pruner")}
+	return &pruner{store: c.store, cfg: &c.cfg, logger: c.logger.With(logattr.Component, "pruner"), now: c.now}
 }
 
 func (p *pruner) run(ctx context.Context) {
-	periodic.Run(ctx, pruneInterval, func(ctx context.Context) { p.pruneAll(ctx, time.Now()) })
+	periodic.Run(ctx, pruneInterval, func(ctx context.Context) { p.pruneAll(ctx, p.now()) })
 }
 
 // pruneAll runs one pass: every kind of record, each in batches until a
@@ -204,14 +206,14 @@ func newNodeReporter(c *Client) *nodeReporter { return &nodeReporter{c: c} }
 func (r *nodeReporter) run(ctx context.Context) {
 	c := r.c
 	logger := c.logger.With(logattr.Component, "nodes")
-	started := time.Now()
+	started := c.now()
 	node := &twicetype.Node{
 		ID: c.cfg.NodeID, Host: hostname(), PID: os.Getpid(),
 		Kinds: c.registry.Kinds(), Queues: c.queueNames(), StartedAt: started,
 	}
 	var lastOrphanReport time.Time
 	periodic.Run(ctx, nodeHeartbeatInterval, func(ctx context.Context) {
-		node.HeartbeatAt = time.Now()
+		node.HeartbeatAt = c.now()
 		if err := c.store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: node}); err != nil {
 			if ctx.Err() == nil {
 				logger.WarnContext(ctx, "node heartbeat failed", logattr.Err, err)
@@ -221,10 +223,10 @@ func (r *nodeReporter) run(ctx context.Context) {
 		if err := c.publishCatalog(ctx); err != nil && ctx.Err() == nil {
 			logger.WarnContext(ctx, "publishing the kind catalog failed", logattr.Err, err)
 		}
-		if time.Since(lastOrphanReport) < orphanReportInterval {
+		if c.now().Sub(lastOrphanReport) < orphanReportInterval {
 			return
 		}
-		now := time.Now()
+		now := c.now()
 		nodes, err := c.store.NodeList(ctx, &twicestore.NodeListParams{AliveSince: now.Add(-nodeAliveWindow)})
 		if err != nil {
 			if ctx.Err() == nil {

@@ -135,7 +135,7 @@ func (r *scheduler) fireTick(ctx context.Context, s *schedule, tick time.Time) {
 	c, logger := r.c, r.logger
 	p := &twicestore.ScheduleTickParams{
 		Name: s.name, Kind: s.kind, Spec: s.spec, TickAt: tick, NextAt: s.parsed.Next(tick),
-		Outcome: twicetype.ScheduleSkipped, Now: time.Now(),
+		Outcome: twicetype.ScheduleSkipped, Now: c.now(),
 	}
 	if r.enabled(s.kind) {
 		var opts EnqueueOpts

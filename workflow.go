@@ -192,7 +192,7 @@ func (c *Client) enqueueWorkflow(ctx context.Context, exec twicestore.Executor, 
 	if err != nil {
 		return nil, fmt.Errorf("twice: enqueue workflow %q: %w", w.name, err)
 	}
-	p := &twicestore.WorkflowInsertParams{Name: w.name, OnDead: w.onDead, CreatedAt: time.Now()}
+	p := &twicestore.WorkflowInsertParams{Name: w.name, OnDead: w.onDead, CreatedAt: c.now()}
 	for i, t := range w.tasks {
 		// A task without RunAt or Delay has no due time of its own: it is
 		// due when released, on the database's clock, not at this
@@ -291,7 +291,7 @@ func (c *Client) workflowCancel(ctx context.Context, exec twicestore.Executor, i
 	if err := checkFields(byField(by), reasonField(reason)); err != nil {
 		return nil, fmt.Errorf("twice: cancel workflow %d: %w", id, err)
 	}
-	res, err := exec.WorkflowCancel(ctx, &twicestore.WorkflowCancelParams{ID: id, By: by, Reason: reason, Now: time.Now()})
+	res, err := exec.WorkflowCancel(ctx, &twicestore.WorkflowCancelParams{ID: id, By: by, Reason: reason, Now: c.now()})
 	if err != nil {
 		return nil, workflowError(id, err)
 	}

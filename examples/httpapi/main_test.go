@@ -5,7 +5,13 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the example's test when the example leaves a goroutine
+// running after it returns: a program that copies it must shut down clean.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestHTTPAPI(t *testing.T) {
 	var out bytes.Buffer

@@ -5,8 +5,14 @@ import (
 	"context"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/twicejobs/twice/internal/testkit/pgtest"
 )
+
+// TestMain fails the example's test when the example leaves a goroutine
+// running after it returns: a program that copies it must shut down clean.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestPostgres runs the example in a schema of its own; it is skipped
 // without TWICE_TEST_POSTGRES.

@@ -4,7 +4,13 @@ import (
 	"bytes"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the example's test when the example leaves a goroutine
+// running after it returns: a program that copies it must shut down clean.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestSignup runs the example: three signups converge.
 func TestSignup(t *testing.T) {

@@ -7,8 +7,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/twicejobs/twice/internal/testkit/pgtest"
 )
+
+// TestMain fails the example's test when the example leaves a goroutine
+// running after it returns: a program that copies it must shut down clean.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const want = "enqueued request req-1 twice (500 cents)\nboth jobs completed; balance: 500 cents\n"
 

@@ -9,9 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicesqlite"
 )
+
+// TestMain fails the example's test when the example leaves a goroutine
+// running after it returns: a program that copies it must shut down clean.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestWorker runs the worker, enqueues a job from another client on the
 // same database (as the application would), waits for the worker to work

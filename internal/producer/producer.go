@@ -136,6 +136,10 @@ type Producer struct {
 	// that a limit held back.
 	throttled atomic.Bool
 	workers   sync.WaitGroup // worker goroutines, busy or idle
+	// holding, when set, is told each time gather holds the fetch back for
+	// more free slots (free of the want it waits for): what a test records
+	// to know the loop saw a freed slot and did not fetch.
+	holding func(free, want int)
 }
 
 // New returns a producer; Run starts it.
@@ -270,7 +274,14 @@ func (p *Producer) gather(ctx context.Context) {
 	}
 	t := time.NewTimer(fetchCooldown)
 	defer t.Stop()
-	for p.fetchable() < want {
+	for {
+		free := p.fetchable()
+		if free >= want {
+			return
+		}
+		if p.holding != nil {
+			p.holding(free, want)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -536,6 +536,8 @@ func TestFreedSlotsGatherBeforeFetching(t *testing.T) {
 					<-release
 				},
 			})
+			held := make(chan int, 2*slots)
+			p.holding = func(free, _ int) { held <- free }
 			runCtx, cancel := context.WithCancel(ctx)
 			go p.Run(runCtx)
 			if got := waitfor.Recv(t, rec.limits, "the first fetch"); got != slots {
@@ -545,9 +547,11 @@ func TestFreedSlotsGatherBeforeFetching(t *testing.T) {
 				waitfor.Recv(t, started, "the first fetch's jobs to start")
 			}
 			release <- struct{}{}
-			// Room for a fetch at the first freed slot to happen, if the
-			// loop did that (then the next fetch asks for 1).
-			time.Sleep(50 * time.Millisecond)
+			// The loop saw the freed slot and held the fetch back; a fetch
+			// at the first freed slot would have asked for 1 instead.
+			if free := waitfor.Recv(t, held, "the loop to hold the fetch for more free slots"); free != 1 {
+				t.Fatalf("the loop held with %d slots free, want 1", free)
+			}
 			for range tc.freed - 1 {
 				release <- struct{}{}
 			}
