@@ -33,8 +33,8 @@ import (
 // failure of the database (exit status 1). The specific sentinels below
 // let a caller tell the cases apart with errors.Is.
 
-// ErrInvalidInput is wrapped by every admin error that the caller's input
-// caused. It is the usage class: fix the call and try again.
+// ErrInvalidInput matches every error the caller's input caused (the
+// sentinels marked "usage"): fix the call and try again.
 var ErrInvalidInput = errors.New("invalid input")
 
 // inputError is an error of the usage class: errors.Is matches it with
@@ -44,6 +44,9 @@ type inputError struct {
 	msg      string
 	sentinel error
 }
+
+// usageError returns a sentinel of the usage class.
+func usageError(msg string) error { return &inputError{msg: msg} }
 
 func (e *inputError) Error() string { return e.msg }
 func (e *inputError) Is(target error) bool {

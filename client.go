@@ -10,10 +10,7 @@ import (
 	"github.com/twicejobs/twice/twicestore"
 )
 
-// Client enqueues jobs and, once started, works the kinds in its
-// registry. It is a handle — enqueue, the admin API and composition work
-// without Start — holding the running worker, which exists between Start
-// and Stop (worker.go).
+// Client enqueues jobs and, once started, works the kinds in its registry.
 type Client struct {
 	store    twicestore.Store
 	cfg      Config

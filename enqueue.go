@@ -110,18 +110,15 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx any, jobs []EnqueueParams
 }
 
 // ErrUnknownKind is returned by EnqueueJSON for a kind that neither this
-// client registers nor any live worker handles. It is of the usage class:
-// errors.Is(err, ErrInvalidInput) holds.
-var ErrUnknownKind error = &inputError{msg: "unknown job kind"}
+// client registers nor any live worker handles (usage).
+var ErrUnknownKind = usageError("unknown job kind")
 
 // ErrInvalidArgs is wrapped by the enqueue errors that are the caller's
 // input at fault: a malformed kind, args that are not a JSON object or do
 // not fit the kind's type, args over the size limit or against the payload
 // policy, a malformed queue name, a unique key or message id that is too
-// long or not UTF-8 text. It is of the usage class (errors.Is(err,
-// ErrInvalidInput) holds), so tools tell a usage error from a failure
-// with one check.
-var ErrInvalidArgs error = &inputError{msg: "invalid job args"}
+// long or not UTF-8 text (usage).
+var ErrInvalidArgs = usageError("invalid job args")
 
 // EnqueueJSON stores one job from raw JSON args, for tools that do not have
 // the Go type (the CLI). A kind registered with this client must decode

@@ -15,9 +15,8 @@ import (
 
 // ErrInvalidWorkflow is wrapped by the errors of a workflow that cannot be
 // enqueued as declared (a cycle, an unknown or repeated task name): nothing
-// of it is stored. It is of the usage class: errors.Is(err,
-// ErrInvalidInput) holds.
-var ErrInvalidWorkflow error = &inputError{msg: "invalid workflow"}
+// of it is stored (usage).
+var ErrInvalidWorkflow = usageError("invalid workflow")
 
 // Workflow is a graph of jobs to enqueue at once: each task is a job that
 // is enqueued when every task it depends on has completed. Build it with
