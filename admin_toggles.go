@@ -24,10 +24,8 @@ type ToggleSetParams struct {
 	// follows its other sources and its registration default again. It
 	// must be in the future.
 	ExpiresAt time.Time
-	// Force stores a switch for a kind that is in no catalog, this
-	// client's registry or any live node's kinds (its workers have never
-	// run, say). Without it such a kind is refused with the closest known
-	// kind, since a misspelled switch switches nothing.
+	// Force stores a switch for a kind no catalog, registry or live node
+	// knows; without it such a kind is refused with the closest known one.
 	Force bool
 	// Source is recorded in the switch history. Defaults to "store".
 	Source string

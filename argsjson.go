@@ -21,16 +21,13 @@ import (
 type ArgField = twicetype.ArgField
 
 // CheckArgsJSON applies the payload policy to raw JSON args of kind, for
-// tools that enqueue without the Go type (the CLI, EnqueueJSON for a kind
-// only a live worker handles). The args must be one JSON object of at most
-// maxBytes bytes once compacted (0 means MaxArgsBytesDefault) whose values
-// are primitives or arrays of them. When fields is the kind's field list
-// (ArgFields, or the kind catalog), every key must be one of them, spelled
-// exactly, with a value of its JSON type (null goes anywhere). When fields
-// is nil the kind's shape is unknown, and every key must pass the name rule
-// that Register applies to Go fields: nothing named like a secret or
-// personal data. An empty, non-nil fields means a kind without fields.
-// Errors wrap ErrInvalidArgs.
+// tools that enqueue without the Go type: one JSON object of at most
+// maxBytes once compacted (0 means MaxArgsBytesDefault) whose values are
+// primitives or arrays of them. With fields (ArgFields, or the kind
+// catalog's; empty for a kind without fields) every key must be one of
+// them, with a value of its JSON type or null; with nil fields every key
+// must pass the name rule Register applies to Go fields. Errors wrap
+// ErrInvalidArgs.
 func CheckArgsJSON(kind string, raw []byte, fields []ArgField, maxBytes int) error {
 	if err := ValidateKind(kind); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgs, err)

@@ -58,18 +58,14 @@ func (c *Client) NodeID() string { return c.cfg.NodeID }
 func (c *Client) Start(ctx context.Context) error { return c.worker.start(ctx) }
 
 // Stop shuts the worker down: it stops fetching and lets running jobs
-// finish until ctx is done. When ctx ends first, Stop cancels the handlers'
-// contexts with ErrShutdown and returns ctx.Err() at once; the shutdown
-// goes on without it: each job whose handler then returns an error is put
-// back in its queue without spending an attempt, and its outcome is
-// written within outcomeWriteTimeout (10 s) or given up, the job then
-// running again when its lease expires. Stopped is closed when all of that
-// is over; a program that wants the put-backs recorded before it exits
-// waits on Stopped for a few seconds after Stop. Stop returns nil when the
-// shutdown finished before ctx ended: every outcome was then written. A
-// handler that ignores its cancelled context is logged as stuck and left to
-// its lease. Stop may be called again, or concurrently: each call waits
-// for the same shutdown, bounded by its own ctx.
+// finish until ctx is done, and then returns nil: every outcome was
+// written. When ctx ends first, Stop cancels the handlers' contexts with
+// ErrShutdown and returns ctx.Err() at once, while the shutdown goes on:
+// each job whose handler then returns an error is put back without
+// spending an attempt, its outcome written within 10 s or given up (the
+// job then runs again when its lease expires); Stopped is closed when
+// that is over. A handler that ignores its cancelled context is logged as
+// stuck and left to its lease. Stop may be called again, or concurrently.
 func (c *Client) Stop(ctx context.Context) error {
 	c.waits.close()
 	return c.worker.stop(ctx)

@@ -33,10 +33,8 @@ type EnqueueOpts struct {
 	// set.
 	UniqueKey string
 	// Unique derives the unique key from the args, queue and period, and
-	// can replace a waiting duplicate (see UniqueOpts); it replaces the
-	// kind's KindOpts.Unique. An explicit UniqueKey wins over the derived
-	// key, and Unique's OnConflict still applies to it. Defaults to the
-	// kind's.
+	// can replace a waiting duplicate (see UniqueOpts). It replaces the
+	// kind's KindOpts.Unique; an explicit UniqueKey wins over its key.
 	Unique *UniqueOpts
 	// MessageID sets the message id instead of a new UUID (for a producer
 	// that retries a publish of the same message).
@@ -44,10 +42,8 @@ type EnqueueOpts struct {
 	// CorrelationID overrides the one from the context.
 	CorrelationID string
 	// AllowUnknownKind lets EnqueueJSON store a kind that no registry,
-	// catalog or live worker knows (its workers have never run); its raw
-	// keys still get the payload policy's name rule. Ignored by Enqueue.
-	// Defaults to false: such a kind is refused, so a typo never queues a
-	// job nobody will run.
+	// catalog or live worker knows; its keys still get the payload
+	// policy's name rule. Defaults to false: a typo is refused.
 	AllowUnknownKind bool
 }
 

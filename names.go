@@ -8,9 +8,8 @@ import (
 	"github.com/twicejobs/twice/internal/freetext"
 )
 
-// Limits on the names and keys a job carries. They keep every value small
-// enough for the stores' indexes (PostgreSQL refuses a B-tree entry over
-// about 2.7 kB with an error no user should see) and short enough to show.
+// Limits on the names and keys a job carries: small enough for the
+// stores' indexes, and short enough to show.
 const (
 	// MaxKindBytes is the longest kind name, in bytes.
 	MaxKindBytes = 255

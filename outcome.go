@@ -101,23 +101,17 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 var ErrShutdown = errors.New("twice: worker shutting down")
 
 // ErrEffectUncertain is why a ClaimBefore job is dead-lettered when it finds
-// its own claim from an earlier delivery that never recorded an outcome (the
-// process crashed, or the lease was lost, between the claim and the end of
-// the handler): the effect may or may not have happened, and only a person
-// can tell. The dead job's error names the marker; if the effect did not
-// happen, release the marker (twice markers release) and retry the job; if
-// it did, discard the job.
+// its own claim from an earlier delivery that never recorded an outcome:
+// the effect may have happened, and only a person can tell. If it did not,
+// release the marker its error names (twice markers release) and retry the
+// job; if it did, discard the job.
 var ErrEffectUncertain = errors.New("twice: an earlier delivery claimed this job's marker and never finished, so the effect may have happened")
 
 // ErrJobCancelled is the cause a job's context is cancelled with when an
-// operator cancels the running job (Client.JobCancel, twice jobs cancel):
-// its worker learns of it at once on PostgreSQL (LISTEN/NOTIFY) and within
-// about half a second otherwise (a node running jobs polls their cancel
-// requests). Such a job ends cancelled whatever its
-// handler returns, and is never retried. A ClaimBefore kind's claim is
-// kept unless the handler returns NotApplied or Cancel: the effect may have
-// happened, so a retry by hand is dead-lettered for a person to check
-// (ErrEffectUncertain).
+// operator cancels the running job (Client.JobCancel): at once on
+// PostgreSQL, within about half a second on SQLite. The job ends cancelled
+// whatever its handler returns, and is never retried; a ClaimBefore kind's
+// claim is kept unless the handler returns NotApplied or Cancel.
 var ErrJobCancelled = errors.New("twice: job cancelled")
 
 // ErrLeaseLost is the cause a job's context is cancelled with when its lease
@@ -125,13 +119,9 @@ var ErrJobCancelled = errors.New("twice: job cancelled")
 var ErrLeaseLost = errors.New("twice: job lease lost")
 
 // MaxErrorTextBytes caps each error text and stack stored with a job
-// attempt (and a job's note). A handler's error can be any size (a whole
-// response body, say); stored whole, each attempt of each failing job
-// would carry it into every listing, dashboard page and JSON dump. A longer
-// text keeps its beginning and ends with a mark saying how much was cut.
-// Such text with a NUL byte or bytes that are not UTF-8 (which PostgreSQL
-// cannot store) is stored with each of them shown as \xNN, and marked
-// "[cleaned: …]", on every driver.
+// attempt (and a job's note): a longer one keeps its beginning and ends
+// with a mark saying how much was cut. A NUL byte or a byte that is not
+// UTF-8 in such text is stored as \xNN, the text marked "[cleaned: …]".
 const MaxErrorTextBytes = 16 << 10
 
 // storableText is s as an outcome stores it: capped at MaxErrorTextBytes,

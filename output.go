@@ -16,8 +16,7 @@ import (
 // MaxOutputBytes caps a job's output, encoded as JSON.
 const MaxOutputBytes = twicestore.MaxOutputBytes
 
-// ErrOutputTooLarge means RecordOutput was given a value over
-// MaxOutputBytes as JSON.
+// ErrOutputTooLarge: RecordOutput's value is over MaxOutputBytes as JSON.
 var ErrOutputTooLarge = errors.New("twice: job output is over twice.MaxOutputBytes (64 KiB) as JSON; record a reference (an id, a URL) instead")
 
 // ErrJobNotCompleted is returned by JobResult and Wait for a job that has
@@ -29,15 +28,10 @@ var ErrJobNotCompleted = errors.New("twice: job did not complete")
 // output of the job whose handler context ctx is. It is stored with the
 // job's completion, in the same write, and only if the job completes: a
 // failed attempt's output is dropped. The last call wins. Read it with
-// Client.JobResult or Client.Wait.
-//
-// Output that no driver can store is refused here, with an error wrapping
-// ErrInvalidInput, and nothing is recorded: JSON that is not valid UTF-8,
-// which only a json.RawMessage or a MarshalJSON method of the caller's can
-// produce (json.Marshal itself escapes every string). Encode binary data
-// as a []byte field (base64) instead. Refused rather than cleaned: the
-// output is data a caller reads back, and altered data would be worse than
-// an error the handler sees.
+// Client.JobResult or Client.Wait. JSON that is not valid UTF-8 (only a
+// json.RawMessage or a MarshalJSON method can produce it) is refused with
+// ErrInvalidInput, not cleaned: output is data a caller reads back. Encode
+// binary data as a []byte field (base64).
 func RecordOutput(ctx context.Context, v any) error {
 	r := runFrom(ctx)
 	if r == nil {
@@ -122,18 +116,15 @@ func jobOutput(id int64, out *twicestore.JobOutputResult) (*JobOutput, error) {
 	return res, fmt.Errorf("%w: job %d is %s, not finished yet: Wait for it", ErrJobNotCompleted, id, out.State)
 }
 
-// Wait blocks until job id finishes, or ctx ends, and returns what
-// JobResult returns then: the output of a completed job, or an error
-// wrapping ErrJobNotCompleted for a dead or cancelled one. On PostgreSQL
-// it is woken by a notification (LISTEN/NOTIFY on the job's finish); on
-// SQLite it polls, every 5 ms at first and backing off to 250 ms. A
-// notification is only a hint: the state is always read from the store.
-//
-// A read that fails (the database restarting or failing over) is retried,
-// with a pause growing to 2 s, until ctx ends; only a job that does not
-// exist ends the wait early, with twicestore.ErrNotFound. Whatever the
+// Wait blocks until job id finishes, or ctx ends, and returns what JobResult
+// returns then: the output of a completed job, or an error wrapping
+// ErrJobNotCompleted for a dead or cancelled one. PostgreSQL wakes it with
+// a notification (a hint: the state is always read from the store); on
+// SQLite it polls, from every 5 ms backing off to 250 ms. A read that fails
+// (the database failing over) is retried until ctx ends; only a job that
+// does not exist ends the wait early (twicestore.ErrNotFound). Whatever the
 // error, the *JobOutput is not nil: its ID names the job and its State is
-// the last one read (empty when no read succeeded).
+// the last one read (empty when none was).
 func (c *Client) Wait(ctx context.Context, id int64) (*JobOutput, error) {
 	if l, ok := twicestore.As[twicestore.FinishListener](c.store); ok {
 		return c.waits.wait(ctx, l, c.store, id)
@@ -142,13 +133,10 @@ func (c *Client) Wait(ctx context.Context, id int64) (*JobOutput, error) {
 }
 
 // EnqueueAndWait enqueues args and waits for the job to finish, as Wait
-// does. For a duplicate (a unique key an unfinished job holds), it waits
-// for that job. Its handler records the result with RecordOutput.
-//
-// Once the job is enqueued, the *JobOutput is not nil, whatever the error:
-// its ID names the job, so a caller whose ctx ended can Wait for that job
-// again rather than enqueue a second one. A nil *JobOutput means the
-// enqueue failed (the error says why).
+// does; for a duplicate (a unique key an unfinished job holds), it waits for
+// that job. Its handler records the result with RecordOutput. Once the job
+// is enqueued the *JobOutput is not nil, whatever the error, so a caller
+// whose ctx ended can Wait for that job rather than enqueue a second one.
 func (c *Client) EnqueueAndWait(ctx context.Context, args Args, opts *EnqueueOpts) (*JobOutput, error) {
 	res, err := c.Enqueue(ctx, args, opts)
 	if err != nil {

@@ -51,22 +51,17 @@ var scheduleName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 // spec, a standard 5-field cron spec ("0 3 * * *") or a descriptor
 // ("@hourly", "@every 10m"). Every node running a worker runs the
 // scheduler; each tick is recorded in the store with its job in one
-// transaction, so one tick becomes one job however many nodes run. When
-// the kind's kill switch is off at a tick, the tick is recorded as skipped.
-// The args' kind must be registered in r.
+// transaction, so one tick becomes one job however many nodes run. A tick
+// while the kind's kill switch is off is recorded as skipped. The args'
+// kind must be registered in r.
 //
-// A cron spec is read in the node's local time zone (time.Local, from the
-// TZ environment variable or the system), unless it starts with
-// CRON_TZ=<IANA zone>, as in "CRON_TZ=Europe/Paris 0 3 * * *". Ticks are
-// shared between nodes by their instant, so nodes in different local time
-// zones would each fire their own ticks: give every schedule CRON_TZ= (for
-// example CRON_TZ=UTC) when nodes may not share a zone. "@every D" ticks
-// at multiples of D since the Unix epoch, whatever the zone.
-//
-// Schedule refuses a spec it cannot run: one that does not parse, a time
-// zone that is not a known IANA name, a spec that never fires (such as
-// "0 0 30 2 *", February 30th), and an "@every" interval that is not a
-// whole number of seconds of at least one second.
+// A cron spec is read in the node's local time zone unless it starts with
+// CRON_TZ=<IANA zone> ("CRON_TZ=Europe/Paris 0 3 * * *"); nodes in
+// different zones would each fire their own ticks, so give every schedule
+// CRON_TZ= when they may not share one. "@every D" ticks at multiples of D
+// since the Unix epoch. A spec that does not parse, names an unknown zone,
+// never fires ("0 0 30 2 *") or is an "@every" of less than a whole second
+// is refused.
 func (r *Registry) Schedule(name, spec string, args Args, opts *ScheduleOpts) error {
 	if !scheduleName.MatchString(name) {
 		return fmt.Errorf("schedule %q: name it with lower-case letters, digits, '.', '-' or '_'", name)

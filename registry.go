@@ -61,33 +61,26 @@ type KindOpts struct {
 	// the same limit. Defaults to 0: no limit.
 	GlobalConcurrency int
 	// KeyConcurrency is the most jobs of one concurrency key (a tenant, a
-	// customer: see ConcurrencyKey) running at once across every node.
-	// Jobs of a key start in enqueue order: with 1 the kind is sequential
-	// by key, a later job never starting before an earlier one finished,
-	// retries included (an earlier job waiting for its retry holds the
-	// later ones back, unless KeyOrderSkipsRetries). Jobs with no key are
-	// not limited by key. Defaults to 0: no limit.
+	// customer: see ConcurrencyKey) running at once across every node,
+	// started in enqueue order: with 1 the kind is sequential by key, a
+	// job never starting before an earlier one finished, retries included
+	// (unless KeyOrderSkipsRetries). Jobs with no key are not limited by
+	// key. Defaults to 0: no limit.
 	KeyConcurrency int
 	// KeyOrderSkipsRetries lets the later jobs of a key start while an
-	// earlier one waits for its retry: a job that has run before (a retry
-	// after an error, a snooze) and is not due yet no longer holds back
-	// the jobs enqueued after it, which may then start and finish before
-	// it. Once its retry is due it is back in line at its enqueue place.
-	// KeyConcurrency still holds: running jobs always count, so a due
-	// retry waits for a free slot of its key like any job. For keys whose
-	// jobs are independent (one failing tenant's webhook must not stall
-	// its next ones) where only the concurrency matters. Needs
+	// earlier one waits for its retry (or a snooze), for keys whose jobs
+	// are independent: one failing tenant's webhook must not stall its
+	// next ones. Once due, the retry is back in line at its enqueue place,
+	// and KeyConcurrency still counts every running job. Needs
 	// KeyConcurrency. Defaults to false: retries keep the order.
 	KeyOrderSkipsRetries bool
-	// ConcurrencyKey names the args field, by its JSON name, whose value
-	// is a job's concurrency key (a string, number or boolean field); an
-	// args type with a ConcurrencyKey() string method gives its key that
-	// way instead. Required by KeyConcurrency and KeyRateLimit, refused
-	// without them. The key is taken at enqueue by a client that
-	// registers the kind: a job enqueued as raw JSON for a kind the
-	// enqueuing client does not register (EnqueueJSON of a kind only
-	// workers know) carries no key, and is limited only kind-wide.
-	// Defaults to none.
+	// ConcurrencyKey names the args field, by JSON name, whose value (a
+	// string, number or boolean) is a job's concurrency key; an args type
+	// with a ConcurrencyKey() string method gives its key that way instead.
+	// Required by KeyConcurrency and KeyRateLimit, refused without them.
+	// The key is taken at enqueue by a client that registers the kind: a
+	// raw-JSON enqueue of a kind only workers know carries none. Defaults
+	// to none.
 	ConcurrencyKey string
 	// RateLimit bounds how many jobs of the kind start per period across
 	// every node (a sliding-window log in the store: see RateLimit).

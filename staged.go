@@ -22,18 +22,14 @@ const markFailedTimeout = 30 * time.Second
 // for a failure of Work: its final attempt failed (a panic included), Work
 // returned a Permanent error, or the kind's strategy turns the failure into
 // a dead letter (ClaimBefore does for any error but NotApplied). It runs
-// once per dead-lettering, after the attempt is over and before the job is
-// recorded dead, on a context the job's cancellation cannot reach. It never
-// runs for a retry, a snooze, a shutdown (which puts the job back), or a
-// lost lease (another worker holds the job).
+// once per dead-lettering, before the job is recorded dead, on a context
+// the job's cancellation cannot reach; never for a retry, a snooze, a
+// shutdown or a lost lease.
 //
 // With the Transactional strategy the attempt's transaction is rolled back
-// first (the work it holds failed), and MarkFailed gets a transaction of
-// its own through job.Tx, committed when MarkFailed returns nil: writing the
-// mark through the attempt's transaction would be rolled back with it, and
-// writing it through another connection while that transaction is open
-// would wait on its locks (SQLite's single writer, or the row on
-// PostgreSQL).
+// first, and MarkFailed gets a transaction of its own through job.Tx,
+// committed when it returns nil (a mark written in the attempt's would be
+// rolled back with it).
 type Staged[T Args, R any] struct {
 	// Load fetches what the job works on. found false means it is gone
 	// (swept, deleted): the job completes as a no-op, not a failure.

@@ -77,20 +77,15 @@ func runFrom(ctx context.Context) *stepRun {
 // lost its lease cannot claim or finish a step (the error wraps
 // ErrLeaseLost).
 //
-// A name stands for one effect of the message, so it is used once per
-// delivery: a second Step of the same name in one delivery is refused
-// (ErrInvalidInput, failing the job permanently), since it would find the
-// first one's receipt and skip its function. In a loop, name each step
-// after its item: twice.Step(ctx, "charge:"+item.ID, …). A name is text
-// of at most MaxStepNameBytes, without NUL bytes, in UTF-8; a result must
-// encode to JSON in UTF-8 (json.Marshal ensures it for everything but a
-// json.RawMessage or a MarshalJSON method): others are refused with
-// ErrInvalidInput before they reach the database. Each name has one
-// strategy: using a name with another strategy, in an earlier delivery, is
-// an error. A
-// Transactional kind's steps must be Transactional: its handler already
-// runs in one transaction. Give the kind strategy None (or ClaimAfter) and
-// each step its own bias.
+// A name stands for one effect of the message: a second Step of the same
+// name in one delivery is refused (ErrInvalidInput, failing the job
+// permanently), as it would find the first one's receipt; in a loop, name
+// each step after its item (twice.Step(ctx, "charge:"+item.ID, …)). A name
+// is UTF-8 text of at most MaxStepNameBytes without NUL bytes, and a result
+// must encode to UTF-8 JSON; others are refused with ErrInvalidInput. A
+// name keeps its strategy across deliveries. A Transactional kind's steps
+// must be Transactional (its handler already runs in one transaction):
+// give the kind None or ClaimAfter and each step its own bias.
 func Step[R any](ctx context.Context, name string, s Strategy, fn func(ctx context.Context) (R, error)) (R, error) {
 	var zero R
 	r := runFrom(ctx)
@@ -389,19 +384,16 @@ func effectKey(handler, key, name string) string {
 	return "twice-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// StepSettle settles the unfinished claim of step name of job id, the one
-// a dead letter wrapping ErrEffectUncertain asks a person to check: pass
-// the step's result (what a redelivery should get back, the provider's
-// charge id, say) when its effect happened, or nil when it did not. Then
-// retry the job (JobRetry): it resumes after the step, or runs it again.
-// The step's handler name is the kind's registered HandlerName when this
-// client registered the kind, and the kind (the default) otherwise. An
-// error wraps twicestore.ErrNotFound when the step has no unfinished
-// claim, and ErrJobRunning, settling nothing, while the job that claimed
-// it is running: its delivery may be in the step's effect right now, and
-// settling under it would let the effect run twice. Settle once the job is
-// dead (ErrEffectUncertain), or cancel it and wait for it to stop. A name
-// or receipt that is not UTF-8 text is refused with ErrInvalidInput.
+// StepSettle settles the unfinished claim of step name of job id, the one a
+// dead letter wrapping ErrEffectUncertain asks a person to check: pass the
+// step's result (what a redelivery should get back, the provider's charge
+// id, say) when its effect happened, or nil when it did not; then retry the
+// job (JobRetry), which resumes after the step or runs it again. The
+// handler name is the kind's HandlerName when this client registers the
+// kind, the kind otherwise. An error wraps twicestore.ErrNotFound when the
+// step has no unfinished claim, and ErrJobRunning, settling nothing, while
+// the job runs (its delivery may be in the effect right now); a name or
+// receipt that is not UTF-8 text is refused with ErrInvalidInput.
 func (c *Client) StepSettle(ctx context.Context, id int64, name string, receipt any) error {
 	if err := checkStepName(name); err != nil {
 		return err

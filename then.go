@@ -9,10 +9,8 @@ import (
 	"github.com/twicejobs/twice/twicestore"
 )
 
-// ErrNotInHandler is returned by Job.Then and EnqueueNext when they are
-// called outside a running handler: a continuation is inserted with its
-// parent's completion, so it needs a parent that is completing. Enqueue
-// the job with Client.Enqueue instead.
+// ErrNotInHandler is returned by Job.Then and EnqueueNext outside a running
+// handler: a continuation is inserted with its parent's completion.
 var ErrNotInHandler = errors.New("twice: Then and EnqueueNext work only inside a running handler " +
 	"(a continuation is inserted with its parent job's completion); outside one, use Client.Enqueue")
 
@@ -90,8 +88,7 @@ func (j *Job[T]) Then(args Args, opts *EnqueueOpts) error {
 	return j.edges.add(args, opts)
 }
 
-// EnqueueNext is Job.Then for code that has the handler's context but not
-// its job.
+// EnqueueNext is Job.Then for code with the handler's context, not its job.
 func EnqueueNext(ctx context.Context, args Args, opts *EnqueueOpts) error {
 	return edgeSetOf(ctx).add(args, opts)
 }
@@ -141,8 +138,7 @@ func (c *Client) insertParamsMany(ctx context.Context, jobs []EnqueueParams) ([]
 	return params, nil
 }
 
-// ErrNotInWorkflow is returned by Dependencies in the handler of a job
-// that is no workflow task.
+// ErrNotInWorkflow: Dependencies in a job that is no workflow task.
 var ErrNotInWorkflow = errors.New("twice: this job is not a workflow task, so it has no dependencies")
 
 // Dependencies returns, inside a workflow task's handler, the job id of

@@ -16,60 +16,41 @@ import (
 
 // UniqueOpts make an enqueue a no-op (or, with OnConflictReplace, an
 // update) while a job of the same kind that matches it by the chosen parts
-// — its args (all or some fields), its queue, and the period its run time
-// falls in — holds the key: while it is unfinished, or also once it
-// finished in one of ByStates. The key is computed at enqueue from those
-// parts, hashed, and stored as the job's unique key with its states, so
-// the database's unique index settles insert races between nodes: of any
-// number of concurrent inserters, one inserts and the others get that job
-// back with Duplicate set.
-//
-// With no By field set the kind itself is the key: at most one unfinished
-// job of the kind at a time. ByPeriod with completed among ByStates is
-// "at most once per period, even after it ran".
-//
-// What is not supported: a replaced job keeps its queue, priority, unique
-// key, states and concurrency key — only its args and run time change.
+// — its args (all or some fields), its queue, the period of its run time —
+// holds the key: while unfinished, or also in a finished state of ByStates.
+// The key is a hash of those parts, stored with the job and its states, so
+// the database's unique index settles races between nodes: of concurrent
+// inserters one inserts, the others get that job back with Duplicate set.
+// With no By field set the kind itself is the key. A replaced job keeps
+// its queue, priority, unique key, states and concurrency key: only its
+// args and run time change.
 type UniqueOpts struct {
 	// ByArgs makes the args part of the key: all of them, or only the
 	// fields ArgsFields names.
 	ByArgs bool
-	// ArgsFields narrows ByArgs to these args fields, by JSON name, so
-	// jobs that differ only in other fields count as the same. Setting it
-	// implies ByArgs. A name the args type does not have is refused (at
-	// registration, or at enqueue for a call's options; a raw-JSON enqueue
-	// of a kind this client does not register cannot be checked, and a
-	// missing field counts as null).
+	// ArgsFields narrows ByArgs to these args fields, by JSON name, and
+	// implies it. A name the args type does not have is refused at
+	// registration or enqueue (a raw-JSON enqueue of a kind this client
+	// does not register cannot be checked: a missing field is null).
 	ArgsFields []string
 	// ByPeriod makes the period a job's run time falls in part of the key:
-	// run times are cut into periods of this length from the Unix epoch
-	// (UTC), so two enqueues for one period make one job and one across the
-	// boundary makes a second. The run time is EnqueueOpts.RunAt (or now
-	// plus Delay, or now), taken when the key is made: a Replace that moves
-	// the run time into another period leaves the key as it was. At least
-	// one second; 0 is no period.
+	// periods of this length from the Unix epoch (UTC), at least a second;
+	// 0 is none. The run time is taken when the key is made (RunAt, or now
+	// plus Delay): a Replace that moves it leaves the key as it was.
 	ByPeriod time.Duration
 	// ByQueue makes the job's queue part of the key, so the same args may
 	// wait once per queue.
 	ByQueue bool
 	// ByStates are the states in which a job holds its key. They must
-	// include the unfinished states, available (waiting, scheduled or
-	// waiting for a retry) and running: a job that let its key go while
+	// include available and running: a job that let its key go while
 	// unfinished could find it taken when it finished. Any finished state
-	// may be added: completed ("never again once it completed", or once
-	// per ByPeriod even after it ran), dead ("not while one waits in the
-	// dead-letter queue"), cancelled, and discarded (with dead, as a
-	// discarded job was dead first). The states are stored with each job
-	// and checked by the database's unique index, so races between nodes
-	// are settled as for unfinished jobs.
-	//
-	// A finished job holds its key until it is deleted: retention deleting
-	// it frees the key (Config.CompletedRetention, DeadRetention and
-	// DiscardedRetention, a day for completed jobs by default: keep it at
-	// least ByPeriod, or KeepForever for "never again"), and so does
-	// deleting it by hand. Retrying a finished job by hand while another job holds its
-	// key is refused with ErrUniqueConflict. Anything else is refused at
-	// registration or enqueue. Defaults to available and running.
+	// may be added: completed ("never again", or once per ByPeriod even
+	// after it ran), dead ("not while one waits in the dead-letter queue"),
+	// cancelled, and discarded (with dead). A finished job holds its key
+	// until retention or a person deletes it (keep CompletedRetention at
+	// least ByPeriod, or KeepForever for "never again"); retrying one by
+	// hand while another job holds its key is refused with
+	// ErrUniqueConflict. Defaults to available and running.
 	ByStates []twicetype.JobState
 	// OnConflict says what an enqueue does when the key is held. Defaults
 	// to OnConflictSkip.
