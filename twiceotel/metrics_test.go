@@ -140,7 +140,9 @@ func TestMetricsOfARealRuntime(t *testing.T) {
 	}
 
 	kind := append(base, attribute.String("twice.kind", metered{}.Kind()))
-	with := func(kv ...attribute.KeyValue) string { return attrs(append(append([]attribute.KeyValue(nil), kind...), kv...)...) }
+	with := func(kv ...attribute.KeyValue) string {
+		return attrs(append(append([]attribute.KeyValue(nil), kind...), kv...)...)
+	}
 	outcome := func(o string) string { return with(attribute.String("twice.outcome", o)) }
 	want := map[string]map[string]int64{
 		// 2 jobs enqueued here (the 4 before were by the enqueuer, which has no observer).
