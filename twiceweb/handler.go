@@ -95,6 +95,13 @@ type Options struct {
 	// still restricts it. A leading "*." allows every subdomain. Defaults
 	// to none.
 	AllowedHosts []string
+	// APITokens are the tokens machines send as "Authorization: Bearer
+	// <token>" to the JSON API under /api/v1 (see api.go's doc): its
+	// writes (enqueue, cancel, retry, pause, resume, switches) need one of
+	// these or BearerToken; the dashboard's other authentication lets a
+	// browser read the API only. A token's Name is recorded as who acted.
+	// They do not open the dashboard's pages. Defaults to none.
+	APITokens []APIToken
 	// SecureCookie marks the CSRF cookie Secure even when the request came
 	// in over plain HTTP, as it does behind a proxy that terminates TLS;
 	// the browser then never sends it over plain HTTP. Requests that came
@@ -106,6 +113,15 @@ type Options struct {
 type BasicAuth struct {
 	// User and Password must both be set.
 	User, Password string
+}
+
+// APIToken is one machine's credential for the JSON API.
+type APIToken struct {
+	// Name says who acts in logs and on the jobs a token's calls touch
+	// (a cancel's "by"); at most twice.MaxNameBytes of text.
+	Name string
+	// Token is the secret, at least APITokenMinBytes long.
+	Token string
 }
 
 // Handler is the dashboard. Create it with New.
@@ -122,6 +138,7 @@ type Handler struct {
 	// Handler, so a restart invalidates forms left open.
 	csrfKey []byte
 	pages   *pages
+	api     *api
 }
 
 // storeReads are the reads the dashboard makes of the client's store
@@ -151,6 +168,9 @@ func New(client *twice.Client, opts Options) (*Handler, error) {
 	if opts.RefreshInterval == 0 {
 		opts.RefreshInterval = RefreshIntervalDefault
 	}
+	if err := checkAPITokens(opts.APITokens); err != nil {
+		return nil, err
+	}
 	p, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -166,6 +186,7 @@ func New(client *twice.Client, opts Options) (*Handler, error) {
 	}
 	rand.Read(h.csrfKey)
 	h.routes()
+	h.api = newAPI(h)
 	return h, nil
 }
 
@@ -184,6 +205,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 	hd.Set("Referrer-Policy", "same-origin")
+	if isAPIPath(r.URL.Path) {
+		h.api.ServeHTTP(w, r) // its own checks, answered as problem+json
+		return
+	}
 	if err := h.checkHost(r); err != nil {
 		h.logger.WarnContext(r.Context(), "dashboard request refused: host not allowed",
 			"remote", r.RemoteAddr, "host", r.Host, "path", r.URL.Path)
@@ -207,34 +232,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // authenticate returns who is asking, or answers 401 and returns false.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if !h.RequiresAuth() {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
-		}
-		return "anonymous@" + host, true
-	}
-	var reasons []string
-	if h.opts.Authenticate != nil {
-		who, err := h.opts.Authenticate(r)
-		if err == nil && who != "" {
-			return who, true
-		}
-		if err != nil {
-			reasons = append(reasons, err.Error())
-		}
-	}
-	if b := h.opts.BasicAuth; b != nil {
-		if u, p, ok := r.BasicAuth(); ok && equal(u, b.User) && equal(p, b.Password) {
-			return u, true
-		}
-	}
-	if tok := h.opts.BearerToken; tok != "" {
-		// The scheme is case-insensitive (RFC 9110, section 11.1).
-		scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-		if strings.EqualFold(scheme, "Bearer") && equal(strings.TrimSpace(got), tok) {
-			return "bearer-token", true
-		}
+	who, reasons, ok := h.identify(r)
+	if ok {
+		return who, true
 	}
 	if h.opts.BasicAuth != nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="twice dashboard", charset="UTF-8"`)
@@ -245,6 +245,46 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 		"remote", r.RemoteAddr, "path", r.URL.Path, "reasons", reasons)
 	http.Error(w, "401 unauthorized: the twice dashboard needs authentication", http.StatusUnauthorized)
 	return "", false
+}
+
+// identify returns who is asking by the dashboard's authentication, or
+// the reasons the Authenticate hook gave for refusing.
+func (h *Handler) identify(r *http.Request) (who string, reasons []string, ok bool) {
+	if !h.RequiresAuth() {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		return "anonymous@" + host, nil, true
+	}
+	if h.opts.Authenticate != nil {
+		who, err := h.opts.Authenticate(r)
+		if err == nil && who != "" {
+			return who, nil, true
+		}
+		if err != nil {
+			reasons = append(reasons, err.Error())
+		}
+	}
+	if b := h.opts.BasicAuth; b != nil {
+		if u, p, ok := r.BasicAuth(); ok && equal(u, b.User) && equal(p, b.Password) {
+			return u, nil, true
+		}
+	}
+	if tok := h.opts.BearerToken; tok != "" && equal(bearer(r), tok) {
+		return "bearer-token", nil, true
+	}
+	return "", reasons, false
+}
+
+// bearer is the token of an "Authorization: Bearer" header, or "". The
+// scheme is case-insensitive (RFC 9110, section 11.1).
+func bearer(r *http.Request) string {
+	scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(got)
 }
 
 // equal compares secrets in constant time.
