@@ -214,15 +214,19 @@ func (a *api) authenticate(r *http.Request) (*caller, *problem) {
 	if err := h.checkHost(r); err != nil {
 		return nil, &problem{Type: "host-not-allowed", Title: "Host not allowed", Status: http.StatusForbidden, Detail: err.Error()}
 	}
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
 	who, _, ok := h.identify(r)
 	switch {
-	case !ok && tok != "":
+	case tok != "" && (!ok || write || !h.RequiresAuth()):
+		// A wrong token is refused, not ignored, unless the dashboard's
+		// own authentication takes it (the Authenticate hook may read a
+		// bearer token of the application's) for a read.
 		return nil, &problem{Type: "token-invalid", Title: "Token invalid", Status: http.StatusUnauthorized,
 			Detail: "the bearer token is not one of this server's API tokens: check it against twiceweb.Options.APITokens"}
 	case !ok:
 		return nil, &problem{Type: "unauthenticated", Title: "Authentication required", Status: http.StatusUnauthorized,
 			Detail: "send Authorization: Bearer <token> with one of the server's API tokens (twiceweb.Options.APITokens)"}
-	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+	case write:
 		return nil, &problem{Type: "token-required", Title: "Token required", Status: http.StatusUnauthorized,
 			Detail: "writes to the JSON API need Authorization: Bearer <token> with one of the server's API tokens (twiceweb.Options.APITokens); " +
 				"a browser's credentials only read it, as a page on another site could make the browser send them"}
@@ -291,6 +295,9 @@ func (a *api) handle(fn apiFunc) http.HandlerFunc {
 			}
 			writeProblem(w, p)
 			return
+		}
+		if l, ok := body.(interface{ location() string }); ok {
+			w.Header().Set("Location", basePath(r)+l.location())
 		}
 		if raw, ok := body.(json.RawMessage); ok {
 			writeJSON(w, status, raw)

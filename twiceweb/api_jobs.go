@@ -41,6 +41,9 @@ type enqueueResponse struct {
 	Duplicate bool      `json:"duplicate"`
 }
 
+// location is the job's URL below the mount point.
+func (e enqueueResponse) location() string { return apiPrefix + "jobs/" + strconv.FormatInt(e.ID, 10) }
+
 // enqueue stores one job through Client.EnqueueJSON, which checks the
 // kind and its args as the CLI's enqueue does. It answers 201 for a new
 // job and 200 for a duplicate of an unfinished one (its unique key
