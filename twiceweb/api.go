@@ -21,28 +21,8 @@ import (
 	"github.com/twicejobs/twice/twicehttp"
 )
 
-// The JSON API is the dashboard's admin plane for programs, under
-// /api/v1 of wherever the Handler is mounted: enqueue a job, read and
-// list jobs, cancel and retry them, pause and resume queues, set and
-// unset kill switches, read the kind catalog. openapi.json describes it
-// (an OpenAPI 3.1 document, served at /api/v1/openapi.json).
-//
-// Authentication. A write (every method but GET) needs a token: one of
-// Options.APITokens, or Options.BearerToken, sent as "Authorization:
-// Bearer <token>". The dashboard's other authentication (BasicAuth, the
-// Authenticate hook, or none on loopback) lets a request read the API,
-// never write it: a browser sends those credentials by itself, cookies
-// and cached basic credentials alike, so a page on another site could
-// make it send a write; it never adds an Authorization: Bearer header by
-// itself. That is also why token calls need no CSRF token: the token is
-// the proof the call was meant. Tokens are compared in constant time.
-//
-// Errors are application/problem+json (RFC 9457) with type, title,
-// status and detail; the detail says what to do. A request the API could
-// not parse is 400; one the library refused as input (an unknown kind,
-// args against the kind's fields, a past expiry) is 422; a job, queue or
-// kill switch that does not exist is 404; an action the job's state
-// refuses is 409. Nothing is stored for a refused request.
+// The JSON API: see the package doc's "JSON API" section. Its routes are
+// apiRoutes; openapi.json describes them and a test holds the two equal.
 
 // apiPrefix is the path the API is served under, below the mount point.
 const apiPrefix = "/api/v1/"

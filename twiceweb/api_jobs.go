@@ -13,6 +13,7 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/freetext"
+	"github.com/twicejobs/twice/internal/logattr"
 	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -83,7 +84,7 @@ func (a *api) enqueue(r *http.Request, c *caller) (int, any, error) {
 		return 0, nil, err
 	}
 	j := res.Job
-	a.h.logger.InfoContext(r.Context(), "api: job enqueued", "who", c.name, "job_id", j.ID, "kind", j.Kind, "queue", j.Queue, "duplicate", res.Duplicate)
+	a.h.logger.InfoContext(r.Context(), "api: job enqueued", "who", c.name, logattr.JobID, j.ID, logattr.Kind, j.Kind, logattr.Queue, j.Queue, "duplicate", res.Duplicate)
 	status := http.StatusCreated
 	if res.Duplicate {
 		status = http.StatusOK

@@ -30,6 +30,36 @@
 // own name to 127.0.0.1 (DNS rebinding) cannot read or drive it. Every
 // parameter is checked to be UTF-8 text without NUL bytes before any page
 // or action sees it, and every response forbids framing and MIME sniffing.
+//
+// # JSON API
+//
+// Under /api/v1 the Handler serves the same admin plane to programs as
+// JSON: POST /api/v1/jobs enqueues (Client.EnqueueJSON; 201 with the job,
+// 200 with duplicate true when its unique key matched an unfinished job),
+// GET /api/v1/jobs and /api/v1/jobs/{id} read (args redacted as on the
+// pages), POST /api/v1/jobs/{id}/cancel and /retry, POST
+// /api/v1/queues/{queue}/pause and /resume, PUT and DELETE
+// /api/v1/switches/{kind}, GET /api/v1/kinds (the catalog). The OpenAPI
+// 3.1 document is at /api/v1/openapi.json.
+//
+// A write needs "Authorization: Bearer <token>" with one of
+// Options.APITokens (or Options.BearerToken); the token's name is
+// recorded as who acted, and no CSRF token is asked for: a browser never
+// adds that header by itself. The dashboard's other authentication
+// (BasicAuth, the Authenticate hook, none on loopback) only reads the
+// API, since a browser sends those credentials to any page's request. An
+// enqueue carrying an Idempotency-Key header runs once per token and key
+// (twicehttp.Middleware): a retry replays the first response, the key
+// with another body is 422.
+//
+// Errors are application/problem+json (RFC 9457). A request that cannot
+// be parsed (malformed JSON, a wrong type, an unknown field, a second
+// value, text that is not UTF-8) is 400, a body over 64 KiB 413, a
+// missing or wrong token 401; what the library refuses as input (an
+// unknown kind, args against the kind's fields, a past time) is 422; a
+// job, queue or switch the path names that does not exist is 404; an
+// action the job's state refuses is 409. A refused request stores
+// nothing.
 package twiceweb
 
 import (
@@ -100,7 +130,8 @@ type Options struct {
 	// writes (enqueue, cancel, retry, pause, resume, switches) need one of
 	// these or BearerToken; the dashboard's other authentication lets a
 	// browser read the API only. A token's Name is recorded as who acted.
-	// They do not open the dashboard's pages. Defaults to none.
+	// They do not open the dashboard's pages, nor count as its
+	// authentication for Listen's loopback rule. Defaults to none.
 	APITokens []APIToken
 	// SecureCookie marks the CSRF cookie Secure even when the request came
 	// in over plain HTTP, as it does behind a proxy that terminates TLS;
