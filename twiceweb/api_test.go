@@ -2,6 +2,7 @@ package twiceweb_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -517,6 +518,28 @@ func TestAPIAuth(t *testing.T) {
 		a.call("GET", "/kinds", "wrong-token-wrong-token-wrong-token", "").want(t, 401)
 		a.call("POST", "/jobs", apiToken, enq).want(t, 201)
 		if n := a.jobCount(); n != 1 {
+			t.Fatalf("%d jobs", n)
+		}
+	})
+	t.Run("a session cookie reads, never writes", func(t *testing.T) {
+		t.Parallel()
+		a := newAPIEnv(t, twiceweb.Options{Authenticate: func(r *http.Request) (string, error) {
+			if c, err := r.Cookie("session"); err == nil && c.Value == "ada" {
+				return "ada", nil
+			}
+			return "", errors.New("not signed in")
+		}})
+		withCookie := func(method, path, body string) apiResp {
+			req, _ := http.NewRequest(method, a.srv.URL+apiMount+"/api/v1"+path, strings.NewReader(body))
+			req.AddCookie(&http.Cookie{Name: "session", Value: "ada"})
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Origin", a.srv.URL) // even same-origin
+			return a.do(req)
+		}
+		withCookie("GET", "/jobs", "").want(t, 200)
+		withCookie("POST", "/jobs", enq).want(t, 401)
+		withCookie("PUT", "/switches/web.ok.v1", `{"enabled":false}`).want(t, 401)
+		if n := a.jobCount(); n != 0 {
 			t.Fatalf("%d jobs", n)
 		}
 	})

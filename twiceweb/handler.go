@@ -59,7 +59,14 @@
 // unknown kind, args against the kind's fields, a past time) is 422; a
 // job, queue or switch the path names that does not exist is 404; an
 // action the job's state refuses is 409. A refused request stores
-// nothing.
+// nothing. A problem's type is
+// https://pkg.go.dev/github.com/twicejobs/twice/twiceweb#problem- followed
+// by one of: invalid-request, unsupported-media-type, body-too-large,
+// token-required, token-invalid, unauthenticated, host-not-allowed,
+// read-only, not-found, job-not-found, switch-not-found,
+// method-not-allowed, job-state-conflict, unknown-kind, invalid-args,
+// invalid-input, unstorable, internal; the Idempotency-Key problems are
+// twicehttp's.
 package twiceweb
 
 import (
@@ -126,7 +133,7 @@ type Options struct {
 	// to none.
 	AllowedHosts []string
 	// APITokens are the tokens machines send as "Authorization: Bearer
-	// <token>" to the JSON API under /api/v1 (see api.go's doc): its
+	// <token>" to the JSON API under /api/v1 (see "JSON API" above): its
 	// writes (enqueue, cancel, retry, pause, resume, switches) need one of
 	// these or BearerToken; the dashboard's other authentication lets a
 	// browser read the API only. A token's Name is recorded as who acted.
