@@ -64,6 +64,8 @@ func checkAPITokens(tokens []APIToken) error {
 			return fmt.Errorf("twiceweb: APITokens[%d] (%q): the token is %d bytes, under %d: generate one with 'openssl rand -hex 32'", i, t.Name, len(t.Token), APITokenMinBytes)
 		case strings.ContainsAny(t.Token, " \t\r\n"):
 			return fmt.Errorf("twiceweb: APITokens[%d] (%q): the token contains white space, which an Authorization header cannot carry: generate one with 'openssl rand -hex 32'", i, t.Name)
+		case t.Name == dashboardTokenName:
+			return fmt.Errorf("twiceweb: APITokens[%d]: the name %q is the one Options.BearerToken acts under: choose another", i, t.Name)
 		case names[t.Name]:
 			return fmt.Errorf("twiceweb: APITokens[%d]: the name %q is used twice: give each token its own name", i, t.Name)
 		case secrets[t.Token]:
@@ -214,6 +216,10 @@ func (a *api) authenticate(r *http.Request) (*caller, *problem) {
 	return &caller{name: who}, nil
 }
 
+// dashboardTokenName is who a request authenticated by
+// Options.BearerToken acts as.
+const dashboardTokenName = "bearer-token"
+
 // apiToken returns the name of the API token tok, comparing it with every
 // token in constant time, so the time taken tells nothing of which one
 // matched or how much of it.
@@ -225,7 +231,7 @@ func (h *Handler) apiToken(tok string) (string, bool) {
 		}
 	}
 	if tk := h.opts.BearerToken; tk != "" && equal(tok, tk) {
-		name, found = "bearer-token", true
+		name, found = dashboardTokenName, true
 	}
 	return name, found
 }

@@ -604,6 +604,7 @@ func TestAPITokenOptions(t *testing.T) {
 		{"same name", []twiceweb.APIToken{{Name: "a", Token: long}, {Name: "a", Token: long + "b"}}},
 		{"same token", []twiceweb.APIToken{{Name: "a", Token: long}, {Name: "b", Token: long}}},
 		{"NUL in name", []twiceweb.APIToken{{Name: "a\x00", Token: long}}},
+		{"the dashboard token's name", []twiceweb.APIToken{{Name: "bearer-token", Token: long}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := twiceweb.New(c, twiceweb.Options{APITokens: tc.tokens}); err == nil {

@@ -133,7 +133,7 @@ type Options struct {
 	// to none.
 	AllowedHosts []string
 	// APITokens are the tokens machines send as "Authorization: Bearer
-	// <token>" to the JSON API under /api/v1 (see "JSON API" above): its
+	// <token>" to the JSON API under /api/v1 (see the package doc): its
 	// writes (enqueue, cancel, retry, pause, resume, switches) need one of
 	// these or BearerToken; the dashboard's other authentication lets a
 	// browser read the API only. A token's Name is recorded as who acted.
@@ -310,7 +310,7 @@ func (h *Handler) identify(r *http.Request) (who string, reasons []string, ok bo
 		}
 	}
 	if tok := h.opts.BearerToken; tok != "" && equal(bearer(r), tok) {
-		return "bearer-token", nil, true
+		return dashboardTokenName, nil, true
 	}
 	return "", reasons, false
 }
