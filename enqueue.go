@@ -42,8 +42,7 @@ type EnqueueOpts struct {
 	MessageID string
 	// CorrelationID overrides the one from the context.
 	CorrelationID string
-	// Metadata is stored with the job beside Config.EnqueueMetadata's; on
-	// a key both set, this value wins.
+	// Metadata is stored with the job, over Config.EnqueueMetadata's.
 	Metadata map[string]string
 	// AllowUnknownKind lets EnqueueJSON store a kind that no registry,
 	// catalog or live worker knows; its keys still get the payload

@@ -33,9 +33,8 @@ const (
 	// EventCancelled: a running job ended cancelled, by an operator's
 	// cancel or by its handler returning Cancel.
 	EventCancelled
-	// EventFenced: an attempt's outcome was refused by the lease fence:
-	// the job had left this attempt's lease (rescued, taken by another
-	// worker) before the outcome was written, so nothing was written.
+	// EventFenced: the lease fence refused an attempt's outcome: the job
+	// had left the attempt's lease (rescued, taken by another worker).
 	EventFenced
 )
 
