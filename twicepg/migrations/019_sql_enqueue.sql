@@ -91,11 +91,35 @@ CREATE OR REPLACE FUNCTION twice_insert_channel() RETURNS text LANGUAGE sql STAB
     SELECT twice_channel('twice_insert')
 $$;
 
+-- twice_digit_pattern matches one decimal digit as Go's unicode.IsDigit
+-- does (Unicode category Nd, which the root package's nameWords splits
+-- at): the regular expression classes follow the C library, which counts
+-- only 0-9 as digits and the other scripts' digits as letters. The ranges
+-- are Go's unicode.Nd beyond ASCII; a database not in UTF8 has no such
+-- characters. IMMUTABLE, so a caller's plan folds it to a constant.
+CREATE FUNCTION twice_digit_pattern() RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT '^[0-9' || CASE WHEN getdatabaseencoding() = 'UTF8' THEN
+        (SELECT string_agg(chr(r[i]) || '-' || chr(r[i + 1]), '' ORDER BY i)
+         FROM (SELECT ARRAY[
+        1632, 1641, 1776, 1785, 1984, 1993, 2406, 2415, 2534, 2543, 2662, 2671, 2790, 2799, 2918, 2927,
+        3046, 3055, 3174, 3183, 3302, 3311, 3430, 3439, 3558, 3567, 3664, 3673, 3792, 3801, 3872, 3881,
+        4160, 4169, 4240, 4249, 6112, 6121, 6160, 6169, 6470, 6479, 6608, 6617, 6784, 6793, 6800, 6809,
+        6992, 7001, 7088, 7097, 7232, 7241, 7248, 7257, 42528, 42537, 43216, 43225, 43264, 43273, 43472, 43481,
+        43504, 43513, 43600, 43609, 44016, 44025, 65296, 65305, 66720, 66729, 68912, 68921, 69734, 69743, 69872, 69881,
+        69942, 69951, 70096, 70105, 70384, 70393, 70736, 70745, 70864, 70873, 71248, 71257, 71360, 71369, 71472, 71481,
+        71904, 71913, 72016, 72025, 72784, 72793, 73040, 73049, 73120, 73129, 73552, 73561, 92768, 92777, 92864, 92873,
+        93008, 93017, 120782, 120831, 123200, 123209, 123632, 123641, 124144, 124153, 125264, 125273, 130032, 130041
+         ]) AS a(r), generate_series(1, array_length(r, 1), 2) AS i)
+        ELSE '' END || ']$'
+$$;
+
 -- twice_name_words splits a field name into lower-case words as the root
 -- package's nameWords does: at non-alphanumerics, between a lower-case and
 -- an upper-case letter, before the last capital of an acronym followed by
 -- a lower-case letter unless that is a plural's s, between letters and
--- digits.
+-- digits. Letters and their case are the server's: under a UTF-8 ctype
+-- (C.UTF-8, en_US.UTF-8) they are Unicode's, as in Go; under ctype C only
+-- ASCII letters are letters, so a non-ASCII letter splits words there.
 CREATE FUNCTION twice_name_words(name text) RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     r text[] := regexp_split_to_array(name, '');
@@ -105,10 +129,11 @@ DECLARE
     c text;
     p text;
     boundary boolean;
+    digit CONSTANT text := twice_digit_pattern();
 BEGIN
     FOR i IN 1 .. n LOOP
         c := r[i];
-        IF c !~ '^[[:alpha:][:digit:]]$' THEN
+        IF c !~ '^[[:alpha:]]$' AND c !~ digit THEN
             IF start > 0 THEN
                 words := words || lower(array_to_string(r[start:i - 1], ''));
             END IF;
@@ -121,7 +146,7 @@ BEGIN
         END IF;
         p := r[i - 1];
         boundary := false;
-        IF (c ~ '^[[:digit:]]$') <> (p ~ '^[[:digit:]]$') THEN
+        IF (c ~ digit) <> (p ~ digit) THEN
             boundary := true;
         ELSIF c ~ '^[[:upper:]]$' AND p ~ '^[[:lower:]]$' THEN
             boundary := true;
