@@ -454,6 +454,56 @@ func TestSQLEnqueueUnique(t *testing.T) {
 	}
 }
 
+// TestSQLEnqueueUniqueRace: two transactions enqueue the same unique key;
+// the second waits on the first's uncommitted row and, once it commits,
+// returns its id, as a Go insert would.
+func TestSQLEnqueueUniqueRace(t *testing.T) {
+	t.Parallel()
+	s := newSQLSetup(t)
+	ctx := t.Context()
+	const enqueue = `SELECT twice_enqueue('sqlenq.race.v1', '{}', '{"force": true, "unique_key": "one"}')`
+	first, err := s.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = first.Rollback(context.Background()) }()
+	var firstID int64
+	if err := first.QueryRow(ctx, enqueue).Scan(&firstID); err != nil {
+		t.Fatal(err)
+	}
+	other := connect(t, ctx, s.connString)
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	var pid int
+	if err := other.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		id  int64
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = other.QueryRow(ctx, enqueue).Scan(&r.id)
+		second <- r
+	}()
+	var waiting string
+	waitfor.Cond(t, "the second enqueue to wait on the first's row", func() bool {
+		_ = s.store.pool.QueryRow(ctx, `SELECT coalesce(wait_event_type, '') FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
+		return waiting == "Lock"
+	}, func() string { return waiting })
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := waitfor.Recv(t, second, "the second enqueue to return")
+	if r.err != nil || r.id != firstID {
+		t.Fatalf("second enqueue: id %d, err %v; want the first's id %d", r.id, r.err, firstID)
+	}
+	if n := s.jobCount(t, s.conn); n != 1 {
+		t.Fatalf("%d jobs, want 1", n)
+	}
+}
+
 // TestSQLEnqueueNameRuleParity runs a corpus of field names through the Go
 // payload policy (twice.CheckArgsJSON with no fields) and twice_enqueue
 // (a forced kind, so the name rule applies), and requires the same verdict
