@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -41,6 +42,8 @@ type EnqueueOpts struct {
 	MessageID string
 	// CorrelationID overrides the one from the context.
 	CorrelationID string
+	// Metadata is stored with the job, over Config.EnqueueMetadata's.
+	Metadata map[string]string
 	// AllowUnknownKind lets EnqueueJSON store a kind that no registry,
 	// catalog or live worker knows; its keys still get the payload
 	// policy's name rule. Defaults to false: a typo is refused.
@@ -280,6 +283,14 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	}
 	if c.cfg.EnqueueMetadata != nil {
 		p.Metadata = c.cfg.EnqueueMetadata(ctx)
+	}
+	if len(o.Metadata) > 0 {
+		// A copy: neither the hook's map nor the caller's is written to.
+		p.Metadata = maps.Clone(p.Metadata)
+		if p.Metadata == nil {
+			p.Metadata = make(map[string]string, len(o.Metadata))
+		}
+		maps.Copy(p.Metadata, o.Metadata)
 	}
 	p.Key = cmp.Or(key, p.MessageID)
 	switch {

@@ -531,8 +531,11 @@ func (e *execution) inTx(ctx context.Context, fn func(tx twicestore.Tx) error) e
 func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)) {
 	done := func(applied bool, err error) {
 		e.x.running.remove(e.row)
-		recorded, explained := e.recheckOutcome(o, applied, err)
+		recorded, explained, fenced := e.recheckOutcome(o, applied, err)
 		applied = applied || recorded
+		if fenced {
+			e.x.observe(EventFenced, e.row)
+		}
 		switch {
 		case err != nil:
 			e.logger.Error("recording job outcome failed; if the write did not commit, the job runs again when its lease expires",

@@ -33,6 +33,9 @@ const (
 	// EventCancelled: a running job ended cancelled, by an operator's
 	// cancel or by its handler returning Cancel.
 	EventCancelled
+	// EventFenced: the lease fence refused an attempt's outcome: the job
+	// had left the attempt's lease (rescued, taken by another worker).
+	EventFenced
 )
 
 // String names the event type.
@@ -54,6 +57,8 @@ func (t EventType) String() string {
 		return "duplicate"
 	case EventCancelled:
 		return "cancelled"
+	case EventFenced:
+		return "fenced"
 	}
 	return "unknown"
 }
@@ -147,7 +152,7 @@ func (x *executor) observeOutcome(row *twicetype.JobRow, state twicetype.JobStat
 	if x.cfg.Observer == nil {
 		return
 	}
-	e := Event{Kind: row.Kind, Queue: row.Queue, Run: time.Since(start)}
+	e := Event{Kind: row.Kind, Queue: row.Queue, Run: x.now().Sub(start)}
 	switch {
 	case state == twicetype.JobStateCompleted:
 		e.Type = EventCompleted

@@ -3,10 +3,12 @@ package twice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,11 +101,13 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	events.await(t, credit, twice.EventEnqueued, twice.EventStarted, twice.EventCompleted)
-	// The same credit again: the marker absorbs it.
+	// The same credit again: the marker absorbs it, and the no-op
+	// completes (awaiting the sequence to end at the duplicate raced with
+	// the completion that follows it).
 	if _, err := c.Enqueue(ctx, creditArgs{CreditID: 1, Cents: 5}, nil); err != nil {
 		t.Fatal(err)
 	}
-	events.await(t, credit, twice.EventEnqueued, twice.EventStarted, twice.EventDuplicate)
+	events.await(t, credit, twice.EventEnqueued, twice.EventStarted, twice.EventDuplicate, twice.EventCompleted)
 
 	// A failure retried, then dead.
 	res, err := c.Enqueue(ctx, pingArgs{N: -1}, nil)
@@ -203,14 +207,21 @@ func TestObserverCountsEveryAbsorbedDelivery(t *testing.T) {
 
 // TestStaleHolderLogsItsLostLease: an attempt that ends after its lease was
 // lost is logged as such, not as "job failed; will retry": its outcome is
-// refused, and the new holder decides what becomes of the job.
+// refused (the Observer is told EventFenced), and the new holder decides
+// what becomes of the job.
 func TestStaleHolderLogsItsLostLease(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
+	var fenced atomic.Int32
 	returned := make(chan struct{})
 	store, c := setupPing(t, func(c *twice.Config) {
 		c.LeaseDuration = time.Second
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		c.Observer = twice.ObserverFunc(func(e twice.Event) {
+			if e.Type == twice.EventFenced {
+				fenced.Add(1)
+			}
+		})
 	}, func(ctx context.Context, job *twice.Job[pingArgs]) error {
 		if job.Attempt > 1 {
 			return nil
@@ -232,4 +243,6 @@ func TestStaleHolderLogsItsLostLease(t *testing.T) {
 	if strings.Contains(logs.String(), "job failed; will retry") {
 		t.Errorf("the stale attempt was logged as a failure to retry:\n%s", logs.String())
 	}
+	waitfor.Cond(t, "one fenced outcome observed", func() bool { return fenced.Load() == 1 },
+		func() string { return fmt.Sprint(fenced.Load(), " fenced") })
 }

@@ -20,9 +20,8 @@ func (e *PermanentError) Error() string { return "permanent: " + errString(e.Err
 // Unwrap returns the wrapped error.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// MaxSnoozesDefault is how many times a job may snooze when its kind sets
-// no KindOpts.MaxSnoozes: a snooze gives its attempt back, so without a
-// limit a handler that always snoozes would keep its job for ever.
+// MaxSnoozesDefault is how many times a job may snooze (which gives its
+// attempt back) when its kind sets no KindOpts.MaxSnoozes.
 const MaxSnoozesDefault = 100
 
 // ErrTooManySnoozes is why a job that snoozed past its kind's limit
@@ -95,9 +94,8 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
-// ErrShutdown is the cause a job's context is cancelled with when the
-// worker stops and the grace period has run out. Such a job is put back
-// without spending an attempt.
+// ErrShutdown is the cause a job's context is cancelled with when Stop's
+// grace runs out; the job is put back without spending an attempt.
 var ErrShutdown = errors.New("twice: worker shutting down")
 
 // ErrEffectUncertain is why a ClaimBefore job is dead-lettered when it finds

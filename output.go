@@ -19,9 +19,8 @@ const MaxOutputBytes = twicestore.MaxOutputBytes
 // ErrOutputTooLarge: RecordOutput's value is over MaxOutputBytes as JSON.
 var ErrOutputTooLarge = errors.New("twice: job output is over twice.MaxOutputBytes (64 KiB) as JSON; record a reference (an id, a URL) instead")
 
-// ErrJobNotCompleted is returned by JobResult and Wait for a job that has
-// no result: not finished yet, or finished without completing (dead,
-// cancelled, discarded). The *JobOutput returned with it tells which.
+// ErrJobNotCompleted is returned by JobResult and Wait for a job with no
+// result (unfinished, dead, cancelled); the *JobOutput says which.
 var ErrJobNotCompleted = errors.New("twice: job did not complete")
 
 // RecordOutput records v, encoded as JSON (at most MaxOutputBytes), as the

@@ -60,11 +60,16 @@ func outcomeRecorded(row *twicetype.JobRow, o *twicestore.JobOutcome) bool {
 // (during a failover) may have committed, so the retry found the job no
 // longer running under its lease. It returns applied when the row shows
 // o, and otherwise logs what the row says and reports explained, so the
-// caller logs nothing more. A write that failed for good (err) is not
-// read back: the database was unreachable for the lease's length.
-func (e *execution) recheckOutcome(o *twicestore.JobOutcome, applied bool, err error) (recorded, explained bool) {
-	if applied || err != nil || e.leaseLost {
-		return applied && err == nil, false
+// caller logs nothing more; fenced reports that the lease fence refused
+// the outcome (the job left this attempt's lease without it). A write that
+// failed for good (err) is not read back: the database was unreachable for
+// the lease's length.
+func (e *execution) recheckOutcome(o *twicestore.JobOutcome, applied bool, err error) (recorded, explained, fenced bool) {
+	if applied || err != nil {
+		return applied && err == nil, false, false
+	}
+	if e.leaseLost {
+		return false, false, true
 	}
 	logger := e.logger.With(logattr.Component, "completer", "epoch", o.Epoch)
 	row, rerr := readBack(e.x.store, o.ID)
@@ -72,19 +77,19 @@ func (e *execution) recheckOutcome(o *twicestore.JobOutcome, applied bool, err e
 	case rerr != nil:
 		logger.Warn("job outcome not written: the job was no longer running under this attempt's lease, "+
 			"and reading it back failed", logattr.Err, rerr)
-		return false, true
+		return false, true, true
 	case outcomeRecorded(row, o):
 		logger.Info("job outcome recorded: an earlier write of it reported an error but had committed", "state", o.State)
-		return true, true
+		return true, true, false
 	case completedUnder(row, o.Epoch):
 		logger.Info("job completed: a write of this attempt reported an error but had committed; "+
 			"the later outcome was not written", "outcome", o.State)
-		return false, true
+		return false, true, false
 	case endedUnder(row, o.Epoch):
 		logger.Warn("job outcome not written: the job had already left this attempt's lease", "state_now", row.State)
-		return false, true
+		return false, true, true
 	}
-	return false, false // a newer epoch holds it: the lease was lost, as the caller says
+	return false, false, true // a newer epoch holds it: the lease was lost, as the caller says
 }
 
 // committedAnyway reads the job back after its transaction's Commit

@@ -16,8 +16,7 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// TogglePollIntervalDefault is how often a worker reads the store's kill
-// switches, so a flip from the CLI reaches every node within about this.
+// TogglePollIntervalDefault is how often a worker reads the store's switches.
 const TogglePollIntervalDefault = time.Second
 
 // toggleFileDebounce is how long the file watcher waits for an editor to

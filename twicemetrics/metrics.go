@@ -88,6 +88,7 @@ func New(store QueueReader) *Metrics {
 			twice.EventSkipped:   counter("jobs_skipped_total", "Jobs held and recurring ticks skipped because their kind is switched off."),
 			twice.EventDuplicate: counter("jobs_duplicates_total", "Deliveries a marker absorbed: already processed, completed as no-ops."),
 			twice.EventCancelled: counter("jobs_cancelled_total", "Running jobs that ended cancelled, by an operator or by their handler."),
+			twice.EventFenced:    counter("jobs_fenced_total", "Attempts whose outcome the lease fence refused: the job had left their lease, and nothing was written."),
 		},
 		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "twice", Name: "job_run_seconds", Help: "How long attempts ran, by outcome's kind and queue.",

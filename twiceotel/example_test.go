@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twiceotel"
 )
 
@@ -25,4 +28,29 @@ func ExampleInject() {
 	// Output:
 	// 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01
 	// 0af7651916cd43dd8448eb211c80319c
+}
+
+// NewMetrics reports what happens to jobs through the application's meter
+// provider; here the SDK's in-memory reader shows the outcome counter.
+func ExampleNewMetrics() {
+	reader := sdkmetric.NewManualReader()
+	metrics, err := twiceotel.NewMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), nil)
+	if err != nil {
+		panic(err)
+	}
+	// The runtime calls Observe (set metrics as twice.Config.Observer).
+	metrics.Observe(twice.Event{Type: twice.EventDuplicate, Kind: "email.welcome.v1", Queue: "default"})
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		panic(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			outcome, _ := p.Attributes.Value("twice.outcome")
+			fmt.Println(m.Name, outcome.AsString(), p.Value)
+		}
+	}
+	// Output:
+	// twice.job.outcomes duplicate 1
 }

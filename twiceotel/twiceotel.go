@@ -13,6 +13,14 @@
 // The handler's context then carries the enqueuer's span context as a
 // remote parent: start the handler's span from it with the application's
 // tracer.
+//
+// Metrics is a twice.Observer that reports jobs as OpenTelemetry metrics
+// (messaging semantic conventions, plus twice's outcomes: duplicates the
+// markers absorbed, outcomes the lease fence refused) to the application's
+// meter provider:
+//
+//	metrics, err := twiceotel.NewMetrics(nil, store) // nil: otel.GetMeterProvider()
+//	client, err := twice.NewClient(store, twice.Config{Registry: reg, Observer: metrics})
 package twiceotel
 
 import (

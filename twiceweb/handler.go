@@ -30,6 +30,43 @@
 // own name to 127.0.0.1 (DNS rebinding) cannot read or drive it. Every
 // parameter is checked to be UTF-8 text without NUL bytes before any page
 // or action sees it, and every response forbids framing and MIME sniffing.
+//
+// # JSON API
+//
+// Under /api/v1 the Handler serves the same admin plane to programs as
+// JSON: POST /api/v1/jobs enqueues (Client.EnqueueJSON; 201 with the job,
+// 200 with duplicate true when its unique key matched an unfinished job),
+// GET /api/v1/jobs and /api/v1/jobs/{id} read (args redacted as on the
+// pages), POST /api/v1/jobs/{id}/cancel and /retry, POST
+// /api/v1/queues/{queue}/pause and /resume, PUT and DELETE
+// /api/v1/switches/{kind}, GET /api/v1/kinds (the catalog). The OpenAPI
+// 3.1 document is at /api/v1/openapi.json.
+//
+// A write needs "Authorization: Bearer <token>" with one of
+// Options.APITokens (or Options.BearerToken); the token's name is
+// recorded as who acted, and no CSRF token is asked for: a browser never
+// adds that header by itself. The dashboard's other authentication
+// (BasicAuth, the Authenticate hook, none on loopback) only reads the
+// API, since a browser sends those credentials to any page's request. An
+// enqueue carrying an Idempotency-Key header runs once per token and key
+// (twicehttp.Middleware): a retry replays the first response, the key
+// with another body is 422.
+//
+// Errors are application/problem+json (RFC 9457). A request that cannot
+// be parsed (malformed JSON, a wrong type, an unknown field, a second
+// value, text that is not UTF-8) is 400, a body over 64 KiB 413, a
+// missing or wrong token 401; what the library refuses as input (an
+// unknown kind, args against the kind's fields, a past time) is 422; a
+// job, queue or switch the path names that does not exist is 404; an
+// action the job's state refuses is 409. A refused request stores
+// nothing. A problem's type is
+// https://pkg.go.dev/github.com/twicejobs/twice/twiceweb#problem- followed
+// by one of: invalid-request, unsupported-media-type, body-too-large,
+// token-required, token-invalid, unauthenticated, host-not-allowed,
+// read-only, not-found, job-not-found, switch-not-found,
+// method-not-allowed, job-state-conflict, unknown-kind, invalid-args,
+// invalid-input, unstorable, internal; the Idempotency-Key problems are
+// twicehttp's.
 package twiceweb
 
 import (
@@ -95,6 +132,14 @@ type Options struct {
 	// still restricts it. A leading "*." allows every subdomain. Defaults
 	// to none.
 	AllowedHosts []string
+	// APITokens are the tokens machines send as "Authorization: Bearer
+	// <token>" to the JSON API under /api/v1 (see the package doc): its
+	// writes (enqueue, cancel, retry, pause, resume, switches) need one of
+	// these or BearerToken; the dashboard's other authentication lets a
+	// browser read the API only. A token's Name is recorded as who acted.
+	// They do not open the dashboard's pages, nor count as its
+	// authentication for Listen's loopback rule. Defaults to none.
+	APITokens []APIToken
 	// SecureCookie marks the CSRF cookie Secure even when the request came
 	// in over plain HTTP, as it does behind a proxy that terminates TLS;
 	// the browser then never sends it over plain HTTP. Requests that came
@@ -106,6 +151,15 @@ type Options struct {
 type BasicAuth struct {
 	// User and Password must both be set.
 	User, Password string
+}
+
+// APIToken is one machine's credential for the JSON API.
+type APIToken struct {
+	// Name says who acts in logs and on the jobs a token's calls touch
+	// (a cancel's "by"); at most twice.MaxNameBytes of text.
+	Name string
+	// Token is the secret, at least APITokenMinBytes long.
+	Token string
 }
 
 // Handler is the dashboard. Create it with New.
@@ -122,6 +176,7 @@ type Handler struct {
 	// Handler, so a restart invalidates forms left open.
 	csrfKey []byte
 	pages   *pages
+	api     *api
 }
 
 // storeReads are the reads the dashboard makes of the client's store
@@ -151,6 +206,9 @@ func New(client *twice.Client, opts Options) (*Handler, error) {
 	if opts.RefreshInterval == 0 {
 		opts.RefreshInterval = RefreshIntervalDefault
 	}
+	if err := checkAPITokens(opts.APITokens); err != nil {
+		return nil, err
+	}
 	p, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -166,6 +224,7 @@ func New(client *twice.Client, opts Options) (*Handler, error) {
 	}
 	rand.Read(h.csrfKey)
 	h.routes()
+	h.api = newAPI(h)
 	return h, nil
 }
 
@@ -184,6 +243,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 	hd.Set("Referrer-Policy", "same-origin")
+	if isAPIPath(r.URL.Path) {
+		h.api.ServeHTTP(w, r) // its own checks, answered as problem+json
+		return
+	}
 	if err := h.checkHost(r); err != nil {
 		h.logger.WarnContext(r.Context(), "dashboard request refused: host not allowed",
 			"remote", r.RemoteAddr, "host", r.Host, "path", r.URL.Path)
@@ -207,34 +270,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // authenticate returns who is asking, or answers 401 and returns false.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if !h.RequiresAuth() {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
-		}
-		return "anonymous@" + host, true
-	}
-	var reasons []string
-	if h.opts.Authenticate != nil {
-		who, err := h.opts.Authenticate(r)
-		if err == nil && who != "" {
-			return who, true
-		}
-		if err != nil {
-			reasons = append(reasons, err.Error())
-		}
-	}
-	if b := h.opts.BasicAuth; b != nil {
-		if u, p, ok := r.BasicAuth(); ok && equal(u, b.User) && equal(p, b.Password) {
-			return u, true
-		}
-	}
-	if tok := h.opts.BearerToken; tok != "" {
-		// The scheme is case-insensitive (RFC 9110, section 11.1).
-		scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-		if strings.EqualFold(scheme, "Bearer") && equal(strings.TrimSpace(got), tok) {
-			return "bearer-token", true
-		}
+	who, reasons, ok := h.identify(r)
+	if ok {
+		return who, true
 	}
 	if h.opts.BasicAuth != nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="twice dashboard", charset="UTF-8"`)
@@ -245,6 +283,46 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 		"remote", r.RemoteAddr, "path", r.URL.Path, "reasons", reasons)
 	http.Error(w, "401 unauthorized: the twice dashboard needs authentication", http.StatusUnauthorized)
 	return "", false
+}
+
+// identify returns who is asking by the dashboard's authentication, or
+// the reasons the Authenticate hook gave for refusing.
+func (h *Handler) identify(r *http.Request) (who string, reasons []string, ok bool) {
+	if !h.RequiresAuth() {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		return "anonymous@" + host, nil, true
+	}
+	if h.opts.Authenticate != nil {
+		who, err := h.opts.Authenticate(r)
+		if err == nil && who != "" {
+			return who, nil, true
+		}
+		if err != nil {
+			reasons = append(reasons, err.Error())
+		}
+	}
+	if b := h.opts.BasicAuth; b != nil {
+		if u, p, ok := r.BasicAuth(); ok && equal(u, b.User) && equal(p, b.Password) {
+			return u, nil, true
+		}
+	}
+	if tok := h.opts.BearerToken; tok != "" && equal(bearer(r), tok) {
+		return dashboardTokenName, nil, true
+	}
+	return "", reasons, false
+}
+
+// bearer is the token of an "Authorization: Bearer" header, or "". The
+// scheme is case-insensitive (RFC 9110, section 11.1).
+func bearer(r *http.Request) string {
+	scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(got)
 }
 
 // equal compares secrets in constant time.
