@@ -79,6 +79,9 @@ type Config struct {
 	Progress io.Writer
 	// Logger receives the client's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Observer is the client's Config.Observer, to measure what one costs.
+	// Defaults to none.
+	Observer twice.Observer
 }
 
 // Result is a run's summary, printed as one JSON line.

@@ -87,6 +87,7 @@ func (r *runner) client() (*twice.Client, error) {
 		MaxWorkers: r.cfg.Workers,
 		FetchLimit: r.cfg.FetchLimit,
 		Logger:     r.cfg.Logger,
+		Observer:   r.cfg.Observer,
 	})
 }
 
