@@ -1,5 +1,5 @@
 // Package clients_test runs the tests of the clients in other languages
-// (clients/python) against a real PostgreSQL, a real twice worker and the
+// (clients/python, clients/typescript) against a real PostgreSQL, a real twice worker and the
 // real JSON API, which this Go test provides.
 package clients_test
 
@@ -109,5 +109,35 @@ func TestPythonClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the Python client's tests failed: %v\n%s", err, out)
 	}
+	t.Logf("%s", out)
+}
+
+// TestTypeScriptClient builds clients/typescript (npm ci, tsc) and runs its
+// tests with Node's test runner. With TWICE_TEST_POSTGRES set (CI sets it)
+// a missing node or npm fails the test.
+func TestTypeScriptClient(t *testing.T) {
+	r := newRig(t)
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: the TypeScript client's tests need Node 20 or later and npm", tool)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = "typescript"
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return string(out)
+	}
+	if _, err := os.Stat("typescript/node_modules/pg"); err != nil {
+		run(nil, "npm", "ci", "--no-audit", "--no-fund")
+	}
+	out := run([]string{"TWICE_CLIENT_DSN=" + r.dsn, "TWICE_CLIENT_API=" + r.api, "TWICE_CLIENT_TOKEN=" + apiToken}, "npm", "test")
 	t.Logf("%s", out)
 }
