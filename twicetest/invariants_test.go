@@ -58,9 +58,9 @@ func TestInvariantsHold(t *testing.T) {
 			invariantsOf(mustEmail(twice.ClaimAfter))[1],
 			invariantsOf(mustEmail(twice.ClaimAfter))[2],
 		},
-		"transactional":     invariantsOf(creditCase()),
-		"single attempt":    invariantsOf(singleAttempt)[2:], // dead after the failure, with no claim
-		"claim-before":      {invariantsOf(mustEmail(twice.ClaimBefore))[0], invariantsOf(mustEmail(twice.ClaimBefore))[2]},
+		"transactional":  invariantsOf(creditCase()),
+		"single attempt": invariantsOf(singleAttempt)[2:], // dead after the failure, with no claim
+		"claim-before":   {invariantsOf(mustEmail(twice.ClaimBefore))[0], invariantsOf(mustEmail(twice.ClaimBefore))[2]},
 	} {
 		for _, inv := range checks {
 			t.Run(name+"/"+inv.name, func(t *testing.T) {
