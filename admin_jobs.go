@@ -337,7 +337,7 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 		case j.CancelRequested:
 			// A handler running in this process stops now, not at the next
 			// lease heartbeat.
-			c.worker.running.cancel(j.ID, c.jobLogger)
+			c.worker.running.cancel(j.ID, c.logger)
 		case action == actionRetry && j.Changed:
 			c.notify()
 		}

@@ -15,9 +15,6 @@ func jobLogger(logger *slog.Logger, row *twicetype.JobRow) *slog.Logger {
 	return slog.New(newJobLogHandler(logger.Handler(), row))
 }
 
-// jobLogger returns the client logger with the job's attributes.
-func (c *Client) jobLogger(row *twicetype.JobRow) *slog.Logger { return jobLogger(c.logger, row) }
-
 // jobLogHandler is a handler with a job's attributes added, built on first
 // use: most jobs log nothing at the enabled levels, and adding six
 // attributes up front (which text and JSON handlers pre-format) cost a

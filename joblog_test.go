@@ -31,7 +31,7 @@ func TestJobLoggerLogsLikeWith(t *testing.T) {
 		return a
 	}}
 	c := &Client{logger: slog.New(slog.NewJSONHandler(&lazy, opts)).With("node", "n1")}
-	logAll(c.jobLogger(logRow))
+	logAll(jobLogger(c.logger, logRow))
 	logAll(slog.New(slog.NewJSONHandler(&eager, opts)).With("node", "n1").With(
 		"job_id", logRow.ID, "kind", logRow.Kind, "queue", logRow.Queue, "attempt", logRow.Attempt,
 		"message_id", logRow.MessageID, "correlation_id", logRow.CorrelationID))
@@ -48,7 +48,7 @@ func BenchmarkJobLogger(b *testing.B) {
 	ctx := context.Background()
 	b.Run("lazy", func(b *testing.B) {
 		for b.Loop() {
-			c.jobLogger(logRow).DebugContext(ctx, "job completed")
+			jobLogger(c.logger, logRow).DebugContext(ctx, "job completed")
 		}
 	})
 	b.Run("eager", func(b *testing.B) {

@@ -8,7 +8,6 @@ import (
 	"github.com/twicejobs/twice/internal/logattr"
 	"github.com/twicejobs/twice/internal/periodic"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // cancelPollInterval is how often a worker on a store with no
@@ -41,14 +40,10 @@ func (w *cancelWatcher) run(ctx context.Context) {
 	w.poll(ctx)
 }
 
-func (w *cancelWatcher) jobLogger(row *twicetype.JobRow) *slog.Logger {
-	return jobLogger(w.logger, row)
-}
-
 // listen cancels on the store's notifications; the heartbeat catches a
 // lost one.
 func (w *cancelWatcher) listen(ctx context.Context, l twicestore.CancelListener) {
-	err := l.ListenCancels(ctx, func(id int64) { w.running.cancel(id, w.jobLogger) })
+	err := l.ListenCancels(ctx, func(id int64) { w.running.cancel(id, w.logger) })
 	if err != nil && ctx.Err() == nil {
 		w.logger.Warn("listening for job cancels stopped; cancels arrive with the lease heartbeat only",
 			logattr.Component, "listener", logattr.Err, err)
@@ -79,7 +74,7 @@ func (w *cancelWatcher) poll(ctx context.Context) {
 			continue
 		}
 		for _, id := range res.IDs {
-			w.running.cancel(id, w.jobLogger)
+			w.running.cancel(id, w.logger)
 		}
 	}
 }

@@ -93,7 +93,7 @@ func (r *runningJobs) rows() []*twicetype.JobRow {
 // ErrJobCancelled, and reports whether one was. A job running under two
 // epochs (refetched after a lost lease) is cancelled under both: the older
 // is stale anyway.
-func (r *runningJobs) cancel(id int64, logger func(*twicetype.JobRow) *slog.Logger) bool {
+func (r *runningJobs) cancel(id int64, logger *slog.Logger) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	found := false
@@ -102,7 +102,7 @@ func (r *runningJobs) cancel(id int64, logger func(*twicetype.JobRow) *slog.Logg
 			continue
 		}
 		found, j.cancelled = true, true
-		logger(j.row).Info("job cancel requested; cancelling its handler", logattr.Component, "executor")
+		jobLogger(logger, j.row).Info("job cancel requested; cancelling its handler", logattr.Component, "executor")
 		j.cancel(ErrJobCancelled)
 	}
 	return found
@@ -162,7 +162,7 @@ func (k *leaseKeeper) extend() {
 		newest[l.ID] = max(newest[l.ID], l.Epoch)
 	}
 	for _, id := range res.CancelRequested {
-		k.running.cancel(id, k.jobLogger)
+		k.running.cancel(id, k.logger)
 	}
 	rows := k.readBackLost(leases, func(l twicestore.JobLease) bool { return extended[l.ID] && l.Epoch == newest[l.ID] })
 	r := k.running
@@ -182,7 +182,7 @@ func (k *leaseKeeper) extend() {
 			// (a rescue never completes a job): nothing was lost.
 		case !j.lost:
 			j.lost = true
-			logger := k.jobLogger(j.row).With(logattr.Component, "heartbeat")
+			logger := jobLogger(k.logger, j.row).With(logattr.Component, "heartbeat")
 			if row := rows[l]; row != nil {
 				logger.Warn("job lease lost; cancelling its handler", "state_now", row.State, "epoch_now", row.Epoch,
 					"node_now", row.AttemptedBy)
@@ -193,7 +193,7 @@ func (k *leaseKeeper) extend() {
 			j.cancel(ErrLeaseLost)
 		case !j.stuckLogged:
 			j.stuckLogged = true
-			k.jobLogger(j.row).Error("job handler is stuck: it ignores its cancelled context after losing its lease, "+
+			jobLogger(k.logger, j.row).Error("job handler is stuck: it ignores its cancelled context after losing its lease, "+
 				"and another worker may be running the job", logattr.Component, "heartbeat")
 		}
 	}
@@ -220,6 +220,3 @@ func (k *leaseKeeper) readBackLost(leases []twicestore.JobLease, extended func(t
 	}
 	return rows
 }
-
-// jobLogger returns the heartbeat's logger with the job's attributes.
-func (k *leaseKeeper) jobLogger(row *twicetype.JobRow) *slog.Logger { return jobLogger(k.logger, row) }
