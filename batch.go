@@ -82,6 +82,18 @@ func (c *Client) enqueueBatch(ctx context.Context, exec twicestore.Executor, b *
 	if b == nil || b.callback == nil {
 		return nil, fmt.Errorf("twice: enqueue batch: %w: a batch needs a callback: build it with NewBatch(callbackArgs, nil)", ErrInvalidArgs)
 	}
+	ctx, end := c.traceEnqueue(ctx, traceOpBatch, len(b.jobs)+1)
+	res, err := c.insertBatch(ctx, exec, b, notify)
+	var rows []*twicetype.JobRow
+	if res != nil {
+		rows = insertedRows(res.Jobs)
+	}
+	end(rows, err)
+	return res, err
+}
+
+// insertBatch checks and stores a batch with its callback.
+func (c *Client) insertBatch(ctx context.Context, exec twicestore.Executor, b *Batch, notify bool) (*BatchResult, error) {
 	cb, err := c.insertParamsMany(ctx, []EnqueueParams{{Args: b.callback, Opts: b.callbackOpts}})
 	if err != nil {
 		return nil, fmt.Errorf("twice: enqueue batch: callback: %w", err)
@@ -126,18 +138,25 @@ func (c *Client) BatchAddTx(ctx context.Context, tx any, id int64, jobs []Enqueu
 }
 
 func (c *Client) batchAdd(ctx context.Context, exec twicestore.Executor, id int64, jobs []EnqueueParams, notify bool) (*BatchResult, error) {
+	ctx, end := c.traceEnqueue(ctx, traceOpBatch, len(jobs))
 	params, err := c.insertParamsMany(ctx, jobs)
 	if err != nil {
-		return nil, fmt.Errorf("twice: add to batch %d: %w", id, err)
+		err = fmt.Errorf("twice: add to batch %d: %w", id, err)
+		end(nil, err)
+		return nil, err
 	}
 	res, err := exec.BatchAdd(ctx, &twicestore.BatchAddParams{ID: id, Jobs: params})
 	if err != nil {
-		return nil, fmt.Errorf("twice: %w", err)
+		err = fmt.Errorf("twice: %w", err)
+		end(nil, err)
+		return nil, err
 	}
+	out := enqueueResults(res.Jobs)
+	end(insertedRows(out), nil)
 	if notify {
 		c.notify()
 	}
-	return &BatchResult{Batch: res.Batch, Jobs: enqueueResults(res.Jobs)}, nil
+	return &BatchResult{Batch: res.Batch, Jobs: out}, nil
 }
 
 // BatchSeal closes an open batch to new jobs; once none is pending (at

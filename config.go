@@ -158,6 +158,9 @@ type Config struct {
 	// (twiceotel.Inject carries the OpenTelemetry trace context this way).
 	// Defaults to none.
 	EnqueueMetadata func(ctx context.Context) map[string]string
+	// Tracer, when set, gets a span per enqueue, per delivery and per
+	// named step (twiceotel.Tracer for OpenTelemetry). Defaults to none.
+	Tracer Tracer
 	// Observer is told what happens to jobs (enqueued, started,
 	// completed, retried, dead, skipped, duplicates), for metrics: see
 	// twicemetrics. Defaults to none.

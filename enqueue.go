@@ -162,11 +162,15 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 	if err := CheckArgsJSON(kind, compact.Bytes(), fields, c.cfg.MaxArgsBytes); err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w", err)
 	}
+	ctx, end := c.traceEnqueue(ctx, traceOpEnqueue, 1)
 	p, err := c.insertParams(ctx, kind, compact.Bytes(), "", opts)
 	if err != nil {
-		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
+		err = fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
+		end(nil, err)
+		return nil, err
 	}
 	res, err := c.insert(ctx, c.store, []*twicestore.JobInsertParams{p}, true)
+	end(insertedRows(res), err)
 	if err != nil {
 		return nil, err
 	}
@@ -231,11 +235,16 @@ func (c *Client) enqueue(ctx context.Context, exec twicestore.Executor, jobs []E
 	if len(jobs) == 0 {
 		return nil, nil
 	}
+	ctx, end := c.traceEnqueue(ctx, traceOpEnqueue, len(jobs))
 	params, err := c.insertParamsMany(ctx, jobs)
 	if err != nil {
-		return nil, fmt.Errorf("twice: enqueue: %w", err)
+		err = fmt.Errorf("twice: enqueue: %w", err)
+		end(nil, err)
+		return nil, err
 	}
-	return c.insert(ctx, exec, params, notify)
+	res, err := c.insert(ctx, exec, params, notify)
+	end(insertedRows(res), err)
+	return res, err
 }
 
 // queueFor is the queue a job of kind goes to: the call's, then the kind

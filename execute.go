@@ -69,6 +69,8 @@ type execution struct {
 	leaseLost bool
 	// steps is what this delivery's named steps share (see step.go).
 	steps *stepRun
+	// span is this delivery's span, nil without a Tracer.
+	span *deliverySpan
 }
 
 // Execute works one fetched job; the producer calls it on a worker
@@ -111,7 +113,14 @@ func (e *execution) run() {
 		e.redeliver()
 		return
 	}
-	e.record(e.deliver(), nil)
+	e.record(e.deliver(e.startSpan(nil)), nil)
+}
+
+// startSpan starts the Tracer's span of a delivery of the job; earlier is
+// the span of an earlier delivery of this attempt (Config.Redeliver).
+func (e *execution) startSpan(earlier *deliverySpan) *deliverySpan {
+	_, span := e.x.startDelivery(e.ctx, e.row, e.entry.opts.Strategy, earlier)
+	return span
 }
 
 // putBack is the outcome of a job that never started: back in its queue at
@@ -129,6 +138,11 @@ type delivery struct {
 	// committed is set when the outcome was already written in the
 	// strategy's own transaction (Transactional).
 	committed bool
+	// claimed is set when the delivery claimed its marker for its
+	// effect (and kept the claim).
+	claimed bool
+	// span is the delivery's span, nil without a Tracer.
+	span *deliverySpan
 	// marker is claimed together with the job's completion (ClaimAfter's
 	// claim, after a successful effect).
 	marker *twicestore.MarkerParams
@@ -139,15 +153,20 @@ type delivery struct {
 	children []*twicestore.JobInsertParams
 }
 
-// deliver applies the kind's strategy around one call of the handler, and
-// counts a delivery the marker absorbed.
-func (e *execution) deliver() delivery {
-	e.steps = &stepRun{store: e.x.store, row: e.row, handler: e.entry.opts.HandlerName, strategy: e.entry.opts.Strategy}
+// deliver applies the kind's strategy around one call of the handler, in
+// span (nil without a Tracer), and counts a delivery the marker absorbed.
+func (e *execution) deliver(span *deliverySpan) delivery {
+	e.steps = &stepRun{store: e.x.store, row: e.row, handler: e.entry.opts.HandlerName, strategy: e.entry.opts.Strategy,
+		tracer: e.x.cfg.Tracer}
 	// Each delivery gathers its own continuations; they travel with its
 	// outcome (see edgeSet).
 	es := &edgeSet{build: e.x.childParams, store: e.x.store, jobID: e.row.ID}
 	outer := e.ctx
+	if span != nil {
+		e.ctx = span.ctx
+	}
 	e.ctx = withEdgeSet(e.ctx, es)
+	e.span = span
 	defer func() { e.ctx = outer }()
 	var d delivery
 	switch e.entry.opts.Strategy {
@@ -165,6 +184,7 @@ func (e *execution) deliver() delivery {
 	}
 	d.output = e.steps.recorded()
 	d.children = es.take()
+	d.span = span
 	return d
 }
 
@@ -189,7 +209,7 @@ func (e *execution) claimAfter() delivery {
 	// The effect happened. The claim is written with the job's completion,
 	// in one transaction on a context the handler's cancellation cannot
 	// reach, so a shutdown cannot skip it.
-	return delivery{marker: marker}
+	return delivery{marker: marker, claimed: true}
 }
 
 // peekMarker is ClaimAfter's peek: the fetch's answer when it brought one,
@@ -236,7 +256,7 @@ func (e *execution) claimBefore() delivery {
 	)
 	switch {
 	case err == nil, errors.As(err, &noop):
-		return delivery{err: err}
+		return delivery{err: err, claimed: true}
 	case errors.As(err, &notApplied), errors.As(err, &snooze), errors.As(err, &cancelled):
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), outcomeWriteTimeout)
 		defer cancel()
@@ -247,7 +267,7 @@ func (e *execution) claimBefore() delivery {
 		}
 		return delivery{err: err}
 	default:
-		return delivery{err: Permanent(fmt.Errorf("%w (strategy claim-before: the effect may have happened, "+
+		return delivery{claimed: true, err: Permanent(fmt.Errorf("%w (strategy claim-before: the effect may have happened, "+
 			"so the claim is kept and the job needs a human; return twice.NotApplied(err) when it certainly did not)", err))}
 	}
 }
@@ -290,6 +310,7 @@ func (e *execution) transactional() delivery {
 		ID: e.row.ID, Epoch: e.row.Epoch, State: twicetype.JobStateCompleted, FinishedAt: e.x.now(),
 		Output:   e.steps.recorded(),
 		Children: edgeSetOf(ctx).take(),
+		Trace:    e.span.traceOf(),
 	}}})
 	if err != nil {
 		return delivery{err: fmt.Errorf("complete job in transaction: %w", err)}
@@ -302,7 +323,7 @@ func (e *execution) transactional() delivery {
 			return delivery{err: err}
 		}
 	}
-	return delivery{committed: true}
+	return delivery{committed: true, claimed: true}
 }
 
 // callHandler calls the handler through the configured middleware, turning
@@ -332,18 +353,26 @@ func (e *execution) callHandler(tx twicestore.Tx) (err error) {
 // a row: two copies at once may both pass the peek, a duplicate the
 // strategy accepts by design, so it would show nothing about the handler.
 func (e *execution) redeliver() {
+	span1 := e.startSpan(nil)
 	if e.entry.opts.Strategy != ClaimAfter && rand.IntN(2) == 0 {
 		var d1, d2 delivery
 		var wg sync.WaitGroup
 		again := *e
 		again.logger = e.logger.With("redelivery", true)
-		wg.Go(func() { d2 = again.deliver() })
-		d1 = e.deliver()
+		span2 := again.startSpan(span1)
+		wg.Go(func() { d2 = again.deliver(span2) })
+		d1 = e.deliver(span1)
 		wg.Wait()
-		e.record(mergeDeliveries(d1, d2), nil)
+		d := mergeDeliveries(d1, d2)
+		for _, other := range []delivery{d1, d2} {
+			if other.span != d.span {
+				other.span.finish(other.markerOf(), other.ownOutcome(), other.err)
+			}
+		}
+		e.record(d, nil)
 		return
 	}
-	d := e.deliver()
+	d := e.deliver(span1)
 	if d.err != nil {
 		e.record(d, nil) // a failure is retried, not redelivered
 		return
@@ -355,7 +384,9 @@ func (e *execution) redeliver() {
 	}
 	again := *e
 	again.logger = e.logger.With("redelivery", true)
-	if d2 := again.deliver(); d2.err != nil {
+	d2 := again.deliver(again.startSpan(span1))
+	d2.span.finish(d2.markerOf(), d2.ownOutcome(), d2.err)
+	if d2.err != nil {
 		again.logger.ErrorContext(e.ctx, "the second delivery of a completed job failed: the handler does not converge",
 			logattr.Component, "executor", logattr.Err, d2.err)
 	}
@@ -390,6 +421,7 @@ func mergeDeliveries(d1, d2 delivery) delivery {
 func (e *execution) record(d delivery, written func(recorded bool)) {
 	if d.committed {
 		e.x.running.remove(e.row)
+		d.span.finish(markerClaimed, string(twicetype.JobStateCompleted), nil)
 		e.x.observeOutcome(e.row, twicetype.JobStateCompleted, false, e.start)
 		e.logger.DebugContext(e.ctx, "job completed", logattr.Component, "executor")
 		if written != nil {
@@ -397,7 +429,9 @@ func (e *execution) record(d delivery, written func(recorded bool)) {
 		}
 		return
 	}
-	e.finish(e.outcome(d), written)
+	o := e.outcome(d)
+	o.Trace = d.span.traceOf()
+	e.finishSpan(o, d, written)
 }
 
 // outcome turns a delivery into the job's outcome.
@@ -529,12 +563,26 @@ func (e *execution) inTx(ctx context.Context, fn func(tx twicestore.Tx) error) e
 // lease extended) until the outcome is written. written, if set, is called
 // after that, telling whether the outcome was recorded.
 func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)) {
+	e.finishSpan(o, delivery{}, written)
+}
+
+// finishSpan is finish for the outcome of delivery d, whose span it ends
+// once the outcome is settled.
+func (e *execution) finishSpan(o *twicestore.JobOutcome, d delivery, written func(recorded bool)) {
 	done := func(applied bool, err error) {
 		e.x.running.remove(e.row)
 		recorded, explained, fenced := e.recheckOutcome(o, applied, err)
 		applied = applied || recorded
 		if fenced {
 			e.x.observe(EventFenced, e.row)
+		}
+		switch {
+		case err != nil && !applied:
+			d.span.finish(d.markerOf(), outcomeUnrecorded, d.err)
+		case !applied:
+			d.span.finish(d.markerOf(), outcomeFenced, d.err)
+		default:
+			d.span.finish(d.markerOf(), outcomeName(o), d.err)
 		}
 		switch {
 		case err != nil:
@@ -563,6 +611,7 @@ func (e *execution) finish(o *twicestore.JobOutcome, written func(recorded bool)
 	e.x.running.returned(e.row)
 	if !e.x.complete.Add(o, leaseUntil, done) {
 		e.x.running.remove(e.row)
+		d.span.finish(d.markerOf(), outcomeUnrecorded, d.err)
 		e.logger.Warn("job finished after the worker stopped; its outcome is not recorded and the job will run again when its lease expires",
 			logattr.Component, "executor")
 		if written != nil {

@@ -33,6 +33,8 @@ type stepRun struct {
 	// strategy is the kind's; a Transactional kind's handler runs in tx.
 	strategy Strategy
 	tx       twicestore.Tx
+	// tracer, when set, gets a span per step.
+	tracer Tracer
 
 	mu   sync.Mutex
 	used map[string]Strategy
@@ -97,6 +99,7 @@ func Step[R any](ctx context.Context, name string, s Strategy, fn func(ctx conte
 	}
 	var result R
 	ran := false
+	ctx, end := r.traceStep(ctx, name, s)
 	receipt, err := r.step(ctx, name, s, func(ctx context.Context) ([]byte, error) {
 		v, err := fn(ctx)
 		if err != nil {
@@ -105,12 +108,15 @@ func Step[R any](ctx context.Context, name string, s Strategy, fn func(ctx conte
 		result, ran = v, true
 		return encodeReceipt(name, v)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
+		end(stepStatusFailed, err)
 		return zero, err
-	}
-	if ran {
+	case ran:
+		end(stepStatusRan, nil)
 		return result, nil
 	}
+	end(stepStatusReceipt, nil)
 	if err := json.Unmarshal(receipt, &result); err != nil {
 		return zero, Permanent(fmt.Errorf("twice: step %q: its stored receipt %s does not decode into %T "+
 			"(did the step's result type change?): %w", name, receipt, zero, err))

@@ -95,10 +95,14 @@ func EnqueueNext(ctx context.Context, args Args, opts *EnqueueOpts) error {
 
 // childParams checks and resolves one continuation as an Enqueue would.
 func (c *Client) childParams(ctx context.Context, args Args, opts *EnqueueOpts) (*twicestore.JobInsertParams, error) {
+	ctx, end := c.traceEnqueue(ctx, traceOpContinuation, 1)
 	ps, err := c.insertParamsMany(ctx, []EnqueueParams{{Args: args, Opts: opts}})
 	if err != nil {
-		return nil, fmt.Errorf("twice: continuation: %w", err)
+		err = fmt.Errorf("twice: continuation: %w", err)
+		end(nil, err)
+		return nil, err
 	}
+	end(nil, nil) // stored with the parent's completion
 	return ps[0], nil
 }
 

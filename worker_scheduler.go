@@ -137,7 +137,9 @@ func (r *scheduler) fireTick(ctx context.Context, s *schedule, tick time.Time) {
 		Name: s.name, Kind: s.kind, Spec: s.spec, TickAt: tick, NextAt: s.parsed.Next(tick),
 		Outcome: twicetype.ScheduleSkipped, Now: c.now(),
 	}
+	end := func([]*twicetype.JobRow, error) {}
 	if r.enabled(s.kind) {
+		ctx, end = c.traceEnqueue(ctx, traceOpSchedule, 1)
 		var opts EnqueueOpts
 		if s.opts.Enqueue != nil {
 			opts = *s.opts.Enqueue
@@ -146,12 +148,18 @@ func (r *scheduler) fireTick(ctx context.Context, s *schedule, tick time.Time) {
 		opts.UniqueKey = fmt.Sprintf("recurring:%s:%d", s.name, tick.Unix())
 		job, err := c.insertParams(ctx, s.kind, s.args, s.key, &opts)
 		if err != nil {
+			end(nil, err)
 			logger.WarnContext(ctx, "recurring tick not enqueued", "schedule", s.name, logattr.Err, err)
 			return
 		}
 		p.Outcome, p.Job = twicetype.ScheduleEnqueued, job
 	}
 	res, err := c.store.ScheduleTick(ctx, p)
+	if err == nil && res.Fired && res.Job != nil {
+		end([]*twicetype.JobRow{res.Job}, nil)
+	} else {
+		end(nil, err) // an error, or another node's tick
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			logger.WarnContext(ctx, "recording a recurring tick failed", "schedule", s.name, "tick", tick, logattr.Err, err)

@@ -179,6 +179,18 @@ func (c *Client) enqueueWorkflow(ctx context.Context, exec twicestore.Executor, 
 	if err := w.validate(); err != nil {
 		return nil, fmt.Errorf("twice: enqueue workflow: %w", err)
 	}
+	ctx, end := c.traceEnqueue(ctx, traceOpWorkflow, len(w.tasks))
+	res, err := c.insertWorkflow(ctx, exec, w, notify)
+	var rows []*twicetype.JobRow
+	if res != nil {
+		rows = res.Jobs
+	}
+	end(rows, err)
+	return res, err
+}
+
+// insertWorkflow checks and stores a valid workflow.
+func (c *Client) insertWorkflow(ctx context.Context, exec twicestore.Executor, w *Workflow, notify bool) (*WorkflowResult, error) {
 	jobs := make([]EnqueueParams, len(w.tasks))
 	for i, t := range w.tasks {
 		if t.opts != nil && t.opts.UniqueKey != "" {

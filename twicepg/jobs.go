@@ -23,7 +23,7 @@ import (
 var jobColumnNames = []string{"id", "kind", "queue", "priority", "args", "message_id", "idempotency_key",
 	"correlation_id", "unique_key", "state", "attempt", "max_attempts", "epoch", "run_at", "lease_until",
 	"attempted_by", "errors", "note", "created_at", "finished_at", "metadata",
-	"cancel_requested_at", "cancel_by", "cancel_reason", "snoozes"}
+	"cancel_requested_at", "cancel_by", "cancel_reason", "snoozes", "trace"}
 
 // jobCols renders the job columns of the table or CTE named alias. The error
 // history and the metadata are read as JSON text, which pgx and database/sql both scan into a
@@ -54,7 +54,7 @@ func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
 	)
 	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes)
+		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace)
 	if err := r.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func newJobScanner(extra ...any) *jobScanner {
 	j := &s.j
 	s.dest = append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &s.state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &s.leaseUntil, &j.AttemptedBy,
-		&s.errs, &j.Note, &j.CreatedAt, &s.finishedAt, &s.meta, &s.cancelAt, &s.cancelBy, &s.cancelReason, &j.Snoozes)
+		&s.errs, &j.Note, &j.CreatedAt, &s.finishedAt, &s.meta, &s.cancelAt, &s.cancelBy, &s.cancelReason, &j.Snoozes, &j.Trace)
 	return s
 }
 
@@ -652,10 +652,11 @@ UPDATE twice_jobs AS j SET
 	note = CASE WHEN o.state = 'cancelled' AND o.note = '' AND j.cancel_requested_at IS NOT NULL
 		THEN ` + cancelNoteSQL + ` ELSE o.note END,
 	finished_at = CASE WHEN o.state IN ('completed', 'dead', 'cancelled') THEN o.finished_at END,
-	output = CASE WHEN o.state = 'completed' AND o.output IS NOT NULL THEN o.output ELSE j.output END
+	output = CASE WHEN o.state = 'completed' AND o.output IS NOT NULL THEN o.output ELSE j.output END,
+	trace = o.trace
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
-	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[])
-	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, ord)
+	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[], $16::text[])
+	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, trace, ord)
 WHERE j.id = o.id AND j.state = 'running' AND j.epoch = o.epoch
 RETURNING o.ord`
 
@@ -691,6 +692,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		runAts, finishedAts = make([]time.Time, n), make([]time.Time, n) // each used by its states only
 		refunds, snoozes    = make([]bool, n), make([]bool, n)
 		outputs             = make([]*string, n) // NULL keeps the job's output
+		traces              = make([]string, n)
 		handlers, keys      []string
 		processedAts        []time.Time
 		claimants, claimEps []int64 // the job and epoch claiming each marker
@@ -724,7 +726,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 			errs[i] = string(b)
 		}
 		ids[i], epochs[i], states[i], notes[i], refunds[i] = o.ID, o.Epoch, string(o.State), o.Note, o.RefundAttempt
-		snoozes[i] = o.Snooze
+		snoozes[i], traces[i] = o.Snooze, o.Trace
 		if o.Output != nil {
 			out := string(o.Output)
 			outputs[i] = &out
@@ -747,7 +749,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		claimants, claimEps = []int64{}, []int64{}
 	}
 	rs, err := e.q.query(ctx, finishSQL, ids, epochs, states, runAts, refunds, errs, notes, finishedAts,
-		handlers, keys, processedAts, claimants, claimEps, snoozes, outputs)
+		handlers, keys, processedAts, claimants, claimEps, snoozes, outputs, traces)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 // jobColumns is the column list every job query returns, in scanJob's order.
 const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
-	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes`
+	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes, trace`
 
 // rowScanner is one row of a result: dbrows.Scanner, so the driver's scan
 // functions serve dbrows.Collect as they are.
@@ -36,7 +36,7 @@ func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 	)
 	err := r.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &runAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes)
+		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace)
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +413,8 @@ var finishSQL = `UPDATE twice_jobs SET
 	errors = CASE WHEN ?4 IS NULL THEN errors ELSE ` + keptErrors("json_insert(errors, '$[#]', json(?4))", "json_array_length(errors) + 1") + ` END,
 	note = CASE WHEN ?1 = 'cancelled' AND ?5 = '' AND cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE ?5 END,
 	finished_at = ?6,
-	output = CASE WHEN ?1 = 'completed' AND ?10 IS NOT NULL THEN ?10 ELSE output END
+	output = CASE WHEN ?1 = 'completed' AND ?10 IS NOT NULL THEN ?10 ELSE output END,
+	trace = ?11
 WHERE id = ?7 AND state = 'running' AND epoch = ?8`
 
 // keptErrors is an expression for the error history arr (of length n)
@@ -519,7 +520,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				claimedHere = !cr.AlreadyProcessed
 			}
 			pr := prep[i]
-			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze, outputArg(o.Output))
+			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze, outputArg(o.Output), o.Trace)
 			if err != nil {
 				return fmt.Errorf("job %d: %w", o.ID, err)
 			}

@@ -168,7 +168,14 @@ type JobOutcome struct {
 	// set to the job, when a completed outcome is written (see
 	// Composer for the exact rule); otherwise they are dropped.
 	Children []*JobInsertParams
+	// Trace replaces the job's Trace: the trace context of the attempt
+	// this outcome ends, empty when it had none (at most MaxTraceBytes).
+	Trace string
 }
+
+// MaxTraceBytes bounds a JobOutcome's Trace: a W3C traceparent is 55
+// bytes; the rest leaves room for a tracer's own format.
+const MaxTraceBytes = 256
 
 // A job's error history keeps its first ErrorsKeptFirst and its last
 // ErrorsKeptLast attempt errors: the first say how the trouble began, the

@@ -86,6 +86,12 @@ type JobRow struct {
 	// cancelled at once and carries the request as the record of who and
 	// why.
 	Cancel *CancelRequest
+	// Trace is the trace context (a W3C traceparent) of the job's last
+	// attempt whose outcome was written, so the next attempt's span links
+	// to it; before a workflow task's first attempt, those of the tasks
+	// whose completion released it, comma separated. Empty when no
+	// twice.Tracer was set.
+	Trace string
 }
 
 // CancelRequest records who asked to cancel a job, when and why.

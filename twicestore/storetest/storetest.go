@@ -130,6 +130,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Steps", stepTests},
 		{"Unstorable", unstorableTests},
 		{"Compose", composeTests},
+		{"Trace", traceTests},
 		{"Retention", retentionTests},
 		{"Schema", schemaTests},
 	}
