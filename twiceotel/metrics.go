@@ -70,7 +70,7 @@ func (m *Metrics) attrs(k attrKey) metric.MeasurementOption {
 	if o, ok := m.sets.Load(k); ok {
 		return o.(metric.MeasurementOption)
 	}
-	kv := []attribute.KeyValue{attrSystem.String("twice"), attrDestination.String(k.queue), attrKind.String(k.kind)}
+	kv := []attribute.KeyValue{attrSystem.String(system), attrDestination.String(k.queue), attrKind.String(k.kind)}
 	if k.op != "" {
 		kv = append(kv, attrOperation.String(k.op))
 	}
@@ -116,7 +116,7 @@ func NewMetrics(mp metric.MeterProvider, store QueueReader) (*Metrics, error) {
 					return fmt.Errorf("twiceotel: read queue depth: %w", err)
 				}
 				for _, q := range res.Queues {
-					o.Observe(int64(q.Due), metric.WithAttributes(attrSystem.String("twice"), attrDestination.String(q.Queue)))
+					o.Observe(int64(q.Due), metric.WithAttributes(attrSystem.String(system), attrDestination.String(q.Queue)))
 				}
 				return nil
 			}))

@@ -27,6 +27,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -55,7 +56,11 @@ func Extract(ctx context.Context, metadata map[string]string) context.Context {
 }
 
 // Middleware restores the enqueuer's trace context into the handler's
-// context. It is a twice.Middleware.
+// context. It is a twice.Middleware. Under a Tracer, whose delivery span
+// the handler's context already carries, it adds the baggage only.
 func Middleware(ctx context.Context, job *twicetype.JobRow, next func(ctx context.Context) error) error {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return next(propagation.Baggage{}.Extract(ctx, propagation.MapCarrier(job.Metadata)))
+	}
 	return next(Extract(ctx, job.Metadata))
 }
