@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -26,10 +27,14 @@ type enqueueRequest struct {
 	Args        json.RawMessage   `json:"args"`
 	Queue       string            `json:"queue"`
 	RunAt       string            `json:"run_at"`
+	Delay       string            `json:"delay"`
 	UniqueKey   string            `json:"unique_key"`
 	Priority    int               `json:"priority"`
 	MaxAttempts int               `json:"max_attempts"`
 	Metadata    map[string]string `json:"metadata"`
+	// Force enqueues a kind no registry, catalog or live worker knows
+	// (twice.EnqueueOpts.AllowUnknownKind, the CLI's enqueue --force).
+	Force bool `json:"force"`
 }
 
 // enqueueResponse is what POST /api/v1/jobs answers.
@@ -48,13 +53,16 @@ func (e enqueueResponse) location() string { return apiPrefix + "jobs/" + strcon
 // enqueue stores one job through Client.EnqueueJSON, which checks the
 // kind and its args as the CLI's enqueue does. It answers 201 for a new
 // job and 200 for a duplicate of an unfinished one (its unique key
-// matched): a duplicate is a result, not an error.
+// matched): a duplicate is a result, not an error. "delay" is
+// EnqueueOpts.Delay and "force" EnqueueOpts.AllowUnknownKind, as the
+// CLI's enqueue --delay and --force.
 func (a *api) enqueue(r *http.Request, c *caller) (int, any, error) {
 	var req enqueueRequest
 	if err := decodeBody(r, &req, false); err != nil {
 		return 0, nil, err
 	}
-	opts := &twice.EnqueueOpts{Queue: req.Queue, UniqueKey: req.UniqueKey, Priority: req.Priority, MaxAttempts: req.MaxAttempts}
+	opts := &twice.EnqueueOpts{Queue: req.Queue, UniqueKey: req.UniqueKey, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
+		AllowUnknownKind: req.Force}
 	switch {
 	case req.Kind == "":
 		return 0, nil, badRequest(`the body has no "kind": name the job kind, e.g. {"kind": "email.welcome.v1", "args": {"user_id": 42}}`)
@@ -68,6 +76,13 @@ func (a *api) enqueue(r *http.Request, c *caller) (int, any, error) {
 		}
 		opts.RunAt = t
 	}
+	if req.Delay != "" {
+		d, err := parseAPIDelay(req.Delay, req.RunAt != "")
+		if err != nil {
+			return 0, nil, err
+		}
+		opts.Delay = d
+	}
 	if err := checkMetadata(req.Metadata); err != nil {
 		return 0, nil, err
 	}
@@ -80,6 +95,11 @@ func (a *api) enqueue(r *http.Request, c *caller) (int, any, error) {
 		return 0, nil, err
 	}
 	res, err := a.h.client.EnqueueJSON(r.Context(), req.Kind, args, opts)
+	if errors.Is(err, twice.ErrUnknownKind) {
+		p := problemFor(err)
+		p.Detail += `; send "force": true to enqueue it anyway, for a kind whose workers have never run`
+		return 0, nil, p
+	}
 	if err != nil {
 		return 0, nil, err
 	}
@@ -90,6 +110,23 @@ func (a *api) enqueue(r *http.Request, c *caller) (int, any, error) {
 		status = http.StatusOK
 	}
 	return status, enqueueResponse{ID: j.ID, State: string(j.State), Kind: j.Kind, Queue: j.Queue, RunAt: j.RunAt.UTC(), Duplicate: res.Duplicate}, nil
+}
+
+// parseAPIDelay parses an enqueue's "delay", a Go duration ("30s",
+// "1h30m"): not negative, and not with "run_at", as the two say the
+// same thing.
+func parseAPIDelay(s string, withRunAt bool) (time.Duration, error) {
+	if withRunAt {
+		return 0, badRequest(`"delay" and "run_at" exclude each other: give one`)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, badRequest(fmt.Sprintf(`"delay" is %s, not a duration: give one like "30s" or "1h30m"`, strconv.QuoteToASCII(s)))
+	}
+	if d < 0 {
+		return 0, badRequest(fmt.Sprintf(`"delay" is %s, which is negative: give a positive duration, or leave it out to run now`, strconv.QuoteToASCII(s)))
+	}
+	return d, nil
 }
 
 // checkMetadata refuses metadata the API does not take: too many entries,

@@ -40,7 +40,11 @@
 // pages), POST /api/v1/jobs/{id}/cancel and /retry, POST
 // /api/v1/queues/{queue}/pause and /resume, PUT and DELETE
 // /api/v1/switches/{kind}, GET /api/v1/kinds (the catalog). The OpenAPI
-// 3.1 document is at /api/v1/openapi.json.
+// 3.1 document is at /api/v1/openapi.json. An enqueue's body is kind,
+// args, queue, run_at or delay (a Go duration such as "30s": never both,
+// never negative), unique_key, priority, max_attempts, metadata, and
+// force: true to store a kind no registry, catalog or live worker knows
+// (EnqueueOpts.AllowUnknownKind), which is otherwise 422 unknown-kind.
 //
 // A write needs "Authorization: Bearer <token>" with one of
 // Options.APITokens (or Options.BearerToken); the token's name is

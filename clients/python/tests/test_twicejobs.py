@@ -150,6 +150,25 @@ class EnqueueOverHTTP(unittest.TestCase):
                 self.assertEqual(caught.exception.status, status)
                 self.assertTrue(caught.exception.problem.get("detail"))
 
+    def test_delay_and_force(self):
+        job = self.client.enqueue(KIND, {"user_id": 11}, delay=3600)
+        with psycopg.connect(DSN) as conn:
+            due = conn.execute(
+                "SELECT run_at BETWEEN now() + interval '3500 seconds' AND now() + interval '3601 seconds'"
+                " FROM twice_jobs WHERE id = %s",
+                (job["id"],),
+            ).fetchone()[0]
+        self.assertTrue(due, job)
+        with self.assertRaises(twicejobs.APIError) as caught:
+            self.client.enqueue(KIND, {"user_id": 11}, delay=-1)
+        self.assertEqual(caught.exception.status, 400)
+        with self.assertRaises(twicejobs.APIError) as caught:
+            self.client.enqueue("clients.http-forced.v1", {"n": 1})
+        self.assertEqual(caught.exception.status, 422)
+        self.assertIn("clients.http-forced.v1", caught.exception.problem["detail"])
+        forced = self.client.enqueue("clients.http-forced.v1", {"n": 1}, force=True, delay=3600)
+        self.assertEqual(forced["kind"], "clients.http-forced.v1")
+
     def test_wrong_token(self):
         with self.assertRaises(twicejobs.APIError) as caught:
             twicejobs.HTTPClient(API, "x" * 40).enqueue(KIND, {"user_id": 1})

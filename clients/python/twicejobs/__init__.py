@@ -236,15 +236,19 @@ class HTTPClient:
         idempotency_key: Optional[str] = None,
         queue: Optional[str] = None,
         run_at: Optional[datetime] = None,
+        delay: Optional[float] = None,
         unique_key: Optional[str] = None,
         metadata: Optional[Mapping[str, str]] = None,
+        force: bool = False,
     ) -> dict:
         """Enqueue one job and return the API's job object (id, state, kind,
         queue, run_at, duplicate).
 
         With idempotency_key, a retry of the same request returns the same
         job, never a second one; the same key with other args is refused
-        (APIError, status 422).
+        (APIError, status 422). delay is in seconds and excludes run_at.
+        force stores a kind no registry, catalog or live worker knows
+        (without it, APIError 422 unknown-kind).
         """
         body: dict[str, Any] = {"kind": kind, "args": dict(args)}
         if queue is not None:
@@ -253,10 +257,14 @@ class HTTPClient:
             if run_at.tzinfo is None:
                 raise InvalidOpts("run_at has no time zone: pass an aware datetime")
             body["run_at"] = run_at.isoformat()
+        if delay is not None:
+            body["delay"] = f"{float(delay):f}s"  # the API takes a Go duration
         if unique_key is not None:
             body["unique_key"] = unique_key
         if metadata:
             body["metadata"] = dict(metadata)
+        if force:
+            body["force"] = True
         headers = {}
         if idempotency_key is not None:
             # A structured-field string, as the Idempotency-Key draft asks.

@@ -175,11 +175,23 @@ export class HTTPClient {
   async enqueue(
     kind: string,
     args: Record<string, unknown>,
-    opts: { idempotencyKey?: string; queue?: string; runAt?: Date; uniqueKey?: string; metadata?: Record<string, string> } = {},
+    opts: {
+      idempotencyKey?: string;
+      queue?: string;
+      runAt?: Date;
+      /** Seconds from now until the job is due; not with `runAt`. */
+      delay?: number;
+      uniqueKey?: string;
+      metadata?: Record<string, string>;
+      /** Store a kind no registry, catalog or live worker knows (else APIError 422 unknown-kind). */
+      force?: boolean;
+    } = {},
   ): Promise<APIJob> {
     const body: Record<string, unknown> = { kind, args };
     if (opts.queue !== undefined) body.queue = opts.queue;
     if (opts.runAt !== undefined) body.run_at = opts.runAt.toISOString();
+    if (opts.delay !== undefined) body.delay = opts.delay + "s"; // the API takes a Go duration
+    if (opts.force) body.force = true;
     if (opts.uniqueKey !== undefined) body.unique_key = opts.uniqueKey;
     if (opts.metadata !== undefined) body.metadata = opts.metadata;
     // A structured-field string, as the Idempotency-Key draft asks.

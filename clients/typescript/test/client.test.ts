@@ -161,6 +161,24 @@ describe("enqueue over the JSON API", () => {
     }
   });
 
+  test("delay and force", async () => {
+    const before = Date.now();
+    const job = await api.enqueue(KIND, { user_id: 11 }, { delay: 3600 });
+    const due = Date.parse(String(job.run_at)) - before;
+    assert.ok(due > 3500_000 && due < 3700_000, `run_at ${job.run_at} is ${due} ms away`);
+    await assert.rejects(api.enqueue(KIND, { user_id: 11 }, { delay: -1 }), (e: unknown) => {
+      assert.equal((e as APIError).status, 400);
+      return true;
+    });
+    await assert.rejects(api.enqueue("clients.http-forced.v1", { n: 1 }), (e: unknown) => {
+      assert.equal((e as APIError).status, 422);
+      assert.match(String((e as APIError).problem.detail), /clients\.http-forced\.v1/);
+      return true;
+    });
+    const forced = await api.enqueue("clients.http-forced.v1", { n: 1 }, { force: true, delay: 3600 });
+    assert.equal(forced.kind, "clients.http-forced.v1");
+  });
+
   test("a wrong token is 401", async () => {
     await assert.rejects(new HTTPClient(apiURL, "x".repeat(40)).enqueue(KIND, { user_id: 1 }), (e: unknown) => {
       assert.equal((e as APIError).status, 401);

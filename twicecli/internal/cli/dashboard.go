@@ -26,11 +26,14 @@ type dashboardFlags struct {
 	hosts     []string
 	secure    bool
 	file      string
+	tokenFlag string // the token file flag's name, for messages
+	tokenFile string
 }
 
 // register adds the flags to cmd: --PREFIX (the address), and
-// --PREFIX-basic-auth, --PREFIX-token and --PREFIX-read-only; with an
-// empty prefix --addr, --basic-auth, --token and --read-only.
+// --PREFIX-basic-auth, --PREFIX-token, --PREFIX-api-token-file,
+// --PREFIX-read-only and the rest; with an empty prefix --addr,
+// --basic-auth, --token, --api-token-file, --read-only and the rest.
 func (d *dashboardFlags) register(cmd *cobra.Command, prefix, defaultAddr, what string) {
 	f := cmd.Flags()
 	name := func(s string) string {
@@ -49,6 +52,10 @@ func (d *dashboardFlags) register(cmd *cobra.Command, prefix, defaultAddr, what 
 		"USER:PASSWORD the dashboard requires (env TWICE_DASHBOARD_BASIC_AUTH, which keeps it out of ps)")
 	f.StringVar(&d.token, name("token"), os.Getenv("TWICE_DASHBOARD_TOKEN"),
 		"bearer token the dashboard requires (env TWICE_DASHBOARD_TOKEN, which keeps it out of ps)")
+	d.tokenFlag = "--" + name("api-token-file")
+	f.StringVar(&d.tokenFile, name("api-token-file"), "",
+		"file of the JSON API's tokens, one a line: TOKEN or NAME TOKEN (NAME is logged as who acted; # starts a comment); "+
+			"combined with env "+apiTokensEnv+" (comma separated, same entries). Writes to /api/v1 need one of them")
 	f.BoolVar(&d.readOnly, name("read-only"), false, "serve the dashboard without its actions (retry, cancel, discard, pause, kill switches)")
 	f.StringSliceVar(&d.hosts, name("allowed-host"), nil,
 		"a host name the dashboard answers besides localhost and loopback addresses (repeatable; a leading *. allows subdomains); without authentication no other name is answered, which stops DNS rebinding")
@@ -62,6 +69,11 @@ func (d *dashboardFlags) options(logger *slog.Logger, metrics *twicemetrics.Metr
 	if metrics != nil {
 		o.Metrics = metrics.Handler()
 	}
+	tokens, err := readAPITokens(d.tokenFlag, d.tokenFile, os.Getenv(apiTokensEnv))
+	if err != nil {
+		return o, err
+	}
+	o.APITokens = tokens
 	if d.basicAuth != "" {
 		user, pass, ok := strings.Cut(d.basicAuth, ":")
 		if !ok || user == "" || pass == "" {
@@ -78,7 +90,8 @@ func (d *dashboardFlags) options(logger *slog.Logger, metrics *twicemetrics.Metr
 // not started: it runs no worker). It refuses a non-loopback address
 // without authentication before serving anything. When the address is only
 // the default (optional), a port already taken is reported and the command
-// goes on without a dashboard.
+// goes on without a dashboard. wait is never nil, even with an error, so
+// a caller may defer it before it knows.
 func (d *dashboardFlags) start(ctx context.Context, client *twice.Client, metrics *twicemetrics.Metrics,
 	logger *slog.Logger, out io.Writer, optional bool) (wait func(), err error) {
 	if d.addr == "" {
@@ -86,11 +99,11 @@ func (d *dashboardFlags) start(ctx context.Context, client *twice.Client, metric
 	}
 	o, err := d.options(logger, metrics)
 	if err != nil {
-		return nil, err
+		return func() {}, err
 	}
 	h, err := twiceweb.New(client, o)
 	if err != nil {
-		return nil, err
+		return func() {}, err
 	}
 	ln, err := twiceweb.Listen(d.addr, h)
 	if err != nil && optional && !errors.Is(err, twiceweb.ErrNeedsAuth) {
@@ -98,9 +111,16 @@ func (d *dashboardFlags) start(ctx context.Context, client *twice.Client, metric
 		return func() {}, nil
 	}
 	if err != nil {
-		return nil, &usageError{err: fmt.Errorf("%s %s: %w", d.flag, d.addr, err)}
+		return func() {}, &usageError{err: fmt.Errorf("%s %s: %w", d.flag, d.addr, err)}
 	}
 	fmt.Fprintf(out, "dashboard: http://%s/ (metrics at /metrics)\n", ln.Addr())
+	if n := len(o.APITokens); n > 0 {
+		names := make([]string, n)
+		for i, t := range o.APITokens {
+			names[i] = t.Name
+		}
+		fmt.Fprintf(out, "dashboard: JSON API writes at /api/v1 take %d token(s): %s\n", n, strings.Join(names, ", "))
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -124,9 +144,19 @@ each logged with who and why. --read-only hides those too.
 
 Kinds this binary does not register are described by the catalog the
 workers publish: their switches, fail-closed flags and sensitive fields.
-An address other than loopback needs --basic-auth or --token.`,
+An address other than loopback needs --basic-auth or --token.
+
+The JSON API under /api/v1 (enqueue, cancel, retry, pause, switches)
+writes only for a caller sending "Authorization: Bearer TOKEN" with one
+of its API tokens, read from --api-token-file (one a line) and from
+TWICE_API_TOKENS (comma separated); both are used when both are given.
+An entry is TOKEN or NAME TOKEN: NAME is logged as who acted, and a bare
+token is named token-<first 8 hex digits of its SHA-256>. A token is at
+least 32 bytes of printable ASCII: 'openssl rand -hex 32' makes one.
+API tokens open neither the pages nor a non-loopback address.`,
 		Example: `  twice dashboard --db postgres://twice@db/prod --addr 127.0.0.1:8090
-  TWICE_DASHBOARD_TOKEN=s3cret twice dashboard --addr 0.0.0.0:8090 --read-only`,
+  TWICE_DASHBOARD_TOKEN=s3cret twice dashboard --addr 0.0.0.0:8090 --read-only
+  twice dashboard --db postgres://twice@db/prod --api-token-file /run/secrets/twice-api-tokens`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			if dash.addr == "" {
