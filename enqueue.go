@@ -127,7 +127,10 @@ var ErrInvalidArgs = usageError("invalid job args")
 // holds for it (or, when it holds none, the name rule on its keys); any
 // other kind is refused with ErrUnknownKind, so a typo never queues a job
 // nobody will run, unless opts.AllowUnknownKind. A registered kind is decoded into its type and enqueued
-// as Enqueue would, so its IdempotencyKey applies.
+// as Enqueue would, so its IdempotencyKey applies. A catalogued kind this
+// client does not register takes the catalog's queue and max attempts
+// where opts give none, as PostgreSQL's twice_enqueue does, so its job
+// goes to the queue its worker listens on.
 func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ValidateKind(kind); err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)

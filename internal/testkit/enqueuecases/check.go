@@ -76,9 +76,9 @@ func (e Expect) CheckGoErr(err error) error {
 	case err == nil:
 		return fmt.Errorf("accepted, want refused as %s (%q)", e.Refused, e.Says)
 	case !errors.Is(err, e.Refused.GoErr()):
-		return fmt.Errorf("error %q does not wrap %v, which class %s maps to", err, e.Refused.GoErr(), e.Refused)
+		return fmt.Errorf("error %q does not wrap %q, which class %s maps to", err.Error(), e.Refused.GoErr().Error(), e.Refused)
 	case !strings.Contains(err.Error(), e.Says):
-		return fmt.Errorf("error %q does not say %q", err, e.Says)
+		return fmt.Errorf("error %q does not say %q", err.Error(), e.Says)
 	}
 	return nil
 }
