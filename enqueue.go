@@ -127,7 +127,10 @@ var ErrInvalidArgs = usageError("invalid job args")
 // holds for it (or, when it holds none, the name rule on its keys); any
 // other kind is refused with ErrUnknownKind, so a typo never queues a job
 // nobody will run, unless opts.AllowUnknownKind. A registered kind is decoded into its type and enqueued
-// as Enqueue would, so its IdempotencyKey applies.
+// as Enqueue would, so its IdempotencyKey applies. A catalogued kind this
+// client does not register takes the catalog's queue and max attempts
+// where opts give none, as PostgreSQL's twice_enqueue does, so its job
+// goes to the queue its worker listens on.
 func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ValidateKind(kind); err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
@@ -147,11 +150,11 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 	if err != nil {
 		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
 	}
-	catalogued, fields, err := c.catalogKind(ctx, kind)
+	info, err := c.catalogKind(ctx, kind)
 	if err != nil {
 		return nil, fmt.Errorf("twice: enqueue %q: %w", kind, err)
 	}
-	if !known[kind] && !catalogued && (opts == nil || !opts.AllowUnknownKind) {
+	if !known[kind] && info == nil && (opts == nil || !opts.AllowUnknownKind) {
 		return nil, fmt.Errorf("twice: enqueue %q: %w: no registered handler, catalogued kind or live worker knows it (known kinds: %s)",
 			kind, ErrUnknownKind, strings.Join(c.knownKinds(known), ", "))
 	}
@@ -159,11 +162,28 @@ func (c *Client) EnqueueJSON(ctx context.Context, kind string, raw []byte, opts 
 	// kind catalog (names, JSON types). Without them the raw keys get the
 	// name rule that registration gives Go fields, so a secret cannot ride
 	// in by JSON either way.
+	var fields []ArgField
+	if info != nil && len(info.Args) > 0 {
+		// An empty list is no list: the catalog stores a kind whose type
+		// encodes itself (ArgFields nil) as [] too, as twice_enqueue reads it.
+		fields = info.Args
+	}
 	if err := CheckArgsJSON(kind, compact.Bytes(), fields, c.cfg.MaxArgsBytes); err != nil {
 		return nil, fmt.Errorf("twice: enqueue: %w", err)
 	}
+	// The catalog's queue and max attempts stand in for the registration
+	// this client does not have (call, then kind, then client default), as
+	// they do for twice_enqueue: a job goes where its worker listens.
+	o := EnqueueOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if info != nil {
+		o.Queue = cmp.Or(o.Queue, info.Queue)
+		o.MaxAttempts = cmp.Or(o.MaxAttempts, info.MaxAttempts)
+	}
 	ctx, end := c.traceEnqueue(ctx, traceOpEnqueue, 1)
-	p, err := c.insertParams(ctx, kind, compact.Bytes(), "", opts)
+	p, err := c.insertParams(ctx, kind, compact.Bytes(), "", &o)
 	if err != nil {
 		err = fmt.Errorf("twice: enqueue: %w: %w", ErrInvalidArgs, err)
 		end(nil, err)
@@ -192,20 +212,21 @@ func (c *Client) liveKinds(ctx context.Context) (map[string]bool, error) {
 	return known, nil
 }
 
-// catalogKind reads the kind catalog once for kind: whether a worker
-// published it, live or not (its jobs wait for that worker to come back),
-// and the args fields it holds for it (nil when its shape is unknown).
-func (c *Client) catalogKind(ctx context.Context, kind string) (catalogued bool, fields []ArgField, err error) {
+// catalogKind reads the kind catalog once for kind: what a worker
+// published for it, live or not (its jobs wait for that worker to come
+// back): its queue, max attempts and args fields. It is nil for a kind no
+// worker published.
+func (c *Client) catalogKind(ctx context.Context, kind string) (*twicetype.KindInfo, error) {
 	res, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
 	if err != nil {
-		return false, nil, fmt.Errorf("read the kind catalog: %w", err)
+		return nil, fmt.Errorf("read the kind catalog: %w", err)
 	}
-	for _, k := range res.Kinds {
-		if k.Kind == kind {
-			return true, k.Args, nil
+	for i := range res.Kinds {
+		if res.Kinds[i].Kind == kind {
+			return &res.Kinds[i], nil
 		}
 	}
-	return false, nil, nil
+	return nil, nil
 }
 
 func (c *Client) knownKinds(live map[string]bool) []string {
@@ -312,6 +333,13 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	}
 	if p.MaxAttempts < 1 {
 		return nil, fmt.Errorf("kind %q: MaxAttempts %d: use at least 1", kind, p.MaxAttempts)
+	}
+	if p.MaxAttempts > math.MaxInt32 {
+		return nil, fmt.Errorf("kind %q: MaxAttempts %d is not a 32-bit integer: use at most %d", kind, p.MaxAttempts, math.MaxInt32)
+	}
+	if p.Priority < math.MinInt32 || p.Priority > math.MaxInt32 {
+		return nil, fmt.Errorf("kind %q: Priority %d is not a 32-bit integer: use one from %d to %d (lower runs first)",
+			kind, p.Priority, math.MinInt32, math.MaxInt32)
 	}
 	u, err := uniqueOf(e, o.Unique)
 	if err != nil {
