@@ -82,6 +82,10 @@ type Config struct {
 	// Observer is the client's Config.Observer, to measure what one costs.
 	// Defaults to none.
 	Observer twice.Observer
+	// Tracer and EnqueueMetadata are the client's, to measure what
+	// tracing costs. Default to none.
+	Tracer          twice.Tracer
+	EnqueueMetadata func(context.Context) map[string]string
 }
 
 // Result is a run's summary, printed as one JSON line.

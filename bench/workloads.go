@@ -82,12 +82,14 @@ func (r *runner) client() (*twice.Client, error) {
 		return nil, err
 	}
 	return twice.NewClient(r.cfg.Store, twice.Config{
-		Registry:   reg,
-		Queues:     []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: r.cfg.Workers}},
-		MaxWorkers: r.cfg.Workers,
-		FetchLimit: r.cfg.FetchLimit,
-		Logger:     r.cfg.Logger,
-		Observer:   r.cfg.Observer,
+		Registry:        reg,
+		Queues:          []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: r.cfg.Workers}},
+		MaxWorkers:      r.cfg.Workers,
+		FetchLimit:      r.cfg.FetchLimit,
+		Logger:          r.cfg.Logger,
+		Observer:        r.cfg.Observer,
+		Tracer:          r.cfg.Tracer,
+		EnqueueMetadata: r.cfg.EnqueueMetadata,
 	})
 }
 

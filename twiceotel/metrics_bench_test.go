@@ -5,40 +5,46 @@ import (
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/bench"
 	"github.com/twicejobs/twice/internal/testkit/pgtest"
 	"github.com/twicejobs/twice/twiceotel"
 	"github.com/twicejobs/twice/twicepg"
 )
 
-// BenchmarkBurndownMetrics: a burn-down of b.N no-op jobs (at least 1,000)
-// by 2,000 workers on PostgreSQL, with no observer and with Metrics on an
-// SDK meter provider whose reader is never collected (the cost of
-// recording, not of exporting). Run it with -count to alternate the two
-// sides, so the machine's load falls on both alike.
-func BenchmarkBurndownMetrics(b *testing.B) {
-	for _, side := range []string{"off", "otel-metrics"} {
-		b.Run("observer="+side, func(b *testing.B) {
+// BenchmarkBurndownTelemetry: a burn-down of b.N no-op jobs (at least
+// 1,000) by 2,000 workers on PostgreSQL, with no telemetry, with Metrics
+// on an SDK meter provider whose reader is never collected, and with
+// Metrics and a Tracer on an always-sampling SDK tracer provider that
+// batches to a no-op exporter (the cost of recording, not of exporting).
+// Run it with -count to alternate the sides, so the machine's load falls
+// on all alike.
+func BenchmarkBurndownTelemetry(b *testing.B) {
+	for _, side := range []string{"off", "metrics", "metrics+traces"} {
+		b.Run("otel="+side, func(b *testing.B) {
 			u, _ := pgtest.Schema(b, "bench_otel")
 			store, err := twicepg.Open(context.Background(), pgtest.WithParams(b, u, map[string]string{"pool_max_conns": "20"}))
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer store.Close()
-			var observer twice.Observer
+			cfg := bench.Config{Store: store, Mode: bench.ModeBurndown, Jobs: max(b.N, 1000), Workers: 2000}
 			if side != "off" {
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 				defer func() { _ = mp.Shutdown(context.Background()) }()
-				m, err := twiceotel.NewMetrics(mp, store)
-				if err != nil {
+				if cfg.Observer, err = twiceotel.NewMetrics(mp, store); err != nil {
 					b.Fatal(err)
 				}
-				observer = m
 			}
-			res, err := bench.Run(context.Background(), bench.Config{Store: store, Mode: bench.ModeBurndown, Jobs: max(b.N, 1000),
-				Workers: 2000, Observer: observer})
+			if side == "metrics+traces" {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+					sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				defer func() { _ = tp.Shutdown(context.Background()) }()
+				cfg.Tracer, cfg.EnqueueMetadata = twiceotel.NewTracer(tp), twiceotel.Inject
+			}
+			res, err := bench.Run(context.Background(), cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -369,3 +369,50 @@ func (s *spans) parentName(child sdktrace.ReadOnlySpan) string {
 	}
 	return ""
 }
+
+// TestTracerFencedThenHit is the README's trace: an attempt whose effect
+// happened after its lease was lost ends fenced (its ClaimAfter marker is
+// claimed all the same), and the next attempt finds the marker: hit, a
+// no-op, linked to the fenced attempt. Run with -v to print the trace.
+func TestTracerFencedThenHit(t *testing.T) {
+	sp := newSpans(t)
+	store, reg := tracedRuntime(t)
+	tracer := twiceotel.NewTracer(sp.tp)
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	twice.MustRegister(reg, twice.HandlerFunc[spanned](func(context.Context, *twice.Job[spanned]) error {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-release // the effect takes longer than the lease
+		}
+		return nil
+	}), &twice.KindOpts{Strategy: twice.ClaimAfter})
+	first := startTraced(t, store, reg, tracer, func(c *twice.Config) { c.LeaseDuration = time.Second })
+	res, err := first.Enqueue(context.Background(), spanned{N: 7}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Closed(t, started, "attempt 1 to start")
+	if _, err := store.JobRescue(context.Background(), &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- first.Shutdown(context.Background(), 10*time.Second) }() // fetches nothing more
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	startTraced(t, store, reg, tracer, nil) // the next worker in this process
+	waitState(t, store, res.Job.ID, twicetype.JobStateCompleted)
+	waitfor.Cond(t, "two delivery spans", func() bool { return len(sp.where("process ")) == 2 }, sp.describe)
+
+	fenced := sp.where("process ", "twice.marker=claimed", "twice.outcome=fenced", "twice.epoch=1")
+	hit := sp.where("process ", "twice.marker=hit", "twice.outcome=noop", "twice.epoch=2")
+	if len(fenced) != 1 || len(hit) != 1 || !linksTo(hit[0], fenced[0], "previous") {
+		t.Fatalf("want a fenced attempt that claimed, then a hit linked to it:\n%s", sp.describe())
+	}
+	if calls.Load() != 1 {
+		t.Errorf("the effect ran %d times, want once", calls.Load())
+	}
+	t.Logf("trace:\n%s", sp.describe())
+}
