@@ -2,6 +2,7 @@ package twiceotel_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -17,12 +18,13 @@ import (
 // BenchmarkBurndownTelemetry: a burn-down of b.N no-op jobs (at least
 // 1,000) by 2,000 workers on PostgreSQL, with no telemetry, with Metrics
 // on an SDK meter provider whose reader is never collected, and with
-// Metrics and a Tracer on an always-sampling SDK tracer provider that
-// batches to a no-op exporter (the cost of recording, not of exporting).
+// Metrics and a Tracer on an SDK tracer provider that batches to a no-op
+// exporter (the cost of recording, not of exporting), sampling every
+// trace and, as production often does, one in ten.
 // Run it with -count to alternate the sides, so the machine's load falls
 // on all alike.
 func BenchmarkBurndownTelemetry(b *testing.B) {
-	for _, side := range []string{"off", "metrics", "metrics+traces"} {
+	for _, side := range []string{"off", "metrics", "metrics+traces", "metrics+traces@10%"} {
 		b.Run("otel="+side, func(b *testing.B) {
 			u, _ := pgtest.Schema(b, "bench_otel")
 			store, err := twicepg.Open(context.Background(), pgtest.WithParams(b, u, map[string]string{"pool_max_conns": "20"}))
@@ -38,9 +40,12 @@ func BenchmarkBurndownTelemetry(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if side == "metrics+traces" {
-				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
-					sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			if strings.HasPrefix(side, "metrics+traces") {
+				sampler := sdktrace.AlwaysSample()
+				if strings.HasSuffix(side, "@10%") {
+					sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.1))
+				}
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 				defer func() { _ = tp.Shutdown(context.Background()) }()
 				cfg.Tracer, cfg.EnqueueMetadata = twiceotel.NewTracer(tp), twiceotel.Inject
 			}

@@ -2,8 +2,7 @@ package twiceotel
 
 import (
 	"context"
-	"fmt"
-	"strconv"
+	"encoding/hex"
 	"strings"
 	"sync"
 
@@ -35,6 +34,15 @@ const (
 	// (the first delivery of this attempt, Config.Redeliver) or dependency
 	// (a workflow task this one waited for).
 	attrLink = attribute.Key("twice.link")
+)
+
+// The links' attributes (twice.link), shared by every link of their kind:
+// the SDK copies what it keeps.
+var (
+	linkProducer   = []attribute.KeyValue{attrLink.String("producer")}
+	linkPrevious   = []attribute.KeyValue{attrLink.String("previous")}
+	linkRedelivery = []attribute.KeyValue{attrLink.String("redelivery")}
+	linkDependency = []attribute.KeyValue{attrLink.String("dependency")}
 )
 
 // system is messaging.system's value.
@@ -134,31 +142,38 @@ func enqueued(span trace.Span, jobs []*twicetype.JobRow) {
 
 // StartDelivery starts a delivery's consumer span.
 func (t *Tracer) StartDelivery(ctx context.Context, job *twicetype.JobRow, s twice.Strategy, earlier context.Context) (context.Context, twice.DeliverySpan) {
-	carrier := propagation.MapCarrier(job.Metadata)
-	ctx = propagation.Baggage{}.Extract(ctx, carrier)
-	producer := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
-	var links []trace.Link
-	seen := map[trace.SpanID]bool{}
-	link := func(sc trace.SpanContext, what string) {
-		if sc.IsValid() && !seen[sc.SpanID()] {
-			seen[sc.SpanID()] = true
-			links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attrLink.String(what)}})
+	if _, ok := job.Metadata["baggage"]; ok {
+		ctx = propagation.Baggage{}.Extract(ctx, propagation.MapCarrier(job.Metadata))
+	}
+	producer := parseTraceparent(job.Metadata["traceparent"])
+	links := make([]trace.Link, 0, 4)
+	link := func(sc trace.SpanContext, what []attribute.KeyValue) {
+		if !sc.IsValid() {
+			return
 		}
+		for _, l := range links {
+			if l.SpanContext.SpanID() == sc.SpanID() {
+				return
+			}
+		}
+		links = append(links, trace.Link{SpanContext: sc, Attributes: what})
 	}
-	link(producer, "producer")
+	link(producer, linkProducer)
 	if earlier != nil {
-		link(trace.SpanContextFromContext(earlier), "redelivery")
+		link(trace.SpanContextFromContext(earlier), linkRedelivery)
 	}
-	stored := "previous"
-	if job.Epoch <= 1 {
-		stored = "dependency" // a first delivery: the traces a workflow task's release carried
-	}
-	for tp := range strings.SplitSeq(job.Trace, ",") {
-		link(parseTraceparent(tp), stored)
+	if job.Trace != "" {
+		stored := linkPrevious
+		if job.Epoch <= 1 {
+			stored = linkDependency // a first delivery: the traces a workflow task's release carried
+		}
+		for tp := range strings.SplitSeq(job.Trace, ",") {
+			link(parseTraceparent(tp), stored)
+		}
 	}
 	t.mu.Lock()
 	if r, ok := t.recent[job.ID]; ok && r.epoch < job.Epoch {
-		link(r.span, "previous")
+		link(r.span, linkPrevious)
 	}
 	t.mu.Unlock()
 
@@ -166,16 +181,19 @@ func (t *Tracer) StartDelivery(ctx context.Context, job *twicetype.JobRow, s twi
 	if producer.IsValid() {
 		parent = trace.ContextWithRemoteSpanContext(ctx, producer)
 	}
+	// What a sampler may look at goes in at the start; the rest with the
+	// outcome, in one write.
 	ctx, span := t.tracer.Start(parent, "process "+job.Queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
-		trace.WithAttributes(attrSystem.String(system), attrOperationType.String("process"), attrOperation.String("process"),
-			attrDestination.String(job.Queue), attrMessageID.String(job.MessageID), attrJobID.Int64(job.ID),
-			attrKind.String(job.Kind), attrStrategy.String(s.String()), attrEpoch.Int64(job.Epoch), attrAttempt.Int(job.Attempt)))
+		trace.WithAttributes(attrSystem.String(system), attrOperationType.String("process"), attrDestination.String(job.Queue),
+			attrKind.String(job.Kind)))
 	sc := span.SpanContext()
 	if earlier == nil { // a redelivered pair's second delivery is not the attempt's own
 		t.remember(job, sc)
 	}
 	return ctx, twice.DeliverySpan{Trace: traceparent(sc), End: func(end twice.DeliveryEnd) {
-		span.SetAttributes(attrMarker.String(end.Marker), attrOutcome.String(end.Outcome))
+		span.SetAttributes(attrOperation.String("process"), attrMessageID.String(job.MessageID), attrJobID.Int64(job.ID),
+			attrStrategy.String(s.String()), attrEpoch.Int64(job.Epoch), attrAttempt.Int(job.Attempt),
+			attrMarker.String(end.Marker), attrOutcome.String(end.Outcome))
 		switch end.Outcome {
 		case "retry", "dead", "failed", "fenced", "unrecorded":
 			if end.Err != nil {
@@ -229,22 +247,34 @@ func traceparent(sc trace.SpanContext) string {
 	if !sc.IsValid() {
 		return ""
 	}
-	return fmt.Sprintf("00-%s-%s-%02x", sc.TraceID(), sc.SpanID(), byte(sc.TraceFlags()))
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var b [55]byte
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
+	return string(b[:])
 }
 
-// parseTraceparent reads a W3C traceparent, or returns an invalid span
-// context.
+// parseTraceparent reads a W3C traceparent (version 00), or returns an
+// invalid span context.
 func parseTraceparent(s string) trace.SpanContext {
-	parts := strings.Split(s, "-")
-	if len(parts) != 4 || parts[0] != "00" {
+	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
 		return trace.SpanContext{}
 	}
-	tid, err1 := trace.TraceIDFromHex(parts[1])
-	sid, err2 := trace.SpanIDFromHex(parts[2])
-	flags, err3 := strconv.ParseUint(parts[3], 16, 8)
+	var (
+		tid   trace.TraceID
+		sid   trace.SpanID
+		flags [1]byte
+	)
+	_, err1 := hex.Decode(tid[:], []byte(s[3:35]))
+	_, err2 := hex.Decode(sid[:], []byte(s[36:52]))
+	_, err3 := hex.Decode(flags[:], []byte(s[53:55]))
 	if err1 != nil || err2 != nil || err3 != nil {
 		return trace.SpanContext{}
 	}
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
-		TraceFlags: trace.TraceFlags(flags), Remote: true})
+		TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
 }
