@@ -27,6 +27,7 @@ type profiling struct {
 	pgStat     bool   // reset pg_stat_statements before each run, print the top statements after it
 	pgStatTop  int
 	run        int // child mode: which run this is, for the profile's file name
+	writes     pgWrites
 }
 
 // pgStatTopDefault is how many statements -pgstat prints per run.
@@ -37,23 +38,45 @@ func (p *profiling) flags() {
 	flag.BoolVar(&p.pgStat, "pgstat", false, "reset pg_stat_statements for the -pg database before each run and print its top statements by total time after it (the extension must be in shared_preload_libraries; on a shared server give the bench a database of its own, as the statistics are per database)")
 	flag.IntVar(&p.pgStatTop, "pgstat-top", pgStatTopDefault, "statements -pgstat prints per run")
 	flag.IntVar(&p.run, "run", 0, "internal: the run's number, for the CPU profile's file name")
+	p.writes.flags()
 }
 
 // spawnProfiled runs spawn with the profiling flags passed on, around it
 // the -pgstat reset and report, and after it the child's CPU time (from
 // the parent's rusage of its waited children) and the server's, so a run's
 // wall time splits into the twice process, PostgreSQL and waiting.
-func (o *options) spawnProfiled(ctx context.Context, workload, system string, run int) (*bench.Result, error) {
+func (o *options) spawnProfiled(ctx context.Context, workload, system string, run int) (res *bench.Result, err error) {
 	var extra []string
 	if o.cpuProfile != "" {
 		extra = append(extra, "-cpuprofile", o.cpuProfile, "-run", strconv.Itoa(run))
+	}
+	if o.writes.on {
+		schema := twiceSchema
+		if system == "river" {
+			schema = riverSchema
+		}
+		before, err := snapshotWrites(ctx, o.pg, schema)
+		if err != nil {
+			return nil, fmt.Errorf("-pgwrites: %w", err)
+		}
+		defer func() {
+			if res == nil {
+				return
+			}
+			after, err := snapshotWrites(ctx, o.pg, schema)
+			if err != nil {
+				fmt.Println("  -pgwrites:", err)
+				return
+			}
+			o.writes.report(before, after, res.Jobs)
+		}()
 	}
 	if !o.pgStat {
 		return o.spawn(ctx, workload, system, extra...)
 	}
 	stat := o.pgStatReset(ctx)
 	t0, before, server0 := time.Now(), childrenCPU(), postgresCPU()
-	res, err := o.spawn(ctx, workload, system, extra...)
+	res, err = o.spawn(ctx, workload, system, extra...)
 	if err != nil {
 		return nil, err
 	}
