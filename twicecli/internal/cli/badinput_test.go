@@ -248,6 +248,11 @@ func TestDashboardRefusesNonLoopbackWithoutAuth(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d with a --dashboard error:\n%s", args, r.code, ExitUsage, r.stderr)
 		}
 	}
+	// The stock dashboard's flag is --basic-auth: its error names it.
+	r := s.run("dashboard", "--addr", "127.0.0.1:0", "--basic-auth", "nopassword")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "--basic-auth: give USER:PASSWORD") || strings.Contains(r.stderr, "--dashboard-basic-auth") {
+		t.Errorf("dashboard --basic-auth nopassword: exit %d, want %d naming --basic-auth:\n%s", r.code, ExitUsage, r.stderr)
+	}
 }
 
 // TestBadBytes (issue 12 item 2): a flag value or argument that is not

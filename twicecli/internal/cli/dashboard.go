@@ -28,6 +28,7 @@ type dashboardFlags struct {
 	file      string
 	tokenFlag string // the token file flag's name, for messages
 	tokenFile string
+	authFlag  string // the basic-auth flag's name, for messages
 }
 
 // register adds the flags to cmd: --PREFIX (the address), and
@@ -48,6 +49,7 @@ func (d *dashboardFlags) register(cmd *cobra.Command, prefix, defaultAddr, what 
 	}
 	d.flag = "--" + addr
 	f.StringVar(&d.addr, addr, defaultAddr, what)
+	d.authFlag = "--" + name("basic-auth")
 	f.StringVar(&d.basicAuth, name("basic-auth"), os.Getenv("TWICE_DASHBOARD_BASIC_AUTH"),
 		"USER:PASSWORD the dashboard requires (env TWICE_DASHBOARD_BASIC_AUTH, which keeps it out of ps)")
 	f.StringVar(&d.token, name("token"), os.Getenv("TWICE_DASHBOARD_TOKEN"),
@@ -77,7 +79,7 @@ func (d *dashboardFlags) options(logger *slog.Logger, metrics *twicemetrics.Metr
 	if d.basicAuth != "" {
 		user, pass, ok := strings.Cut(d.basicAuth, ":")
 		if !ok || user == "" || pass == "" {
-			return o, usagef("--dashboard-basic-auth: give USER:PASSWORD, both non-empty")
+			return o, usagef("%s: give USER:PASSWORD, both non-empty", d.authFlag)
 		}
 		o.BasicAuth = &twiceweb.BasicAuth{User: user, Password: pass}
 	}
