@@ -88,3 +88,87 @@ func UniqueStatesPredicate(t *testing.T, version int, name, sql string) {
 		t.Errorf("migration %s lacks the predicate\n%s", name, driverkit.UniqueHeldSQL(""))
 	}
 }
+
+// OldRows is an OldSchema that also writes, around the store, the rows the
+// trace upgrade check needs, the way a twice of that version wrote them.
+type OldRows interface {
+	OldSchema
+	// InsertJobAt writes a job as InsertJob does (no unique key), at lease
+	// epoch epoch and with one attempt error, "boom" at attempt 1, and
+	// returns its id.
+	InsertJobAt(t *testing.T, state twicetype.JobState, epoch int64) int64
+	// InsertMarker writes handler's marker of key, claimed by job id in
+	// epoch.
+	InsertMarker(t *testing.T, handler, key string, id, epoch int64)
+	// InsertWorkflow writes a running workflow of two tasks of kind
+	// "k.v1", a then b: a's job available, b waiting for it. It returns the
+	// workflow's id and a's job id.
+	InsertWorkflow(t *testing.T) (wf, a int64)
+}
+
+// TraceUpgrade checks the migration that adds a job's trace (PostgreSQL's
+// 020, SQLite's 018), from version, the one before it: jobs in every
+// state keep their state, epoch, error history and markers, with an empty
+// trace; and a workflow in flight across the upgrade goes on, its waiting
+// task released, by the replaced release, with its dependency's trace.
+func TraceUpgrade(t *testing.T, openAt func(t *testing.T, version int) OldRows, version int) {
+	ctx := t.Context()
+	old := openAt(t, version)
+	ids := map[twicetype.JobState]int64{}
+	for _, st := range twicetype.AllJobStates {
+		ids[st] = old.InsertJobAt(t, st, 5)
+	}
+	old.InsertMarker(t, "h", "key-1", ids[twicetype.JobStateCompleted], 5)
+	wf, a := old.InsertWorkflow(t)
+
+	s := old.Upgrade(t)
+	if applied, latest, err := s.SchemaVersion(ctx); err != nil || applied != latest {
+		t.Fatalf("SchemaVersion = %d, %d, %v", applied, latest, err)
+	}
+	for st, id := range ids {
+		j, err := s.JobGet(ctx, &twicestore.JobGetParams{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != st || j.Epoch != 5 || len(j.Errors) != 1 || j.Errors[0].Error != "boom" || j.Trace != "" {
+			t.Errorf("job %d (%s) after the upgrade: state %s, epoch %d, errors %v, trace %q", id, st, j.State, j.Epoch, j.Errors, j.Trace)
+		}
+	}
+	if m, err := s.MarkerPeek(ctx, &twicestore.MarkerParams{Handler: "h", Key: "key-1"}); err != nil || !m.Processed ||
+		m.Marker.JobID != ids[twicetype.JobStateCompleted] || m.Marker.Epoch != 5 {
+		t.Errorf("the marker after the upgrade: %+v, %v", m, err)
+	}
+
+	// The workflow goes on: a completes with a trace, and b is released
+	// with it.
+	now := time.Now()
+	var leased *twicetype.JobRow
+	res, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{"k.v1"}, Limit: 100,
+		Node: "n", Now: now.Add(time.Hour), LeaseUntil: now.Add(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range res.Jobs {
+		if j.ID == a {
+			leased = j
+		}
+	}
+	if leased == nil {
+		t.Fatalf("task a's job %d was not fetched after the upgrade", a)
+	}
+	const trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	fin, err := s.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{ID: a, Epoch: leased.Epoch,
+		State: twicetype.JobStateCompleted, FinishedAt: now, Trace: trace}}})
+	if err != nil || !fin.Applied[0] {
+		t.Fatalf("complete task a: %+v, %v", fin, err)
+	}
+	g, err := s.WorkflowGet(ctx, &twicestore.WorkflowGetParams{ID: wf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range g.Tasks {
+		if task.Name == "b" && (task.Job == nil || task.Job.State != twicetype.JobStateAvailable || task.Job.Trace != trace) {
+			t.Errorf("task b after a completed: %+v, want its job available with a's trace", task.Job)
+		}
+	}
+}

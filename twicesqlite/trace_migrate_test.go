@@ -1,0 +1,71 @@
+package twicesqlite
+
+import (
+	"testing"
+
+	"github.com/twicejobs/twice/twicestore/storetest"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+func TestMigration018AttemptTrace(t *testing.T) {
+	t.Parallel()
+	storetest.TraceUpgrade(t, func(t *testing.T, version int) storetest.OldRows {
+		return openOldSchema(t, version).(oldSchema)
+	}, 17)
+}
+
+func (o oldSchema) InsertJobAt(t *testing.T, state twicetype.JobState, epoch int64) int64 {
+	t.Helper()
+	var finishedAt any
+	if state.Finished() {
+		finishedAt = 2
+	}
+	res, err := o.db.ExecContext(t.Context(), `INSERT INTO twice_jobs (kind, queue, args, state, max_attempts, attempt, epoch, errors,
+			run_at, created_at, finished_at)
+		VALUES ('k.v1', 'default', x'7b7d', ?, 3, 1, ?, '[{"attempt": 1, "at": "2026-01-01T00:00:00Z", "error": "boom"}]', 1, 1, ?)`,
+		string(state), epoch, finishedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func (o oldSchema) InsertMarker(t *testing.T, handler, key string, id, epoch int64) {
+	t.Helper()
+	if _, err := o.db.ExecContext(t.Context(), `INSERT INTO twice_markers (handler, key, processed_at, job_id, epoch)
+		VALUES (?, ?, 1, ?, ?)`, handler, key, id, epoch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (o oldSchema) InsertWorkflow(t *testing.T) (wf, a int64) {
+	t.Helper()
+	ctx := t.Context()
+	res, err := o.db.ExecContext(ctx, `INSERT INTO twice_workflows (name, on_dead, tasks, created_at) VALUES ('wf', 'hold', 2, 1)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf, err = res.LastInsertId(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.db.ExecContext(ctx, `INSERT INTO twice_workflow_tasks (workflow_id, name, pending, state, kind, queue, args, max_attempts)
+		VALUES (?1, 'a', 0, 'enqueued', 'k.v1', 'default', x'7b7d', 3), (?1, 'b', 1, 'waiting', 'k.v1', 'default', x'7b7d', 3)`, wf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.db.ExecContext(ctx, `INSERT INTO twice_workflow_deps (workflow_id, dep, task) VALUES (?, 'a', 'b')`, wf); err != nil {
+		t.Fatal(err)
+	}
+	res, err = o.db.ExecContext(ctx, `INSERT INTO twice_jobs (kind, queue, args, max_attempts, run_at, created_at, workflow_id, workflow_task)
+		VALUES ('k.v1', 'default', x'7b7d', 3, 1, 1, ?, 'a')`, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = res.LastInsertId(); err != nil {
+		t.Fatal(err)
+	}
+	return wf, a
+}
