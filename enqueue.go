@@ -25,7 +25,8 @@ type EnqueueOpts struct {
 	Priority int
 	// RunAt delays the job until then.
 	RunAt time.Time
-	// Delay delays the job by this much from now; ignored when RunAt is set.
+	// Delay delays the job by this much from now, at most 100 years;
+	// ignored when RunAt is set.
 	Delay time.Duration
 	// MaxAttempts before the job is dead-lettered.
 	MaxAttempts int
@@ -284,6 +285,10 @@ func (c *Client) queueOf(e *kindEntry, callQueue string) string {
 	return cmp.Or(callQueue, kindQueue, c.cfg.DefaultQueue)
 }
 
+// maxDelay is the longest EnqueueOpts.Delay: 100 years, the SQL
+// function's bound too.
+const maxDelay = time.Duration(100 * 365.25 * 24 * float64(time.Hour))
+
 // insertParams resolves options (call, then kind, then client) and the
 // envelope of a job of kind with encoded args. The kind is looked up once,
 // here, and its registration (none for a kind this client does not
@@ -326,6 +331,8 @@ func (c *Client) insertParams(ctx context.Context, kind string, args []byte, key
 	switch {
 	case !o.RunAt.IsZero():
 		p.RunAt = o.RunAt
+	case o.Delay > maxDelay:
+		return nil, fmt.Errorf("kind %q: Delay %s is out of range: at most 100 years (as twice_enqueue's)", kind, o.Delay)
 	case o.Delay > 0:
 		p.RunAt = now.Add(o.Delay)
 	case o.Delay < 0:
