@@ -40,8 +40,10 @@ type options struct {
 	backlogRows int // waiting jobs in pg-backlog-growth's large side
 
 	// unpinned holds pg-steady's results once it ran, for the pinned
-	// workloads' ratios (see pinned.go).
-	unpinned map[string][]*bench.Result
+	// workloads' ratios, and unpinnedDead their n_dead_tup when a pinned
+	// workload ran them (see pinned.go).
+	unpinned     map[string][]*bench.Result
+	unpinnedDead map[string][]int64
 
 	// child mode
 	child    bool

@@ -101,17 +101,17 @@ func (p *pin) close(ctx context.Context) error {
 
 // runPinned runs w on each system with the pin open from before the child
 // starts (before it even empties the table) until after its dead tuples
-// are read, and, unless pg-steady ran already in this invocation (whose
-// results it then reuses), the unpinned steady run by run too, for each
-// system's ratio pinned/unpinned.
+// are read, and, unless pg-steady (or the other pinned workload) ran
+// already in this invocation (whose results it then reuses), the
+// unpinned steady run by run too, for each system's ratio
+// pinned/unpinned.
 func (o *options) runPinned(ctx context.Context, w workload, kind pinKind) ([]string, error) {
-	base := o.unpinned
+	base, baseDead := o.unpinned, o.unpinnedDead
 	needBase := base == nil
 	if needBase {
-		base = map[string][]*bench.Result{}
+		base, baseDead = map[string][]*bench.Result{}, map[string][]int64{}
 	}
-	pinned := map[string][]*bench.Result{}
-	dead, baseDead := map[string][]int64{}, map[string][]int64{}
+	pinned, dead := map[string][]*bench.Result{}, map[string][]int64{}
 	line := func(name string, run int, sys string, res *bench.Result, d int64, note string) {
 		fmt.Printf("%-24s run %d %-10s %9.0f jobs/s %7d jobs %7.2fs n_dead_tup %9d rss %6.1fMB %s\n",
 			name, run, sys, res.JobsPerS, res.Jobs, res.Seconds, d, res.MaxRSSMB, note)
@@ -139,14 +139,14 @@ func (o *options) runPinned(ctx context.Context, w workload, kind pinKind) ([]st
 		}
 	}
 	if needBase {
-		o.unpinned = base
+		o.unpinned, o.unpinnedDead = base, baseDead
 	}
 	a, b := w.systems[0], w.systems[1]
 	ta, tb := medianOf(pinned[a], jobsPerS), medianOf(pinned[b], jobsPerS)
 	lines := []string{fmt.Sprintf("%-24s %s %.0f jobs/s, %s %.0f jobs/s: ratio %.2f", w.name, a, ta, b, tb, ta/tb)}
 	for _, sys := range w.systems {
 		t, u := medianOf(pinned[sys], jobsPerS), medianOf(base[sys], jobsPerS)
-		unpinnedDead := "not read (pg-steady's runs reused)"
+		unpinnedDead := "not read (pg-steady's runs, reused, do not read it)"
 		if len(baseDead[sys]) > 0 {
 			unpinnedDead = fmt.Sprintf("%.0f", medianInt(baseDead[sys]))
 		}

@@ -452,11 +452,13 @@ func (o *options) scaleLoop(ctx context.Context, schema, unfinished string, star
 	if err != nil {
 		return nil, err
 	}
-	poll, err := pgx.Connect(ctx, u)
+	// A pool (the URL carries pool_max_conns, which pgx.Connect would
+	// send the server), used one query at a time: one connection.
+	poll, err := pgxpool.New(ctx, u)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = poll.Close(context.WithoutCancel(ctx)) }()
+	defer poll.Close()
 	fmt.Println("ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		return nil, fmt.Errorf("wait for the release: %w", err)
