@@ -59,8 +59,7 @@ func (o *options) runBacklog(ctx context.Context, w workload) ([]string, error) 
 	}
 	for i := range o.runs {
 		for _, sys := range rotated(w.systems, i) {
-			for k, n := range sizes {
-				n = sizes[(k+i)%len(sizes)]
+			for _, n := range rotated(sizes, i) {
 				res, err := o.spawnRun(ctx, w.name, sys, i+1, "-backlog-rows", fmt.Sprint(n))
 				if err != nil {
 					return nil, fmt.Errorf("run %d %s with %d waiting: %w", i+1, sys, n, err)

@@ -25,11 +25,11 @@ func (o *options) spawnRun(ctx context.Context, workload, system string, run int
 	return o.spawn(ctx, workload, system, extra...)
 }
 
-// rotated is systems starting at the i-th, so no side always runs on the
-// machine as the previous one left it.
-func rotated(systems []string, i int) []string {
-	k := i % len(systems)
-	return append(slices.Clone(systems[k:]), systems[:k]...)
+// rotated is v (the systems, or the sizes) starting at the i-th, so no
+// side always runs on the machine as the previous one left it.
+func rotated[T any](v []T, i int) []T {
+	k := i % len(v)
+	return append(slices.Clone(v[k:]), v[:k]...)
 }
 
 // hotTable is the schema-qualified table a system's fetches and

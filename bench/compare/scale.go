@@ -256,8 +256,11 @@ func (o *options) startScaleChild(ctx context.Context, workload, sys string, run
 // ready waits for the child's "ready" line.
 func (c *scaleChild) ready() error {
 	l, err := c.out.ReadString('\n')
-	if err != nil || strings.TrimSpace(l) != "ready" {
-		return fmt.Errorf("%s: printed %q before ready: %v", c.name, l, err)
+	if err != nil {
+		return fmt.Errorf("%s exited before it was ready (printed %q): %w", c.name, l, err)
+	}
+	if strings.TrimSpace(l) != "ready" {
+		return fmt.Errorf("%s printed %q, not ready", c.name, l)
 	}
 	return nil
 }
