@@ -118,24 +118,32 @@ func (o *options) runPinned(ctx context.Context, w workload, kind pinKind) ([]st
 	}
 	for i := range o.runs {
 		for _, sys := range rotated(w.systems, i) {
-			if needBase {
-				res, err := o.spawnRun(ctx, "pg-steady", sys, i+1)
-				if err != nil {
-					return nil, fmt.Errorf("unpinned run %d %s: %w", i+1, sys, err)
-				}
-				d, err := o.deadTuples(ctx, sys)
-				if err != nil {
-					return nil, err
-				}
-				base[sys], baseDead[sys] = append(base[sys], res), append(baseDead[sys], d)
-				line("pg-steady (unpinned)", i+1, sys, res, d, "")
+			// The unpinned and the pinned run alternate too.
+			sides := []string{"unpinned", "pinned"}
+			if !needBase {
+				sides = sides[1:]
 			}
-			res, d, note, err := o.pinnedRun(ctx, w.name, sys, i+1, kind)
-			if err != nil {
-				return nil, fmt.Errorf("run %d %s: %w", i+1, sys, err)
+			for _, side := range rotated(sides, i) {
+				if side == "unpinned" {
+					res, err := o.spawnRun(ctx, "pg-steady", sys, i+1)
+					if err != nil {
+						return nil, fmt.Errorf("unpinned run %d %s: %w", i+1, sys, err)
+					}
+					d, err := o.deadTuples(ctx, sys)
+					if err != nil {
+						return nil, err
+					}
+					base[sys], baseDead[sys] = append(base[sys], res), append(baseDead[sys], d)
+					line("pg-steady (unpinned)", i+1, sys, res, d, "")
+					continue
+				}
+				res, d, note, err := o.pinnedRun(ctx, w.name, sys, i+1, kind)
+				if err != nil {
+					return nil, fmt.Errorf("run %d %s: %w", i+1, sys, err)
+				}
+				pinned[sys], dead[sys] = append(pinned[sys], res), append(dead[sys], d)
+				line(w.name, i+1, sys, res, d, note)
 			}
-			pinned[sys], dead[sys] = append(pinned[sys], res), append(dead[sys], d)
-			line(w.name, i+1, sys, res, d, note)
 		}
 	}
 	if needBase {
