@@ -88,6 +88,8 @@ func (o *options) runChild(ctx context.Context) error {
 	defer stopProfile()
 	var res *bench.Result
 	switch {
+	case w.child != nil:
+		res, err = w.child(ctx, o)
 	case w.db == "sqlite":
 		dir, derr := os.MkdirTemp("", "twice-compare-")
 		if derr != nil {

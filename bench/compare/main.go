@@ -37,6 +37,13 @@ type options struct {
 	cooldown   time.Duration
 	only       string
 	profiling
+	backlogRows int // waiting jobs in pg-backlog-growth's large side
+
+	// unpinned holds pg-steady's results once it ran, for the pinned
+	// workloads' ratios, and unpinnedDead their n_dead_tup when a pinned
+	// workload ran them (see pinned.go).
+	unpinned     map[string][]*bench.Result
+	unpinnedDead map[string][]int64
 
 	// child mode
 	child    bool
@@ -54,6 +61,11 @@ type workload struct {
 	growth   bool     // the first side starts with growthRows finished jobs
 	latency  bool     // compare p50/p99 too
 	rssNoted bool     // print peak RSS
+	// run, when set, runs the whole workload in the parent instead of the
+	// loop of runAll and returns its summary lines (issue 23's workloads).
+	run func(ctx context.Context, o *options, w workload) ([]string, error)
+	// child, when set, is what a child of this workload runs.
+	child func(ctx context.Context, o *options) (*bench.Result, error)
 }
 
 func (o *options) workloads() []workload {
@@ -69,6 +81,11 @@ func (o *options) workloads() []workload {
 			systems: []string{"twice", "river"}, latency: true},
 		{name: "sqlite-burndown", db: "sqlite", cfg: burn("none", o.sqliteJobs), systems: []string{"twice", "river"}},
 		{name: "growth", db: "pg", cfg: burn("none", o.jobs), systems: []string{"twice-full", "twice"}, growth: true},
+		// Issue 23: see pinned.go, backlog.go and scale.go.
+		o.pinnedWorkload("pg-steady-pinned", pinSnapshot),
+		o.pinnedWorkload("pg-steady-idle-tx", pinIdleTx),
+		o.backlogWorkload(),
+		o.scaleWorkload(),
 	}
 }
 
@@ -84,7 +101,8 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 2000, "worker concurrency, the same for both systems (`river bench` uses 2,000)")
 	flag.IntVar(&o.poolConns, "pool-conns", 20, "PostgreSQL pool size, the same for both systems (pool_max_conns)")
 	flag.DurationVar(&o.cooldown, "river-fetch-cooldown", 2*time.Millisecond, "River's FetchCooldown (its default is 100ms; `river bench` uses 2ms, with a 20ms FetchPollInterval, which this also sets)")
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (default all): pg-burndown-none, pg-burndown-claim-after, pg-steady, pg-latency, sqlite-burndown, growth")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (default all): pg-burndown-none, pg-burndown-claim-after, pg-steady, pg-latency, sqlite-burndown, growth, pg-steady-pinned (steady while another session holds a REPEATABLE READ snapshot), pg-steady-idle-tx (steady while another session is idle in transaction after a write), pg-backlog-growth (burn-down with -backlog-rows waiting jobs in another queue vs 100,000), pg-scale-nodes (burn-down by 1, 2 and 4 worker processes)")
+	flag.IntVar(&o.backlogRows, "backlog-rows", 5_000_000, "waiting jobs (in a queue no worker listens on) already in the table for pg-backlog-growth's large side; its baseline has 100,000")
 	o.flags()
 	flag.BoolVar(&o.child, "child", false, "internal: run one system on one workload and print its JSON result")
 	flag.StringVar(&o.system, "system", "", "internal: twice, twice-full, river or ceiling")
@@ -131,6 +149,14 @@ func (o *options) runAll(ctx context.Context) error {
 	}
 	var summary []string
 	for _, w := range selected {
+		if w.run != nil {
+			lines, err := w.run(ctx, o, w)
+			if err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
+			}
+			summary = append(summary, lines...)
+			continue
+		}
 		results := map[string][]*bench.Result{}
 		for i := range o.runs {
 			// Each run starts with another side, so no side always runs
@@ -150,6 +176,9 @@ func (o *options) runAll(ctx context.Context) error {
 				fmt.Printf("%-24s run %d %-10s %9.0f jobs/s %7d jobs %7.2fs p50 %7.2fms p99 %7.2fms rss %6.1fMB\n",
 					w.name, i+1, sys, res.JobsPerS, res.Jobs, res.Seconds, res.P50ms, res.P99ms, res.MaxRSSMB)
 			}
+		}
+		if w.name == "pg-steady" {
+			o.unpinned = results
 		}
 		summary = append(summary, w.summarize(results)...)
 	}
