@@ -37,6 +37,7 @@ type options struct {
 	cooldown   time.Duration
 	only       string
 	profiling
+	chaos chaosOptions
 
 	// child mode
 	child    bool
@@ -86,12 +87,17 @@ func main() {
 	flag.DurationVar(&o.cooldown, "river-fetch-cooldown", 2*time.Millisecond, "River's FetchCooldown (its default is 100ms; `river bench` uses 2ms, with a 20ms FetchPollInterval, which this also sets)")
 	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (default all): pg-burndown-none, pg-burndown-claim-after, pg-steady, pg-latency, sqlite-burndown, growth")
 	o.flags()
+	o.chaos.flags()
 	flag.BoolVar(&o.child, "child", false, "internal: run one system on one workload and print its JSON result")
 	flag.StringVar(&o.system, "system", "", "internal: twice, twice-full, river or ceiling")
 	flag.StringVar(&o.workload, "workload", "", "internal: the workload's name")
 	flag.Parse()
 	if o.child {
-		if err := o.runChild(context.Background()); err != nil {
+		run := o.runChild
+		if o.workload == "chaos" {
+			run = o.runChaosChild
+		}
+		if err := run(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "compare child:", err)
 			os.Exit(1)
 		}
@@ -118,6 +124,12 @@ func (o *options) runAll(ctx context.Context) error {
 	}
 	if err := o.createSchemas(ctx); err != nil {
 		return err
+	}
+	if only := strings.Split(o.only, ","); slices.Contains(only, "chaos") {
+		// The correctness workload, run only when named (see chaos.go).
+		if err := o.runChaos(ctx); err != nil || len(only) == 1 {
+			return err
+		}
 	}
 	fmt.Printf("twice vs River, %d runs each, %d workers, pool of %d; %s; %s\n", o.runs, o.workers, o.poolConns, hogNote(), pgSettings(ctx, o.pg))
 	var selected []workload
