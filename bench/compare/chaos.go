@@ -28,8 +28,9 @@ import (
 const chaosWorkers = 3
 
 // chaosLease is how long a killed worker's jobs stay taken: twice's
-// LeaseDuration, River's RescueStuckJobsAfter. Both systems then look for
-// such jobs on their own cadence (30 s for each by default).
+// LeaseDuration, River's RescueStuckJobsAfter. Each system then looks for
+// such jobs on its own cadence (see chaosTwiceRescueInterval); Asynq's
+// lease (30 s, looked for every minute) is not settable.
 const chaosLease = 5 * time.Second
 
 // chaosRetryBackoff is the wait before a failed attempt is retried, the same
@@ -48,6 +49,7 @@ type chaosOptions struct {
 	drain     time.Duration
 	slots     int
 	work      time.Duration // 0: derived from duration, jobs and slots
+	redis     string        // Asynq's Redis
 
 	// child mode
 	mode string
@@ -62,6 +64,7 @@ func (c *chaosOptions) flags() {
 	flag.DurationVar(&c.drain, "chaos-drain", 5*time.Minute, "-only chaos: how long the survivors may take, after the last kill, to finish every job")
 	flag.IntVar(&c.slots, "chaos-slots", 10, "-only chaos: concurrent jobs in each worker process")
 	flag.DurationVar(&c.work, "chaos-work", 0, "-only chaos: handler time around its effect (default: what spreads the jobs over -chaos-duration: duration × 3 workers × slots / jobs)")
+	flag.StringVar(&c.redis, "asynq-redis", "127.0.0.1:6379", "-only chaos: the Redis the asynq mode runs on (the mode is skipped, with the reason, when none answers)")
 	flag.StringVar(&c.mode, "chaos-mode", "", "internal: the chaos mode a worker runs")
 	flag.StringVar(&c.node, "chaos-node", "", "internal: the chaos worker's node id")
 }
@@ -79,7 +82,7 @@ func (c *chaosOptions) handlerTime() time.Duration {
 // chaosMode is one system with one way of writing its effect.
 type chaosMode struct {
 	name   string
-	system string // "twice" or "river"
+	system string // "twice", "river" or "asynq"
 	// strategy is twice's strategy, or River's "default" or "complete-tx".
 	strategy string
 	// inTx says the effect commits with the job's completion.
@@ -93,6 +96,7 @@ var chaosModes = []chaosMode{
 	{name: "twice-none", system: "twice", strategy: "none"},
 	{name: "river-default", system: "river", strategy: "default"},
 	{name: "river-complete-tx", system: "river", strategy: "complete-tx", inTx: true},
+	{name: "asynq", system: "asynq", strategy: "default"},
 }
 
 func chaosModeNames() []string {
@@ -141,8 +145,10 @@ type chaosTally struct {
 	needsHuman     int // dead-lettered because the effect may have happened
 	lost           int // neither completed, nor unfinished, nor waiting for a human
 	completedTwice int // jobs moved into completed more than once
-	duplicates     int // ledger rows beyond one per effect key
-	missing        int // completed jobs whose effect key has no ledger row
+	// completedTwiceNA says the system keeps no record to count it from.
+	completedTwiceNA bool
+	duplicates       int // ledger rows beyond one per effect key
+	missing          int // completed jobs whose effect key has no ledger row
 }
 
 // chaosSchema is the schema a mode's system works in: its own, so the
@@ -170,11 +176,19 @@ func (o *options) runChaos(ctx context.Context) error {
 		return fmt.Errorf("chaos: give a positive -chaos-duration, -chaos-kill-every and -chaos-jobs")
 	}
 	fmt.Printf("chaos: %d worker processes of %d slots, one killed with SIGKILL every %s for %s and replaced at once; "+
-		"%d jobs per mode, each writing one ledger row; handler %s around its effect; lease %s, retry after %s, %d attempts; %s\n",
+		"%d jobs per mode, each writing one ledger row; handler %s around its effect; "+
+		"twice lease %s looked for every %s, River rescue after %s (its rescuer: at each leader's start, then every 30s), Asynq its fixed 30s lease looked for every 1m; "+
+		"retry after %s, %d attempts; %s\n",
 		chaosWorkers, o.chaos.slots, o.chaos.killEvery, o.chaos.duration, o.chaos.jobs, o.chaos.handlerTime(),
-		chaosLease, chaosRetryBackoff, chaosMaxAttempts, pgSettings(ctx, o.pg))
+		chaosLease, chaosTwiceRescueInterval, chaosLease, chaosRetryBackoff, chaosMaxAttempts, pgSettings(ctx, o.pg))
 	var tallies []*chaosTally
 	for _, m := range modes {
+		if m.system == "asynq" {
+			if reason := asynqReachable(o.chaos.redis); reason != "" {
+				fmt.Println("asynq: skipped:", reason)
+				continue
+			}
+		}
 		t, err := o.chaosRun(ctx, m)
 		if err != nil {
 			return fmt.Errorf("chaos %s: %w", m.name, err)
@@ -185,12 +199,8 @@ func (o *options) runChaos(ctx context.Context) error {
 	}
 	fmt.Println()
 	printChaosTable(tallies)
-	fmt.Println(asynqSkipped)
 	return nil
 }
-
-// asynqSkipped says why Asynq has no row.
-const asynqSkipped = "asynq: skipped: its client is not in this module yet (github.com/hibiken/asynq is in the module proxy; adding its mode on Redis is left to a later change)"
 
 func (o *options) chaosSide(ctx context.Context, m chaosMode) (chaosSide, error) {
 	u, err := o.schemaURL(chaosSchema(m.system))
@@ -202,6 +212,8 @@ func (o *options) chaosSide(ctx context.Context, m chaosMode) (chaosSide, error)
 		return newChaosTwice(ctx, o.pg, u, m)
 	case "river":
 		return newChaosRiver(ctx, o.pg, u, m)
+	case "asynq":
+		return newChaosAsynq(ctx, o.pg, u, o.chaos.redis)
 	}
 	return nil, fmt.Errorf("unknown system %q", m.system)
 }
@@ -293,7 +305,7 @@ func (o *options) chaosRun(ctx context.Context, m chaosMode) (*chaosTally, error
 func (o *options) startChaosWorker(m chaosMode, node string) (*chaosWorker, error) {
 	args := []string{"-child", "-system", m.system, "-workload", "chaos", "-chaos-mode", m.name, "-chaos-node", node,
 		"-pg", o.pg, "-pool-conns", fmt.Sprint(o.poolConns), "-chaos-slots", fmt.Sprint(o.chaos.slots),
-		"-chaos-work", o.chaos.handlerTime().String()}
+		"-chaos-work", o.chaos.handlerTime().String(), "-asynq-redis", o.chaos.redis}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -342,8 +354,11 @@ func (o *options) runChaosChild(ctx context.Context) error {
 	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
-	if m.system == "river" {
+	switch m.system {
+	case "river":
 		return chaosRiverWorkerRun(ctx, u, m, o.chaos)
+	case "asynq":
+		return chaosAsynqWorkerRun(ctx, u, o.chaos.redis, o.chaos)
 	}
 	return chaosTwiceWorker(ctx, u, m, o.chaos)
 }
@@ -374,18 +389,23 @@ func chaosExec(ctx context.Context, pool *pgxpool.Pool, stmts ...string) error {
 
 // ledgerDDL creates the effect's table (no unique constraint on the key:
 // a duplicate effect is a second row) and the witness of every move of a
-// job into completed, fed by a trigger on the system's jobs table.
+// job into completed, fed by a trigger on the system's jobs table (none
+// when jobsTable is "": its jobs are not in PostgreSQL).
 func ledgerDDL(jobsTable string) []string {
-	return []string{
+	ledger := []string{
 		`CREATE TABLE chaos_ledger (effect_key text NOT NULL, job_id bigint NOT NULL, at timestamptz NOT NULL DEFAULT now())`,
 		`CREATE INDEX chaos_ledger_key ON chaos_ledger (effect_key)`,
 		`CREATE TABLE chaos_completions (job_id bigint NOT NULL, at timestamptz NOT NULL DEFAULT now())`,
+	}
+	if jobsTable == "" {
+		return ledger
+	}
+	return append(ledger,
 		`CREATE FUNCTION chaos_record_completion() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN INSERT INTO chaos_completions (job_id) VALUES (NEW.id); RETURN NEW; END $$`,
-		`CREATE TRIGGER chaos_record_completion AFTER UPDATE ON ` + jobsTable + ` FOR EACH ROW
+		`CREATE TRIGGER chaos_record_completion AFTER UPDATE ON `+jobsTable+` FOR EACH ROW
 			WHEN (NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed')
-			EXECUTE FUNCTION chaos_record_completion()`,
-	}
+			EXECUTE FUNCTION chaos_record_completion()`)
 }
 
 // effectKey is job n's effect key.
@@ -410,10 +430,16 @@ func commonTally(ctx context.Context, pool *pgxpool.Pool, t *chaosTally) error {
 
 // printChaosTable prints one line per mode.
 func printChaosTable(ts []*chaosTally) {
-	fmt.Println("chaos: jobs lost = neither completed, nor still queued, nor dead-lettered for a human (ClaimBefore's \"effect may have happened\");")
-	fmt.Println("       completed twice = jobs the database saw move into completed more than once (a trigger's record);")
-	fmt.Println("       duplicate effects = ledger rows beyond one per effect key; in flight = the killed workers' running jobs, read right after each kill;")
-	fmt.Println("       effects missing = completed jobs with no ledger row")
+	for _, l := range []string{
+		"chaos: lost = jobs neither completed, nor still queued (unfinished: the drain gave up), nor dead-lettered for a human",
+		"       (needs-a-human: ClaimBefore's \"the effect may have happened\"); River's discarded and Asynq's archived jobs count as lost;",
+		"       completed twice = jobs the database saw move into completed more than once (a trigger on the jobs table; n/a for Asynq, whose Redis keeps no such history);",
+		"       duplicate effects = ledger rows beyond one per effect key (the ledger has no unique constraint);",
+		"       in flight at kills = the killed workers' running jobs, read right after each SIGKILL, summed (Asynq: its handlers' own record, start to return);",
+		"       effects missing = completed jobs with no ledger row",
+	} {
+		fmt.Println(l)
+	}
 	header := []string{"mode", "kills", "jobs", "lost", "needs-a-human", "unfinished", "completed twice", "duplicate effects",
 		"dup/1,000 kills", "in flight at kills", "effects missing", "drain"}
 	rows := [][]string{header}
@@ -422,12 +448,16 @@ func printChaosTable(ts []*chaosTally) {
 		if t.kills > 0 {
 			per = fmt.Sprintf("%.0f", float64(t.duplicates)*1000/float64(t.kills))
 		}
+		twice := fmt.Sprint(t.completedTwice)
+		if t.completedTwiceNA {
+			twice = "n/a"
+		}
 		drain := t.drain.Round(100 * time.Millisecond).String()
 		if !t.drained {
 			drain = "> " + drain
 		}
 		rows = append(rows, []string{t.mode, fmt.Sprint(t.kills), fmt.Sprint(t.jobs), fmt.Sprint(t.lost), fmt.Sprint(t.needsHuman),
-			fmt.Sprint(t.unfinished), fmt.Sprint(t.completedTwice), fmt.Sprint(t.duplicates), per, fmt.Sprint(t.inFlight),
+			fmt.Sprint(t.unfinished), twice, fmt.Sprint(t.duplicates), per, fmt.Sprint(t.inFlight),
 			fmt.Sprint(t.missing), drain})
 	}
 	widths := make([]int, len(header))

@@ -27,6 +27,11 @@ func (chaosTwiceArgs) Kind() string { return "chaos.ledger.v1" }
 // IdempotencyKey is the job's effect key.
 func (a chaosTwiceArgs) IdempotencyKey() string { return effectKey(a.N) }
 
+// chaosTwiceRescueInterval is how often twice's workers look for expired
+// leases (its default is 30 s). River's rescuer has no such setting: it
+// runs when a client becomes the leader, and every 30 s after.
+const chaosTwiceRescueInterval = time.Second
+
 // chaosTwice is the parent's view of twice's chaos schema.
 type chaosTwice struct {
 	admin *pgxpool.Pool // the -pg database, no schema
@@ -165,13 +170,14 @@ func chaosTwiceWorker(ctx context.Context, u string, m chaosMode, opts chaosOpti
 		return nil
 	}), &twice.KindOpts{Strategy: strategy, MaxAttempts: chaosMaxAttempts})
 	client, err := twice.NewClient(store, twice.Config{
-		Registry:      reg,
-		Queues:        []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: opts.slots}},
-		MaxWorkers:    opts.slots,
-		LeaseDuration: chaosLease,
-		Backoff:       func(int) time.Duration { return chaosRetryBackoff },
-		NodeID:        opts.node,
-		Logger:        chaosLogger(),
+		Registry:       reg,
+		Queues:         []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: opts.slots}},
+		MaxWorkers:     opts.slots,
+		LeaseDuration:  chaosLease,
+		RescueInterval: chaosTwiceRescueInterval,
+		Backoff:        func(int) time.Duration { return chaosRetryBackoff },
+		NodeID:         opts.node,
+		Logger:         chaosLogger(),
 	})
 	if err != nil {
 		return err
