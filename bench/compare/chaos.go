@@ -140,11 +140,15 @@ type chaosTally struct {
 	drain    time.Duration // from the last kill until no job was left to run
 	drained  bool
 
-	completed      int
-	unfinished     int // still queued or running when the drain gave up
-	needsHuman     int // dead-lettered because the effect may have happened
-	lost           int // neither completed, nor unfinished, nor waiting for a human
-	completedTwice int // jobs moved into completed more than once
+	completed  int
+	unfinished int // still queued or running when the drain gave up
+	needsHuman int // dead-lettered because the effect may have happened
+	// needsHumanApplied are those of them whose effect did happen: a
+	// human discards these, and releases the marker of the others and
+	// retries them.
+	needsHumanApplied int
+	lost              int // neither completed, nor unfinished, nor waiting for a human
+	completedTwice    int // jobs moved into completed more than once
 	// completedTwiceNA says the system keeps no record to count it from.
 	completedTwiceNA bool
 	duplicates       int // ledger rows beyond one per effect key
@@ -193,8 +197,8 @@ func (o *options) runChaos(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("chaos %s: %w", m.name, err)
 		}
-		fmt.Printf("%-20s %d kills, %d in flight at them, drained in %s: %d completed, %d lost, %d need a human, %d duplicate effects\n",
-			m.name, t.kills, t.inFlight, t.drain.Round(100*time.Millisecond), t.completed, t.lost, t.needsHuman, t.duplicates)
+		fmt.Printf("%-20s %d kills, %d in flight at them, drained in %s: %d completed, %d lost, %d need a human (%d of them had written their effect), %d duplicate effects\n",
+			m.name, t.kills, t.inFlight, t.drain.Round(100*time.Millisecond), t.completed, t.lost, t.needsHuman, t.needsHumanApplied, t.duplicates)
 		tallies = append(tallies, t)
 	}
 	fmt.Println()

@@ -106,17 +106,19 @@ func (c *chaosTwice) unfinished(ctx context.Context) (int, error) {
 // job whose row is gone, is lost.
 func (c *chaosTwice) tally(ctx context.Context, jobs int) (*chaosTally, error) {
 	t := &chaosTally{}
-	var rows int
-	if err := c.pool.QueryRow(ctx, `SELECT count(*),
+	if err := c.pool.QueryRow(ctx, `SELECT
 			count(*) FILTER (WHERE state = 'completed'),
 			count(*) FILTER (WHERE state IN ('available', 'running')),
 			count(*) FILTER (WHERE state = 'dead' AND errors::text LIKE '%the effect may have happened%')
-		FROM twice_jobs`).Scan(&rows, &t.completed, &t.unfinished, &t.needsHuman); err != nil {
+		FROM twice_jobs`).Scan(&t.completed, &t.unfinished, &t.needsHuman); err != nil {
 		return nil, fmt.Errorf("tally: %w", err)
 	}
 	t.lost = jobs - t.completed - t.unfinished - t.needsHuman
-	if err := c.pool.QueryRow(ctx, `SELECT count(*) FROM twice_jobs j WHERE state = 'completed'
-		AND NOT EXISTS (SELECT 1 FROM chaos_ledger l WHERE l.effect_key = j.idempotency_key)`).Scan(&t.missing); err != nil {
+	if err := c.pool.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE state = 'completed' AND NOT EXISTS (SELECT 1 FROM chaos_ledger l WHERE l.effect_key = j.idempotency_key)),
+			count(*) FILTER (WHERE state = 'dead' AND errors::text LIKE '%the effect may have happened%'
+				AND EXISTS (SELECT 1 FROM chaos_ledger l WHERE l.effect_key = j.idempotency_key))
+		FROM twice_jobs j`).Scan(&t.missing, &t.needsHumanApplied); err != nil {
 		return nil, fmt.Errorf("tally: %w", err)
 	}
 	return t, commonTally(ctx, c.pool, t)
