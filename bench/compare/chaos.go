@@ -274,10 +274,13 @@ func (o *options) chaosRun(ctx context.Context, m chaosMode) (*chaosTally, error
 		}
 		t.kills++
 		t.inFlight += n
-		if workers[i], err = start(); err != nil {
+		replacement, err := start()
+		if err != nil {
+			workers = slices.Delete(workers, i, i+1)
 			tick.Stop()
 			return nil, err
 		}
+		workers[i] = replacement
 	}
 	tick.Stop()
 	drainFrom := time.Now()
