@@ -197,12 +197,12 @@ func (o *options) runChaos(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("chaos %s: %w", m.name, err)
 		}
-		human := fmt.Sprint(t.needsHuman)
+		applied := ""
 		if t.needsHuman > 0 {
-			human += fmt.Sprintf(" (%d of them had written their effect)", t.needsHumanApplied)
+			applied = fmt.Sprintf(" (%d of them had written their effect)", t.needsHumanApplied)
 		}
-		fmt.Printf("%-20s %d kills, %d in flight at them, drained in %s: %d completed, %d lost, %s need a human, %d duplicate effects\n",
-			m.name, t.kills, t.inFlight, t.drain.Round(100*time.Millisecond), t.completed, t.lost, human, t.duplicates)
+		fmt.Printf("%-20s %d kills, %d in flight at them, drained in %s: %d completed, %d lost, %d need a human%s, %d duplicate effects\n",
+			m.name, t.kills, t.inFlight, t.drain.Round(100*time.Millisecond), t.completed, t.lost, t.needsHuman, applied, t.duplicates)
 		tallies = append(tallies, t)
 	}
 	fmt.Println()
