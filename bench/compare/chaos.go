@@ -332,7 +332,13 @@ func (w *chaosWorker) kill() error {
 	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill %s: %w", w.node, err)
 	}
-	<-w.exited
+	err := <-w.exited
+	if err == nil {
+		return fmt.Errorf("worker %s exited by itself before its SIGKILL", w.node)
+	}
+	if !strings.Contains(err.Error(), "killed") {
+		return fmt.Errorf("worker %s ended on its own before its SIGKILL: %w", w.node, err)
+	}
 	return nil
 }
 

@@ -197,7 +197,7 @@ func chaosTwiceWorker(ctx context.Context, u string, m chaosMode, opts chaosOpti
 // TWICE_CHAOS_LOG is set, else nowhere (a killed worker's jobs make both
 // systems log, as they should).
 func chaosLogger() *slog.Logger {
-	var w io.Writer = io.Discard
+	w := io.Discard
 	if os.Getenv("TWICE_CHAOS_LOG") != "" {
 		w = os.Stderr
 	}
