@@ -38,6 +38,7 @@ type options struct {
 	only       string
 	profiling
 	backlogRows int // waiting jobs in pg-backlog-growth's large side
+	chaos       chaosOptions
 
 	// unpinned holds pg-steady's results once it ran, for the pinned
 	// workloads' ratios, and unpinnedDead their n_dead_tup when a pinned
@@ -101,15 +102,20 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 2000, "worker concurrency, the same for both systems (`river bench` uses 2,000)")
 	flag.IntVar(&o.poolConns, "pool-conns", 20, "PostgreSQL pool size, the same for both systems (pool_max_conns)")
 	flag.DurationVar(&o.cooldown, "river-fetch-cooldown", 2*time.Millisecond, "River's FetchCooldown (its default is 100ms; `river bench` uses 2ms, with a 20ms FetchPollInterval, which this also sets)")
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (default all): pg-burndown-none, pg-burndown-claim-after, pg-steady, pg-latency, sqlite-burndown, growth, pg-steady-pinned (steady while another session holds a REPEATABLE READ snapshot), pg-steady-idle-tx (steady while another session is idle in transaction after a write), pg-backlog-growth (burn-down with -backlog-rows waiting jobs in another queue vs 100,000), pg-scale-nodes (burn-down by 1, 2 and 4 worker processes)")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (default all): pg-burndown-none, pg-burndown-claim-after, pg-steady, pg-latency, sqlite-burndown, growth, pg-steady-pinned (steady while another session holds a REPEATABLE READ snapshot), pg-steady-idle-tx (steady while another session is idle in transaction after a write), pg-backlog-growth (burn-down with -backlog-rows waiting jobs in another queue vs 100,000), pg-scale-nodes (burn-down by 1, 2 and 4 worker processes); chaos (a SIGKILL loop, correctness; run only when named)")
 	flag.IntVar(&o.backlogRows, "backlog-rows", 5_000_000, "waiting jobs (in a queue no worker listens on) already in the table for pg-backlog-growth's large side; its baseline has 100,000")
 	o.flags()
+	o.chaos.flags()
 	flag.BoolVar(&o.child, "child", false, "internal: run one system on one workload and print its JSON result")
 	flag.StringVar(&o.system, "system", "", "internal: twice, twice-full, river or ceiling")
 	flag.StringVar(&o.workload, "workload", "", "internal: the workload's name")
 	flag.Parse()
 	if o.child {
-		if err := o.runChild(context.Background()); err != nil {
+		run := o.runChild
+		if o.workload == "chaos" {
+			run = o.runChaosChild
+		}
+		if err := run(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "compare child:", err)
 			os.Exit(1)
 		}
@@ -136,6 +142,12 @@ func (o *options) runAll(ctx context.Context) error {
 	}
 	if err := o.createSchemas(ctx); err != nil {
 		return err
+	}
+	if only := strings.Split(o.only, ","); slices.Contains(only, "chaos") {
+		// The correctness workload, run only when named (see chaos.go).
+		if err := o.runChaos(ctx); err != nil || len(only) == 1 {
+			return err
+		}
 	}
 	fmt.Printf("twice vs River, %d runs each, %d workers, pool of %d; %s; %s\n", o.runs, o.workers, o.poolConns, hogNote(), pgSettings(ctx, o.pg))
 	var selected []workload
