@@ -393,13 +393,22 @@ func TestTracerFencedThenHit(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitfor.Closed(t, started, "attempt 1 to start")
-	if _, err := store.JobRescue(context.Background(), &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+	// The queue is paused first, so this worker cannot fetch the rescued
+	// job again while attempt 1 still runs.
+	ctx := context.Background()
+	if err := first.QueuePause(ctx, &twice.QueuePauseParams{Queue: twice.QueueDefault, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.JobRescue(ctx, &twicestore.JobRescueParams{Now: time.Now().Add(time.Hour), Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	stopped := make(chan error, 1)
-	go func() { stopped <- first.Shutdown(context.Background(), 10*time.Second) }() // fetches nothing more
+	go func() { stopped <- first.Shutdown(ctx, 10*time.Second) }()
 	close(release)
 	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.QueueResume(ctx, &twice.QueueResumeParams{Queue: twice.QueueDefault, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	startTraced(t, store, reg, tracer, nil) // the next worker in this process
