@@ -3,8 +3,8 @@ package twice
 import (
 	"context"
 	"errors"
-	"unicode/utf8"
 
+	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -123,19 +123,10 @@ func (x *executor) startDelivery(ctx context.Context, row *twicetype.JobRow, s S
 	}
 	ctx, span := x.cfg.Tracer.StartDelivery(ctx, row, s, earlierCtx)
 	trace := span.Trace
-	if len(trace) > twicestore.MaxTraceBytes || !utf8.ValidString(trace) || containsNUL(trace) {
-		trace = ""
+	if freetext.Check("trace", trace, twicestore.MaxTraceBytes) != nil {
+		trace = "" // a tracer's fault: a missing link, not a failed write
 	}
 	return ctx, &deliverySpan{trace: trace, end: span.End, ctx: ctx}
-}
-
-func containsNUL(s string) bool {
-	for i := range len(s) {
-		if s[i] == 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // finish ends the span, once.

@@ -19,9 +19,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-
 	"github.com/twicejobs/twice/bench"
 	"github.com/twicejobs/twice/twicepg"
 )
@@ -119,15 +116,11 @@ func (o *options) backlogChild(ctx context.Context) (*bench.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		pool, err := pgxpool.New(ctx, u)
+		pool, driver, err := openRiver(ctx, u)
 		if err != nil {
 			return nil, err
 		}
 		defer pool.Close()
-		driver := riverpgxv5.New(pool)
-		if err := riverMigrate(ctx, driver); err != nil {
-			return nil, err
-		}
 		// As River's InsertMany stores a riverArgs job: available, due
 		// now, priority 1, River's default 25 attempts, empty metadata
 		// and tags, no unique key.

@@ -60,15 +60,13 @@ func ceilingPG(ctx context.Context, u string, cfg bench.Config) (*bench.Result, 
 	if err != nil {
 		return nil, err
 	}
-	batch := make([]twice.EnqueueParams, 0, ceilingBatch)
-	for i := range cfg.Jobs {
-		batch = append(batch, twice.EnqueueParams{Args: bench.Args{N: int64(i)}})
-		if len(batch) == cap(batch) || i == cfg.Jobs-1 {
-			if _, err := producer.EnqueueMany(ctx, batch); err != nil {
-				return nil, fmt.Errorf("insert ceiling jobs: %w", err)
-			}
-			batch = batch[:0]
-		}
+	if err := inBatches(cfg.Jobs, ceilingBatch, func(i int) twice.EnqueueParams {
+		return twice.EnqueueParams{Args: bench.Args{N: int64(i)}}
+	}, func(b []twice.EnqueueParams) error {
+		_, err := producer.EnqueueMany(ctx, b)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("insert ceiling jobs: %w", err)
 	}
 
 	var peek map[string]string

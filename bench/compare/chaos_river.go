@@ -72,15 +72,13 @@ func (c *chaosRiver) prepare(ctx context.Context, jobs int) error {
 	if err != nil {
 		return err
 	}
-	batch := make([]river.InsertManyParams, 0, 1000)
-	for n := int64(1); n <= int64(jobs); n++ {
-		batch = append(batch, river.InsertManyParams{Args: chaosRiverArgs{N: n}, InsertOpts: &river.InsertOpts{MaxAttempts: chaosMaxAttempts}})
-		if len(batch) == cap(batch) || n == int64(jobs) {
-			if _, err := producer.InsertMany(ctx, batch); err != nil {
-				return fmt.Errorf("insert: %w", err)
-			}
-			batch = batch[:0]
-		}
+	if err := inBatches(jobs, 1000, func(i int) river.InsertManyParams {
+		return river.InsertManyParams{Args: chaosRiverArgs{N: int64(i) + 1}, InsertOpts: &river.InsertOpts{MaxAttempts: chaosMaxAttempts}}
+	}, func(b []river.InsertManyParams) error {
+		_, err := producer.InsertMany(ctx, b)
+		return err
+	}); err != nil {
+		return fmt.Errorf("insert: %w", err)
 	}
 	return chaosExec(ctx, c.pool, `VACUUM ANALYZE river_job`)
 }

@@ -75,15 +75,13 @@ func (c *chaosTwice) prepare(ctx context.Context, jobs int) error {
 	if err != nil {
 		return err
 	}
-	batch := make([]twice.EnqueueParams, 0, 1000)
-	for n := int64(1); n <= int64(jobs); n++ {
-		batch = append(batch, twice.EnqueueParams{Args: chaosTwiceArgs{N: n}})
-		if len(batch) == cap(batch) || n == int64(jobs) {
-			if _, err := producer.EnqueueMany(ctx, batch); err != nil {
-				return fmt.Errorf("enqueue: %w", err)
-			}
-			batch = batch[:0]
-		}
+	if err := inBatches(jobs, 1000, func(i int) twice.EnqueueParams {
+		return twice.EnqueueParams{Args: chaosTwiceArgs{N: int64(i) + 1}}
+	}, func(b []twice.EnqueueParams) error {
+		_, err := producer.EnqueueMany(ctx, b)
+		return err
+	}); err != nil {
+		return fmt.Errorf("enqueue: %w", err)
 	}
 	return chaosExec(ctx, c.pool, `VACUUM ANALYZE twice_jobs`)
 }

@@ -11,10 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
@@ -88,17 +86,12 @@ func riverRun[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg 
 	// InsertMany, as `river bench` uses, returns the inserted rows, as
 	// twice's EnqueueMany does: the same work on both sides.
 	insert := func(from, n int) error {
-		batch := make([]river.InsertManyParams, 0, 1000)
-		for i := from; i < from+n; i++ {
-			batch = append(batch, river.InsertManyParams{Args: riverArgs{Run: 1, N: int64(i)}})
-			if len(batch) == cap(batch) || i == from+n-1 {
-				if _, err := client.InsertMany(ctx, batch); err != nil {
-					return err
-				}
-				batch = batch[:0]
-			}
-		}
-		return nil
+		return inBatches(n, 1000, func(i int) river.InsertManyParams {
+			return river.InsertManyParams{Args: riverArgs{Run: 1, N: int64(from + i)}}
+		}, func(b []river.InsertManyParams) error {
+			_, err := client.InsertMany(ctx, b)
+			return err
+		})
 	}
 	res := &bench.Result{System: "river", Mode: cfg.Mode, Strategy: "none"}
 	switch cfg.Mode {
@@ -223,15 +216,11 @@ func riverMigrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx]) 
 // riverPG migrates River's schema, empties its jobs table, vacuums it, and
 // runs the workload.
 func riverPG(ctx context.Context, url string, cfg bench.Config, cooldown time.Duration) (*bench.Result, error) {
-	pool, err := pgxpool.New(ctx, url)
+	pool, driver, err := openRiver(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
-	driver := riverpgxv5.New(pool)
-	if err := riverMigrate(ctx, driver); err != nil {
-		return nil, err
-	}
 	for _, q := range []string{`TRUNCATE river_job`, `VACUUM ANALYZE river_job`, `CHECKPOINT`} {
 		if _, err := pool.Exec(ctx, q); err != nil {
 			return nil, fmt.Errorf("%s: %w", q, err)

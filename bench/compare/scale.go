@@ -317,30 +317,24 @@ func (o *options) scaleInsert(ctx context.Context) (*bench.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		batch := make([]twice.EnqueueParams, 0, 1000)
-		for i := range o.jobs {
-			batch = append(batch, twice.EnqueueParams{Args: bench.Args{Run: 1, N: int64(i)}})
-			if len(batch) == cap(batch) || i == o.jobs-1 {
-				if _, err := c.EnqueueMany(ctx, batch); err != nil {
-					return nil, fmt.Errorf("insert: %w", err)
-				}
-				batch = batch[:0]
-			}
+		if err := inBatches(o.jobs, 1000, func(i int) twice.EnqueueParams {
+			return twice.EnqueueParams{Args: bench.Args{Run: 1, N: int64(i)}}
+		}, func(b []twice.EnqueueParams) error {
+			_, err := c.EnqueueMany(ctx, b)
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("insert: %w", err)
 		}
 	case "river":
 		u, err := o.schemaURL(riverSchema)
 		if err != nil {
 			return nil, err
 		}
-		pool, err := pgxpool.New(ctx, u)
+		pool, driver, err := openRiver(ctx, u)
 		if err != nil {
 			return nil, err
 		}
 		defer pool.Close()
-		driver := riverpgxv5.New(pool)
-		if err := riverMigrate(ctx, driver); err != nil {
-			return nil, err
-		}
 		if err := execAll(ctx, u, `TRUNCATE river_job`, `VACUUM ANALYZE river_job`, `CHECKPOINT`); err != nil {
 			return nil, err
 		}
@@ -348,15 +342,13 @@ func (o *options) scaleInsert(ctx context.Context) (*bench.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		batch := make([]river.InsertManyParams, 0, 1000)
-		for i := range o.jobs {
-			batch = append(batch, river.InsertManyParams{Args: riverArgs{Run: 1, N: int64(i)}})
-			if len(batch) == cap(batch) || i == o.jobs-1 {
-				if _, err := client.InsertMany(ctx, batch); err != nil {
-					return nil, fmt.Errorf("insert: %w", err)
-				}
-				batch = batch[:0]
-			}
+		if err := inBatches(o.jobs, 1000, func(i int) river.InsertManyParams {
+			return river.InsertManyParams{Args: riverArgs{Run: 1, N: int64(i)}}
+		}, func(b []river.InsertManyParams) error {
+			_, err := client.InsertMany(ctx, b)
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("insert: %w", err)
 		}
 	default:
 		return nil, fmt.Errorf("pg-scale-nodes runs twice or river, not %q", o.system)
