@@ -98,6 +98,7 @@ func scanWorkflow(r row) (*twicetype.Workflow, error) {
 // WorkflowInsert stores the workflow, its tasks and edges, and enqueues its
 // roots, in one transaction.
 func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowInsertParams) (*twicestore.WorkflowInsertResult, error) {
+	e.floors.dropAll() // the roots may be due before the jobs fetched so far
 	now := nowOr(p.CreatedAt)
 	onDead := p.OnDeadPolicy()
 	n := len(p.Tasks)

@@ -128,6 +128,7 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 		if err != nil {
 			return nil, fmt.Errorf("retry jobs: %w", err)
 		}
+		e.floors.dropAll() // the retried jobs' places in the order are not known here
 		return driverkit.FinishResults(p.Filter, res), nil
 	}
 }

@@ -182,7 +182,7 @@ func (e *executor) inTx(ctx context.Context, fn func(tx *executor) error) error 
 	default:
 		return fn(e)
 	}
-	if err := fn(&executor{q: q, notify: e.notify}); err != nil {
+	if err := fn(&executor{q: q, notify: e.notify, floors: e.floors}); err != nil {
 		rollback()
 		return err
 	}

@@ -131,7 +131,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		executor: &executor{q: pgxQuerier{pool}, notify: newNotifier(schema)},
+		executor: &executor{q: pgxQuerier{pool}, notify: newNotifier(schema), floors: newFetchFloors()},
 		pool:     pool,
 		schema:   schema,
 	}
@@ -167,7 +167,7 @@ func (s *Store) Begin(ctx context.Context) (twicestore.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	return &pgTx{executor: &executor{q: pgxQuerier{tx}, notify: s.notify, claimLockTimeout: ClaimLockTimeout}, tx: tx}, nil
+	return &pgTx{executor: &executor{q: pgxQuerier{tx}, notify: s.notify, floors: s.floors, claimLockTimeout: ClaimLockTimeout}, tx: tx}, nil
 }
 
 // ExecutorFromTx returns an Executor that runs inside tx, which is a pgx.Tx
@@ -182,10 +182,10 @@ func (s *Store) ExecutorFromTx(tx any) (twicestore.Executor, error) {
 			return tx.executor, nil
 		}
 	case pgx.Tx:
-		return &executor{q: pgxQuerier{tx}, notify: s.notify}, nil
+		return &executor{q: pgxQuerier{tx}, notify: s.notify, floors: s.floors}, nil
 	case *sql.Tx:
 		if tx != nil {
-			return &executor{q: sqlQuerier{tx}, notify: s.notify}, nil
+			return &executor{q: sqlQuerier{tx}, notify: s.notify, floors: s.floors}, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: got %T, want a pgx.Tx or a *sql.Tx of github.com/jackc/pgx/v5/stdlib", twicestore.ErrWrongTx, tx)
@@ -226,6 +226,9 @@ func (t *pgTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 type executor struct {
 	q      querier
 	notify *notifier // shared by the Store and every executor it hands out
+	// floors, shared the same way, start the fetch past the entries of
+	// jobs it leased before (fetchfloor.go).
+	floors *fetchFloors
 	// claimLockTimeout, when positive, bounds MarkerClaim's wait for a
 	// claim another transaction has not committed (set by Begin).
 	claimLockTimeout time.Duration

@@ -132,10 +132,26 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceNew runs the suite on a store made by New over a pool the
-// application made itself.
+// application made itself, and with fetch floors in use whenever the last
+// fetch filled its limit (however fast it was), so the floored fetch meets
+// every case the suite has (see fetchfloor.go).
 func TestConformanceNew(t *testing.T) {
 	t.Parallel()
 	testConnString(t) // one skip for the suite, not one per check
+	var (
+		mu     sync.Mutex
+		floors []*fetchFloors
+	)
+	t.Cleanup(func() { // after every check, parallel ones included
+		var n int64
+		for _, f := range floors {
+			n += f.floored.Load()
+		}
+		if n == 0 {
+			t.Error("no check of the suite ran a floored fetch")
+		}
+		t.Logf("%d floored fetches", n)
+	})
 	storetest.Run(t, func(t *testing.T) twicestore.Store {
 		connString, _ := newSchema(t)
 		pool, err := pgxpool.New(t.Context(), poolOf(t, connString))
@@ -147,6 +163,10 @@ func TestConformanceNew(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		s.floors.slowScan = 0
+		mu.Lock()
+		floors = append(floors, s.floors)
+		mu.Unlock()
 		return s
 	})
 }
