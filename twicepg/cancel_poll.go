@@ -7,9 +7,9 @@ import (
 	"github.com/twicejobs/twice/twicestore"
 )
 
-var cancelRequestedSQL = `SELECT j.id FROM twice_jobs AS j
+const cancelRequestedSQL = `SELECT j.id FROM twice_jobs AS j
 JOIN unnest($1::bigint[], $2::bigint[]) AS l(id, epoch) ON j.id = l.id
-WHERE j.epoch = l.epoch AND ` + jobRunning("j") + ` AND j.cancel_requested_at IS NOT NULL`
+WHERE j.epoch = l.epoch AND j.state = 'running' AND j.cancel_requested_at IS NOT NULL`
 
 // JobCancelRequested reads, without writing or locking, which of the
 // leases still running under their epoch carry a cancel request. Workers

@@ -606,9 +606,9 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 	return res, nil
 }
 
-var extendSQL = `UPDATE twice_jobs AS j SET lease_until = $1
+const extendSQL = `UPDATE twice_jobs AS j SET lease_until = $1
 FROM unnest($2::bigint[], $3::bigint[]) AS l(id, epoch)
-WHERE j.id = l.id AND j.epoch = l.epoch AND ` + jobRunning("j") + `
+WHERE j.id = l.id AND j.epoch = l.epoch AND j.state = 'running'
 RETURNING j.id, j.cancel_requested_at IS NOT NULL`
 
 // JobExtendLease moves the lease of every job still running under the
@@ -710,23 +710,8 @@ UPDATE twice_jobs AS j SET
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
 	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[], $16::text[])
 	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, trace, ord)
-WHERE j.id = o.id AND ` + jobRunning("j") + ` AND j.epoch = o.epoch
+WHERE j.id = o.id AND j.state = 'running' AND j.epoch = o.epoch
 RETURNING o.ord`
-
-// jobRunning is the guard "job alias is running" of a statement that
-// finds its jobs by id. It is not alias.state = 'running': from that
-// constant the planner proves the predicate of twice_jobs_running_kind
-// (kind) WHERE state = 'running', and when the statistics say few jobs
-// run (analyzed while a backlog waited, say) it reads that whole index
-// and filters by id instead of looking each id up. That index keeps an
-// entry for every job that ran since a long-running reader pinned the
-// horizon, so under such a reader every outcome walked them all: a
-// 60 s steady run kept 0.6 of its unpinned throughput. IS NOT DISTINCT
-// FROM says the same of a column that is never NULL, proves nothing about
-// the index, and leaves the lookup through the primary key.
-func jobRunning(alias string) string {
-	return alias + ".state IS NOT DISTINCT FROM 'running'"
-}
 
 // keptErrors is an expression for the error history arr with only its
 // first twicestore.ErrorsKeptFirst and last twicestore.ErrorsKeptLast

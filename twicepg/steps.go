@@ -27,11 +27,11 @@ const finishedChannel = "twice_finished"
 // waits for a step's transaction to commit instead of slipping in between
 // the check and the commit. It is taken at the step's last write only, so
 // a long transactional step does not hold up its job's heartbeats.
-var fenceSQL = `SELECT 1 FROM twice_jobs AS j WHERE j.id = $1 AND j.epoch = $2 AND ` + jobRunning("j") + ` FOR SHARE`
+const fenceSQL = `SELECT 1 FROM twice_jobs WHERE id = $1 AND epoch = $2 AND state = 'running' FOR SHARE`
 
 // fenceNoLockSQL is fenceSQL without the lock, for writes whose fence is
 // checked again later in their transaction (StepParams.FenceWithoutLock).
-var fenceNoLockSQL = `SELECT 1 FROM twice_jobs AS j WHERE j.id = $1 AND j.epoch = $2 AND ` + jobRunning("j")
+const fenceNoLockSQL = `SELECT 1 FROM twice_jobs WHERE id = $1 AND epoch = $2 AND state = 'running'`
 
 // fenceFor returns the fence a write of p uses.
 func fenceFor(p *twicestore.StepParams) string {
@@ -211,7 +211,7 @@ func (e *executor) StepSettle(ctx context.Context, p *twicestore.StepParams) err
 // claimantNotRunningSQL holds when the job that claimed step s is not
 // running: a running delivery may be in the step's effect, so a person's
 // settle must wait until it ends.
-var claimantNotRunningSQL = `NOT EXISTS (SELECT 1 FROM twice_jobs j WHERE j.id = s.job_id AND ` + jobRunning("j") + `)`
+const claimantNotRunningSQL = `NOT EXISTS (SELECT 1 FROM twice_jobs j WHERE j.id = s.job_id AND j.state = 'running')`
 
 // StepPrune deletes up to Limit of the oldest steps claimed before Before.
 func (e *executor) StepPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {

@@ -121,7 +121,7 @@ func (o *options) runChild(ctx context.Context) error {
 		}
 		rows := 0
 		if o.system == "twice-full" {
-			rows = o.growthRows
+			rows = w.finishedRows
 		}
 		res, err = twicePG(ctx, u, w.cfg, rows)
 	}

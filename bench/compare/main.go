@@ -30,6 +30,8 @@ type options struct {
 	jobs       int
 	sqliteJobs int
 	growthRows int
+	// growthRowsLarge is growth-20m's finished jobs.
+	growthRowsLarge int
 	duration   time.Duration
 	rate       int
 	workers    int
@@ -59,7 +61,12 @@ type workload struct {
 	cfg      bench.Config
 	systems  []string // the sides; the ratio is first/second
 	ceiling  bool     // also run the bare-SQL ceiling, and print twice/ceiling
-	growth   bool     // the first side starts with growthRows finished jobs
+	// finishedRows, when positive, is how many finished jobs the first
+	// side ("twice-full") starts with (growth, growth-20m).
+	finishedRows int
+	// named tells that the workload runs only when -only names it: its
+	// set-up alone takes minutes.
+	named bool
 	latency  bool     // compare p50/p99 too
 	rssNoted bool     // print peak RSS
 	// run, when set, runs the whole workload in the parent instead of the
@@ -81,7 +88,8 @@ func (o *options) workloads() []workload {
 		{name: "pg-latency", db: "pg", cfg: bench.Config{Mode: bench.ModeLatency, Strategy: "none", Duration: o.duration, Rate: o.rate, Workers: o.workers},
 			systems: []string{"twice", "river"}, latency: true},
 		{name: "sqlite-burndown", db: "sqlite", cfg: burn("none", o.sqliteJobs), systems: []string{"twice", "river"}},
-		{name: "growth", db: "pg", cfg: burn("none", o.jobs), systems: []string{"twice-full", "twice"}, growth: true},
+		{name: "growth", db: "pg", cfg: burn("none", o.jobs), systems: []string{"twice-full", "twice"}, finishedRows: o.growthRows},
+		{name: "growth-20m", db: "pg", cfg: burn("none", o.jobs), systems: []string{"twice-full", "twice"}, finishedRows: o.growthRowsLarge, named: true},
 		// Issue 23: see pinned.go, backlog.go and scale.go.
 		o.pinnedWorkload("pg-steady-pinned", pinSnapshot),
 		o.pinnedWorkload("pg-steady-idle-tx", pinIdleTx),
@@ -97,12 +105,13 @@ func main() {
 	flag.IntVar(&o.jobs, "jobs", 100_000, "jobs in a PostgreSQL burn-down")
 	flag.IntVar(&o.sqliteJobs, "sqlite-jobs", 100_000, "jobs in the SQLite burn-down")
 	flag.IntVar(&o.growthRows, "growth-rows", 5_000_000, "finished jobs already in the table for the growth workload")
+	flag.IntVar(&o.growthRowsLarge, "growth-rows-large", 20_000_000, "finished jobs already in the table for the growth-20m workload")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of the steady and latency runs")
 	flag.IntVar(&o.rate, "rate", 500, "jobs a second in the latency workload")
 	flag.IntVar(&o.workers, "workers", 2000, "worker concurrency, the same for both systems (`river bench` uses 2,000)")
 	flag.IntVar(&o.poolConns, "pool-conns", 20, "PostgreSQL pool size, the same for both systems (pool_max_conns)")
 	flag.DurationVar(&o.cooldown, "river-fetch-cooldown", 2*time.Millisecond, "River's FetchCooldown (its default is 100ms; `river bench` uses 2ms, with a 20ms FetchPollInterval, which this also sets)")
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (default all): pg-burndown-none, pg-burndown-claim-after, pg-steady, pg-latency, sqlite-burndown, growth, pg-steady-pinned (steady while another session holds a REPEATABLE READ snapshot), pg-steady-idle-tx (steady while another session is idle in transaction after a write), pg-backlog-growth (burn-down with -backlog-rows waiting jobs in another queue vs 100,000), pg-scale-nodes (burn-down by 1, 2 and 4 worker processes); chaos (a SIGKILL loop, correctness; run only when named)")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (default all): pg-burndown-none, pg-burndown-claim-after, pg-steady, pg-latency, sqlite-burndown, growth, pg-steady-pinned (steady while another session holds a REPEATABLE READ snapshot), pg-steady-idle-tx (steady while another session is idle in transaction after a write), pg-backlog-growth (burn-down with -backlog-rows waiting jobs in another queue vs 100,000), pg-scale-nodes (burn-down by 1, 2 and 4 worker processes); run only when named: growth-20m (growth with -growth-rows-large finished jobs; each run's set-up takes minutes), chaos (a SIGKILL loop, correctness)")
 	flag.IntVar(&o.backlogRows, "backlog-rows", 5_000_000, "waiting jobs (in a queue no worker listens on) already in the table for pg-backlog-growth's large side; its baseline has 100,000")
 	o.flags()
 	o.chaos.flags()
@@ -152,7 +161,7 @@ func (o *options) runAll(ctx context.Context) error {
 	fmt.Printf("twice vs River, %d runs each, %d workers, pool of %d; %s; %s\n", o.runs, o.workers, o.poolConns, hogNote(), pgSettings(ctx, o.pg))
 	var selected []workload
 	for _, w := range o.workloads() {
-		if o.only == "" || slices.Contains(strings.Split(o.only, ","), w.name) {
+		if o.only == "" && !w.named || slices.Contains(strings.Split(o.only, ","), w.name) {
 			selected = append(selected, w)
 		}
 	}
@@ -250,7 +259,7 @@ func median(v []float64) float64 {
 func (o *options) spawn(ctx context.Context, workload, system string, extra ...string) (*bench.Result, error) {
 	args := []string{"-child", "-system", system, "-workload", workload,
 		"-pg", o.pg, "-jobs", fmt.Sprint(o.jobs), "-sqlite-jobs", fmt.Sprint(o.sqliteJobs),
-		"-growth-rows", fmt.Sprint(o.growthRows), "-duration", o.duration.String(), "-rate", fmt.Sprint(o.rate),
+		"-growth-rows", fmt.Sprint(o.growthRows), "-growth-rows-large", fmt.Sprint(o.growthRowsLarge), "-duration", o.duration.String(), "-rate", fmt.Sprint(o.rate),
 		"-workers", fmt.Sprint(o.workers), "-pool-conns", fmt.Sprint(o.poolConns), "-river-fetch-cooldown", o.cooldown.String()}
 	args = append(args, extra...)
 	stopHog, err := startHog()
