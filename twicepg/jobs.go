@@ -685,6 +685,15 @@ func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]int6
 // key order, so batches claiming the same keys wait for each other in the
 // same order.
 //
+// The jobs are found by id whatever the planner's statistics say: the ids
+// are a restriction of their own (j.id = ANY($1)), and the guard is a
+// condition of the join (the CASE), not j.state = 'running'. From that
+// constant the planner proves the predicate of twice_jobs_running_kind,
+// and statistics taken while every job waited (none running) made it read
+// that whole index at every batch. While a long-running reader holds the
+// xmin horizon back, that index keeps an entry for every job that ran
+// since (bench/compare/RESULTS.md, "Beside a long-running reader").
+//
 // An error is appended to the history, which keeps its first and last
 // entries only (see keptErrors). A cancelled outcome without a note of its
 // own takes the cancel request's.
@@ -710,7 +719,8 @@ UPDATE twice_jobs AS j SET
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
 	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[], $16::text[])
 	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, trace, ord)
-WHERE j.id = o.id AND j.state = 'running' AND j.epoch = o.epoch
+WHERE j.id = ANY($1::bigint[]) AND j.id = o.id
+	AND CASE WHEN j.state = 'running' THEN j.epoch = o.epoch ELSE false END
 RETURNING o.ord`
 
 // keptErrors is an expression for the error history arr with only its
