@@ -32,12 +32,12 @@ type options struct {
 	growthRows int
 	// growthRowsLarge is growth-20m's finished jobs.
 	growthRowsLarge int
-	duration   time.Duration
-	rate       int
-	workers    int
-	poolConns  int
-	cooldown   time.Duration
-	only       string
+	duration        time.Duration
+	rate            int
+	workers         int
+	poolConns       int
+	cooldown        time.Duration
+	only            string
 	profiling
 	backlogRows int // waiting jobs in pg-backlog-growth's large side
 	chaos       chaosOptions
@@ -56,19 +56,19 @@ type options struct {
 
 // workload is one comparison: the same bench.Config on each system.
 type workload struct {
-	name     string
-	db       string // "pg" or "sqlite"
-	cfg      bench.Config
-	systems  []string // the sides; the ratio is first/second
-	ceiling  bool     // also run the bare-SQL ceiling, and print twice/ceiling
+	name    string
+	db      string // "pg" or "sqlite"
+	cfg     bench.Config
+	systems []string // the sides; the ratio is first/second
+	ceiling bool     // also run the bare-SQL ceiling, and print twice/ceiling
 	// finishedRows, when positive, is how many finished jobs the first
 	// side ("twice-full") starts with (growth, growth-20m).
 	finishedRows int
 	// named tells that the workload runs only when -only names it: its
 	// set-up alone takes minutes.
-	named bool
-	latency  bool     // compare p50/p99 too
-	rssNoted bool     // print peak RSS
+	named    bool
+	latency  bool // compare p50/p99 too
+	rssNoted bool // print peak RSS
 	// run, when set, runs the whole workload in the parent instead of the
 	// loop of runAll and returns its summary lines (issue 23's workloads).
 	run func(ctx context.Context, o *options, w workload) ([]string, error)
