@@ -492,6 +492,8 @@ var (
 	fetchFlooredPeekSQL = fetchLeaseSQL(fetchFlooredPickSQL("$9", "$10", "$11")) + fetchPeekReturning
 )
 
+// fetchPeekReturning returns, with each leased job, whether the marker
+// of its key under the handler $7/$8 name for its kind exists.
 var fetchPeekReturning = `RETURNING EXISTS (
 	SELECT 1 FROM unnest($7::text[], $8::text[]) AS h(kind, handler)
 	JOIN twice_markers AS m ON m.handler = h.handler
@@ -503,6 +505,7 @@ const fetchDueSQL = `state = 'available' AND queue = $1 AND kind = ANY($2::text[
 		AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp
 			WHERE qp.queue = $1 AND (qp.until IS NULL OR qp.until > $3))`
 
+// fetchPickSQL selects the first $4 due jobs in the fetch order.
 const fetchPickSQL = `SELECT id FROM twice_jobs
 	WHERE ` + fetchDueSQL + `
 	ORDER BY priority, run_at, id
@@ -526,6 +529,7 @@ func fetchFlooredPickSQL(priority, runAt, id string) string {
 	LIMIT $4`
 }
 
+// fetchLeaseSQL leases the jobs that pick selects (their ids, locked).
 func fetchLeaseSQL(pick string) string {
 	return `WITH picked AS (
 	` + pick + `
