@@ -115,14 +115,17 @@ func (d *dashboardFlags) start(ctx context.Context, client *twice.Client, metric
 	if err != nil {
 		return func() {}, &usageError{err: fmt.Errorf("%s %s: %w", d.flag, d.addr, err)}
 	}
-	fmt.Fprintf(out, "dashboard: http://%s/ (metrics at /metrics)\n", ln.Addr())
+	// One write: a reader that waits for the address line (a script, a
+	// test) then has the token line too.
+	started := fmt.Sprintf("dashboard: http://%s/ (metrics at /metrics)\n", ln.Addr())
 	if n := len(o.APITokens); n > 0 {
 		names := make([]string, n)
 		for i, t := range o.APITokens {
 			names[i] = t.Name
 		}
-		fmt.Fprintf(out, "dashboard: JSON API writes at /api/v1 take %d token(s): %s\n", n, strings.Join(names, ", "))
+		started += fmt.Sprintf("dashboard: JSON API writes at /api/v1 take %d token(s): %s\n", n, strings.Join(names, ", "))
 	}
+	fmt.Fprint(out, started)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
