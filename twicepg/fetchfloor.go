@@ -40,7 +40,7 @@ import (
 //
 // Such a job waits at most fullEvery, and only under the conditions
 // below. Writes through this Store that can make such a job available
-// drop the floors at once (see lowered and dropAll).
+// drop the floors at once (see lowered, loweredAt and dropAll).
 //
 // A floor is used only when all of these hold:
 //   - the last full scan of the same queue and kinds took floorSlowScan
@@ -51,8 +51,9 @@ import (
 //   - the last full scan is more recent than fullEvery: twenty times its
 //     duration, at least floorFullEveryMin, at most floorFullEveryMax.
 //
-// So the full scans take at most a twentieth of the fetching
-// connection's time; the fetch loop waits for each.
+// So the full scans take at most a twentieth of the fetching loop's time
+// (which waits for each) while one takes up to 250 ms; a slower one runs
+// every 5 s.
 const (
 	floorSlowScan     = 20 * time.Millisecond
 	floorFullEveryMin = 100 * time.Millisecond
