@@ -169,47 +169,42 @@ func (f *fetchFloors) fetched(queue, kinds string, start time.Time, elapsed time
 // just made available through this Store with an id above every earlier
 // one, would sort before.
 func (f *fetchFloors) lowered(queue string, priority int, runAt time.Time) {
-	if f == nil {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, fl := range f.byQueue[queue] {
-		if fl.set && (priority < fl.key.priority || priority == fl.key.priority && runAt.Before(fl.key.runAt)) {
-			fl.set = false
-		}
-	}
+	f.dropIf(func(q string) bool { return q == queue }, func(k jobSortKey) bool {
+		return priority < k.priority || priority == k.priority && runAt.Before(k.runAt)
+	})
 }
 
 // loweredAt drops the floors, of any queue, that a job due at runAt
 // would sort before were its priority the floor's: a job of unknown queue
 // and priority (a retry or a snooze through this Store) made available.
 func (f *fetchFloors) loweredAt(runAt time.Time) {
-	if f == nil {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, floors := range f.byQueue {
-		for _, fl := range floors {
-			if fl.set && runAt.Before(fl.key.runAt) {
-				fl.set = false
-			}
-		}
-	}
+	f.dropIf(anyQueue, func(k jobSortKey) bool { return runAt.Before(k.runAt) })
 }
 
 // dropAll drops every floor: a write through this Store made jobs
 // available whose place in the order it does not know.
 func (f *fetchFloors) dropAll() {
+	f.dropIf(anyQueue, func(jobSortKey) bool { return true })
+}
+
+func anyQueue(string) bool { return true }
+
+// dropIf drops the floors of the queues inQueue names whose key after
+// says a job now sorts before.
+func (f *fetchFloors) dropIf(inQueue func(queue string) bool, after func(floor jobSortKey) bool) {
 	if f == nil {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, floors := range f.byQueue {
+	for queue, floors := range f.byQueue {
+		if !inQueue(queue) {
+			continue
+		}
 		for _, fl := range floors {
-			fl.set = false
+			if fl.set && after(fl.key) {
+				fl.set = false
+			}
 		}
 	}
 }
