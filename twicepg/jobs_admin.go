@@ -28,6 +28,17 @@ func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twi
 	return j, nil
 }
 
+// stateLiteral renders a job state as an SQL string literal, for
+// conditions that must prove a partial index's predicate whatever the plan.
+// States are a closed set of lower-case words; anything else is a bug in
+// the caller, which must have validated it.
+func stateLiteral(st twicetype.JobState) string {
+	if !st.Valid() {
+		panic(fmt.Sprintf("twicepg: job state %q rendered into SQL without validation", st))
+	}
+	return "'" + string(st) + "'"
+}
+
 // filterSQL renders f as conditions on twice_jobs AS j joined by AND
 // (always at least one), numbering its parameters after the first
 // numbered arguments already taken. The filter must have passed Validate.
@@ -42,10 +53,19 @@ func filterSQL(f twicestore.JobFilter, numbered int) (string, []any) {
 		add("j.id = ANY(?::bigint[])", f.IDs)
 	}
 	if f.State != "" {
-		add("j.state = ?", string(f.State))
+		// A literal, not a parameter: a generic plan must still see that
+		// the state proves the predicate of twice_jobs_state_id or
+		// twice_jobs_running_kind (migration 021).
+		conds = append(conds, "j.state = "+stateLiteral(f.State))
 	}
 	if f.Kind != "" {
 		add("j.kind = ?", f.Kind)
+		if kindAcrossStates(f) {
+			// twice_jobs_kind_id leaves running jobs to
+			// twice_jobs_running_kind; said this way the planner can
+			// read the two together (a BitmapOr).
+			conds = append(conds, "(j.state = 'running' OR j.state <> 'running')")
+		}
 	}
 	if f.Queue != "" {
 		add("j.queue = ?", f.Queue)
@@ -68,18 +88,49 @@ func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*t
 	if err := p.Filter.Validate(); err != nil {
 		return nil, err
 	}
+	query, args := jobListSQL(p)
+	jobs, err := queryJobs(ctx, e.q, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return &twicestore.JobListResult{Jobs: jobs}, nil
+}
+
+// kindAcrossStates reports whether f asks for a kind's jobs in every state,
+// which no one index holds since migration 021: twice_jobs_kind_id has the
+// ones not running, twice_jobs_running_kind the running ones.
+func kindAcrossStates(f twicestore.JobFilter) bool {
+	return f.Kind != "" && f.State == "" && f.Timing == ""
+}
+
+// jobListSQL renders JobList's query; p must have passed Validate. A kind's
+// jobs in every state are listed as two pages merged, the running ones and
+// the others, each read newest first from its own index: one query over
+// both would either sort every job of the kind or, in a generic plan, walk
+// the primary key past the jobs of other kinds.
+func jobListSQL(p *twicestore.JobListParams) (string, []any) {
 	where, args := filterSQL(p.Filter, 0)
 	if p.BeforeID > 0 {
 		args = append(args, p.BeforeID)
 		where += " AND j.id < $" + strconv.Itoa(len(args))
 	}
 	args = append(args, limitArg(p.Limit))
-	jobs, err := queryJobs(ctx, e.q, `SELECT `+jobColumns+` FROM twice_jobs AS j WHERE `+where+
-		` ORDER BY j.id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
+	limit := "$" + strconv.Itoa(len(args))
+	page := func(where string) string {
+		return `SELECT ` + jobColumns + ` FROM twice_jobs AS j WHERE ` + where + ` ORDER BY j.id DESC LIMIT ` + limit
 	}
-	return &twicestore.JobListResult{Jobs: jobs}, nil
+	if !kindAcrossStates(p.Filter) {
+		return page(where), args
+	}
+	return `SELECT * FROM ((` + page(where+" AND j.state = 'running'") + `) UNION ALL (` +
+		page(where+" AND j.state <> 'running'") + `)) AS j ORDER BY j.id DESC LIMIT ` + limit, args
+}
+
+// jobCountSQL renders JobCount's query; f must have passed Validate.
+func jobCountSQL(f twicestore.JobFilter) (string, []any) {
+	where, args := filterSQL(f, 0)
+	return `SELECT j.state, j.queue, j.kind, count(*) FROM twice_jobs AS j WHERE ` + where + `
+		GROUP BY j.state, j.queue, j.kind ORDER BY j.state, j.queue, j.kind`, args
 }
 
 // JobCount counts matching jobs grouped by state, queue and kind, in that
@@ -88,9 +139,8 @@ func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (
 	if err := p.Filter.Validate(); err != nil {
 		return nil, err
 	}
-	where, args := filterSQL(p.Filter, 0)
-	rs, err := e.q.query(ctx, `SELECT j.state, j.queue, j.kind, count(*) FROM twice_jobs AS j WHERE `+where+`
-		GROUP BY j.state, j.queue, j.kind ORDER BY j.state, j.queue, j.kind`, args...)
+	query, args := jobCountSQL(p.Filter)
+	rs, err := e.q.query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
@@ -133,7 +183,7 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 }
 
 // deleteFinishedSQL deletes one batch of one finished state. It looks only
-// at the oldest $4 rows of the state (the innermost query, a short walk of
+// at the oldest $3 rows of the state (the innermost query, a short walk of
 // the (state, id) index), not at every row of it: when nothing is old enough
 // yet, which is the usual case for completed jobs, an unbounded search read
 // the whole history (1.5 s over 5,000,000 completed jobs, every pruning
@@ -143,16 +193,18 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 // ones behind it for at most its own retention. SKIP LOCKED lets two nodes
 // clean up at once, each deleting other rows, without either waiting for
 // the other. The window goes in as an array (id = ANY), so that even a
-// generic plan, which cannot see $4, looks the window's rows up by key: with
+// generic plan, which cannot see $3, looks the window's rows up by key: with
 // "id IN (subquery)" the generic plan PostgreSQL switches to after five
 // runs walked the whole primary key instead (374 ms over 2,000,000 rows
-// against 9 ms).
+// against 9 ms). The state (%[1]s) is a literal: twice_jobs_state_id leaves
+// running rows out (migration 021), and only a literal state lets every
+// plan, generic ones too, prove that the index holds the rows asked for.
 const deleteFinishedSQL = `DELETE FROM twice_jobs WHERE id IN (
 	SELECT id FROM twice_jobs
-	WHERE id = ANY (ARRAY(SELECT id FROM twice_jobs WHERE state = $1 ORDER BY id LIMIT $4))
-		AND state = $1 AND finished_at < $2
+	WHERE id = ANY (ARRAY(SELECT id FROM twice_jobs WHERE state = %[1]s ORDER BY id LIMIT $3))
+		AND state = %[1]s AND finished_at < $1
 	ORDER BY id
-	LIMIT $3
+	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )`
 
@@ -165,7 +217,7 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDelet
 		if c.Before.IsZero() || left <= 0 {
 			continue
 		}
-		n, err := e.q.exec(ctx, deleteFinishedSQL, string(c.State), c.Before, left, driverkit.DeleteFinishedWindow(left))
+		n, err := e.q.exec(ctx, fmt.Sprintf(deleteFinishedSQL, stateLiteral(c.State)), c.Before, left, driverkit.DeleteFinishedWindow(left))
 		if err != nil {
 			return nil, fmt.Errorf("delete finished %s jobs: %w", c.State, err)
 		}

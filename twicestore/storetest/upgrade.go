@@ -106,6 +106,18 @@ type OldRows interface {
 	InsertWorkflow(t *testing.T) (wf, a int64)
 }
 
+// jobInEveryState writes, at the old version, one job in each state at
+// epoch 5, and a marker "h"/"key-1" claimed by the completed one, and
+// returns the jobs' ids by state.
+func jobInEveryState(t *testing.T, old OldRows) map[twicetype.JobState]int64 {
+	ids := map[twicetype.JobState]int64{}
+	for _, st := range twicetype.AllJobStates {
+		ids[st] = old.InsertJobAt(t, st, 5)
+	}
+	old.InsertMarker(t, "h", "key-1", ids[twicetype.JobStateCompleted], 5)
+	return ids
+}
+
 // TraceUpgrade checks the migration that adds a job's trace (PostgreSQL's
 // 020, SQLite's 018), from version, the one before it: jobs in every
 // state keep their state, epoch, error history and markers, with an empty
@@ -114,11 +126,7 @@ type OldRows interface {
 func TraceUpgrade(t *testing.T, openAt func(t *testing.T, version int) OldRows, version int) {
 	ctx := t.Context()
 	old := openAt(t, version)
-	ids := map[twicetype.JobState]int64{}
-	for _, st := range twicetype.AllJobStates {
-		ids[st] = old.InsertJobAt(t, st, 5)
-	}
-	old.InsertMarker(t, "h", "key-1", ids[twicetype.JobStateCompleted], 5)
+	ids := jobInEveryState(t, old)
 	wf, a := old.InsertWorkflow(t)
 
 	s := old.Upgrade(t)
@@ -170,5 +178,89 @@ func TraceUpgrade(t *testing.T, openAt func(t *testing.T, version int) OldRows, 
 		if task.Name == "b" && (task.Job == nil || task.Job.State != twicetype.JobStateAvailable || task.Job.Trace != trace) {
 			t.Errorf("task b after a completed: %+v, want its job available with a's trace", task.Job)
 		}
+	}
+}
+
+// HotPathUpgrade checks an upgrade to the latest schema from version:
+// PostgreSQL's 20, the schema before migration 021 rebuilt the by-state and
+// by-kind indexes without running jobs; SQLite's schema did not change
+// with it, and its test upgrades from its version 17. Jobs in every state
+// keep their state, epoch and error history, a marker keeps its claim, and
+// every way the tools look for jobs still finds each one: by state, by kind
+// (the running job among them) and counted. The running job's lease, taken
+// before the upgrade, completes under its epoch, and retention then deletes
+// the finished jobs, state by state.
+func HotPathUpgrade(t *testing.T, openAt func(t *testing.T, version int) OldRows, version int) {
+	ctx := t.Context()
+	old := openAt(t, version)
+	ids := jobInEveryState(t, old)
+
+	s := old.Upgrade(t)
+	if applied, latest, err := s.SchemaVersion(ctx); err != nil || applied != latest {
+		t.Fatalf("SchemaVersion = %d, %d, %v", applied, latest, err)
+	}
+	list := func(f twicestore.JobFilter) []int64 {
+		t.Helper()
+		res, err := s.JobList(ctx, &twicestore.JobListParams{Filter: f})
+		if err != nil {
+			t.Fatalf("JobList(%+v): %v", f, err)
+		}
+		var got []int64
+		for _, j := range res.Jobs {
+			got = append(got, j.ID)
+		}
+		return got
+	}
+	for st, id := range ids {
+		j, err := s.JobGet(ctx, &twicestore.JobGetParams{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != st || j.Epoch != 5 || j.Attempt != 1 || len(j.Errors) != 1 || j.Errors[0].Error != "boom" {
+			t.Errorf("job %d (%s) after the upgrade: state %s, epoch %d, attempt %d, errors %v",
+				id, st, j.State, j.Epoch, j.Attempt, j.Errors)
+		}
+		if got := list(twicestore.JobFilter{State: st}); len(got) != 1 || got[0] != id {
+			t.Errorf("jobs listed as %s after the upgrade: %v, want [%d]", st, got, id)
+		}
+		if got := list(twicestore.JobFilter{State: st, Kind: "k.v1"}); len(got) != 1 || got[0] != id {
+			t.Errorf("jobs of k.v1 listed as %s after the upgrade: %v, want [%d]", st, got, id)
+		}
+	}
+	if got := list(twicestore.JobFilter{Kind: "k.v1"}); len(got) != len(ids) {
+		t.Errorf("jobs of k.v1 after the upgrade: %v, want all %d, running among them (%d)", got, len(ids), ids[twicetype.JobStateRunning])
+	}
+	counts, err := s.JobCount(ctx, &twicestore.JobCountParams{Filter: twicestore.JobFilter{Kind: "k.v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts.Counts) != len(ids) {
+		t.Errorf("counts of k.v1 after the upgrade: %+v, want one job in each of %d states", counts.Counts, len(ids))
+	}
+	if m, err := s.MarkerPeek(ctx, &twicestore.MarkerParams{Handler: "h", Key: "key-1"}); err != nil || !m.Processed ||
+		m.Marker.JobID != ids[twicetype.JobStateCompleted] || m.Marker.Epoch != 5 {
+		t.Errorf("the marker after the upgrade: %+v, %v", m, err)
+	}
+
+	running := ids[twicetype.JobStateRunning]
+	fin, err := s.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{ID: running, Epoch: 5,
+		State: twicetype.JobStateCompleted, FinishedAt: time.Now()}}})
+	if err != nil || !fin.Applied[0] {
+		t.Fatalf("complete the lease taken before the upgrade: %+v, %v", fin, err)
+	}
+	if got := list(twicestore.JobFilter{State: twicetype.JobStateRunning}); len(got) != 0 {
+		t.Errorf("running jobs after the last one completed: %v", got)
+	}
+	if got := list(twicestore.JobFilter{State: twicetype.JobStateCompleted}); len(got) != 2 {
+		t.Errorf("completed jobs: %v, want the two completed ones", got)
+	}
+	later := time.Now().Add(time.Hour)
+	del, err := s.JobDeleteFinished(ctx, &twicestore.JobDeleteFinishedParams{CompletedBefore: later, DeadBefore: later,
+		DiscardedBefore: later, CancelledBefore: later, Limit: 100})
+	if err != nil || del.Deleted != len(ids)-1 {
+		t.Errorf("JobDeleteFinished after the upgrade: %+v, %v, want every job but the available one deleted", del, err)
+	}
+	if got := list(twicestore.JobFilter{}); len(got) != 1 || got[0] != ids[twicetype.JobStateAvailable] {
+		t.Errorf("jobs left: %v, want only the available one (%d)", got, ids[twicetype.JobStateAvailable])
 	}
 }
