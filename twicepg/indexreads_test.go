@@ -136,3 +136,19 @@ func sqlLiteral(t *testing.T, a any) string {
 		return ""
 	}
 }
+
+// TestStateLiteral: the known states render as themselves, anything else
+// as NULL, which no job's state equals.
+func TestStateLiteral(t *testing.T) {
+	t.Parallel()
+	for _, st := range twicetype.AllJobStates {
+		if got := stateLiteral(st); got != "'"+string(st)+"'" {
+			t.Errorf("stateLiteral(%q) = %s", st, got)
+		}
+	}
+	for _, st := range []twicetype.JobState{"", "Completed", "completed'; DROP TABLE twice_jobs; --"} {
+		if got := stateLiteral(st); got != "NULL" {
+			t.Errorf("stateLiteral(%q) = %s, want NULL", st, got)
+		}
+	}
+}

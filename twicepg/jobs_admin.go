@@ -7,6 +7,7 @@ package twicepg
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,13 +29,14 @@ func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twi
 	return j, nil
 }
 
-// stateLiteral renders a job state as an SQL string literal, for
-// conditions that must prove a partial index's predicate whatever the plan.
-// States are a closed set of lower-case words; anything else is a bug in
-// the caller, which must have validated it.
+// stateLiteral renders a job state as an SQL literal, for conditions that
+// must prove a partial index's predicate whatever the plan. Only the known
+// states, a closed set of lower-case words, are rendered as themselves;
+// anything else (callers validate first, so never in practice) renders as
+// NULL, which no row's state equals, rather than as text from outside.
 func stateLiteral(st twicetype.JobState) string {
-	if !st.Valid() {
-		panic(fmt.Sprintf("twicepg: job state %q rendered into SQL without validation", st))
+	if !slices.Contains(twicetype.AllJobStates, st) {
+		return "NULL"
 	}
 	return "'" + string(st) + "'"
 }
