@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -80,11 +81,20 @@ func (c *chaosAsynq) prepare(ctx context.Context, jobs int) error {
 		return err
 	}
 	// A forced delete leaves the completed tasks, whose ids would clash.
-	if _, err := c.inspector.DeleteAllCompletedTasks(chaosAsynqQueue); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
-		return fmt.Errorf("delete asynq queue %s's completed tasks: %w", chaosAsynqQueue, err)
+	// On a Redis that never held the queue there is nothing to delete, and
+	// the inspector's answer for the completed tasks of a queue it does not
+	// know is not ErrQueueNotFound, so look first.
+	queues, err := c.inspector.Queues()
+	if err != nil {
+		return fmt.Errorf("list asynq queues: %w", err)
 	}
-	if err := c.inspector.DeleteQueue(chaosAsynqQueue, true); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
-		return fmt.Errorf("delete asynq queue %s: %w", chaosAsynqQueue, err)
+	if slices.Contains(queues, chaosAsynqQueue) {
+		if _, err := c.inspector.DeleteAllCompletedTasks(chaosAsynqQueue); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
+			return fmt.Errorf("delete asynq queue %s's completed tasks: %w", chaosAsynqQueue, err)
+		}
+		if err := c.inspector.DeleteQueue(chaosAsynqQueue, true); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
+			return fmt.Errorf("delete asynq queue %s: %w", chaosAsynqQueue, err)
+		}
 	}
 	client := asynq.NewClient(c.redis)
 	defer func() { _ = client.Close() }()
