@@ -345,9 +345,19 @@ func TestTracerStepReceipt(t *testing.T) {
 	waitState(t, store, res.Job.ID, twicetype.JobStateCompleted)
 	// Two deliveries at once may meet the step's claim in progress: the
 	// twin fails and the job is retried, then both deliveries get the
-	// receipt.
-	waitfor.Cond(t, "a step span with a receipt", func() bool {
-		return len(sp.where("step charge", "twice.step.status=receipt")) >= 1
+	// receipt. A step span ends before its delivery's span does, so wait
+	// for those too: the check below reads the parents among ended spans.
+	waitfor.Cond(t, "a step span with a receipt, and every step span's delivery ended", func() bool {
+		receipts := sp.where("step charge", "twice.step.status=receipt")
+		if len(receipts) == 0 {
+			return false
+		}
+		for _, s := range append(sp.where("step charge"), receipts...) {
+			if sp.parentName(s) == "" {
+				return false
+			}
+		}
+		return true
 	}, sp.describe)
 	ran, receipt := sp.where("step charge", "twice.step.status=ran"), sp.where("step charge", "twice.step.status=receipt")
 	if len(ran) != 1 {
