@@ -7,7 +7,6 @@ package twicepg
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -35,7 +34,7 @@ func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twi
 // anything else (callers validate first, so never in practice) renders as
 // NULL, which no row's state equals, rather than as text from outside.
 func stateLiteral(st twicetype.JobState) string {
-	if !slices.Contains(twicetype.AllJobStates, st) {
+	if !st.Valid() {
 		return "NULL"
 	}
 	return "'" + string(st) + "'"
