@@ -65,6 +65,8 @@ type execution struct {
 	// cancel, for a lost lease or an operator's cancel.
 	ctx   context.Context
 	start time.Time
+	// fetchedAt is when the fetch that leased the job began.
+	fetchedAt time.Time
 	// leaseLost is set when the attempt ended after its lease was lost.
 	leaseLost bool
 	// steps is what this delivery's named steps share (see step.go).
@@ -76,7 +78,7 @@ type execution struct {
 // Execute works one fetched job; the producer calls it on a worker
 // goroutine.
 func (x *executor) Execute(f producer.Fetched) {
-	e := &execution{x: x, row: f.Row, peek: f.Peek, logger: jobLogger(x.logger, f.Row)}
+	e := &execution{x: x, row: f.Row, peek: f.Peek, fetchedAt: f.FetchedAt, logger: jobLogger(x.logger, f.Row)}
 	e.run()
 }
 
@@ -106,7 +108,7 @@ func (e *execution) run() {
 	}
 	e.ctx = withLogger(WithCorrelationID(ctx, e.row.CorrelationID), e.logger)
 	e.start = e.x.now()
-	e.x.observeStart(e.row, e.start)
+	e.x.observeStart(e.row, e.fetchedAt, e.start)
 	e.x.running.add(e.row, cancel)
 
 	if e.x.cfg.Redeliver {

@@ -79,6 +79,12 @@ type Event struct {
 	// FirstStart reports, on EventStarted, that this is the job's first
 	// attempt, so Wait is meaningful.
 	FirstStart bool
+	// SinceFetch is set on EventStarted: how long from the start of the
+	// fetch that leased the job to the attempt's start, every attempt.
+	// It is the fetch's round trip and the wait for a worker to take the
+	// job up; one that grows means the node leases jobs faster than it
+	// starts them, and the lease runs down before the handler runs.
+	SinceFetch time.Duration
 }
 
 // Observer is told what happens to jobs, for metrics (twicemetrics
@@ -133,12 +139,17 @@ func (x *executor) observe(t EventType, row *twicetype.JobRow) {
 	observe(x.cfg.Observer, t, row)
 }
 
-// observeStart reports an attempt's start at now.
-func (x *executor) observeStart(row *twicetype.JobRow, now time.Time) {
+// observeStart reports an attempt's start at now (the executor's clock),
+// of a job leased by a fetch that began at fetchedAt (the wall clock the
+// producer reads; zero when not known).
+func (x *executor) observeStart(row *twicetype.JobRow, fetchedAt, now time.Time) {
 	if x.cfg.Observer == nil {
 		return
 	}
 	e := Event{Type: EventStarted, Kind: row.Kind, Queue: row.Queue, FirstStart: row.Attempt == 1}
+	if !fetchedAt.IsZero() {
+		e.SinceFetch = max(time.Since(fetchedAt), 0)
+	}
 	if e.FirstStart {
 		e.Wait = max(now.Sub(row.RunAt), 0)
 	}

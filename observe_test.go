@@ -79,6 +79,7 @@ func (l *eventLog) find(kind string, typ twice.EventType) twice.Event {
 
 func TestObserverSeesEveryOutcome(t *testing.T) {
 	t.Parallel()
+	began := time.Now()
 	store := newStore(t)
 	setupLedger(t, store)
 	reg := twice.NewRegistry()
@@ -123,6 +124,15 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	}
 	if dead := events.find(ping, twice.EventDead); dead.Run <= 0 {
 		t.Errorf("dead event = %+v, want the attempt's run time", dead)
+	}
+	// Every attempt's start, the retry's too, says how long it took from
+	// the fetch that leased it: more than nothing, less than the test.
+	events.mu.Lock()
+	defer events.mu.Unlock()
+	for _, e := range events.events {
+		if e.Type == twice.EventStarted && (e.SinceFetch <= 0 || e.SinceFetch > time.Since(began)) {
+			t.Errorf("start event %+v: SinceFetch %s, want in (0, %s]", e, e.SinceFetch, time.Since(began))
+		}
 	}
 }
 

@@ -96,9 +96,13 @@ type Result struct {
 	Jobs     int     `json:"jobs"`
 	Seconds  float64 `json:"seconds"`
 	JobsPerS float64 `json:"jobs_per_s"`
-	P50ms    float64 `json:"p50_ms"`
-	P95ms    float64 `json:"p95_ms"`
-	P99ms    float64 `json:"p99_ms"`
+	// P50ms, P95ms and P99ms are percentiles of the latency mode's
+	// enqueue-to-start times, and of the steady mode's fetch-to-start
+	// times (from the start of the fetch that leased a job to its start:
+	// how long leased jobs wait for a worker). A burn-down has none.
+	P50ms float64 `json:"p50_ms"`
+	P95ms float64 `json:"p95_ms"`
+	P99ms float64 `json:"p99_ms"`
 	// EnqueueP50ms and EnqueueP99ms are the latency mode's enqueue times,
 	// from a job's At to its Enqueue's return: the share of P50ms and
 	// P99ms spent before the job was committed.

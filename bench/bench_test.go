@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/testkit/pgtest"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
@@ -59,6 +60,34 @@ func TestRunCountsOnlyItsJobs(t *testing.T) {
 		if res.Jobs != 200 || res.Mode != ModeBurndown || res.Strategy != "claim-after" {
 			t.Errorf("result %+v: want a claim-after burn-down of 200 jobs", res)
 		}
+	}
+}
+
+// TestSteadyReportsFetchToStart: a steady run reports its jobs'
+// fetch-to-start percentiles, in order, and passes the run's own Observer
+// every event still.
+func TestSteadyReportsFetchToStart(t *testing.T) {
+	ctx := context.Background()
+	store, err := twicesqlite.Open(ctx, filepath.Join(t.TempDir(), "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var started atomic.Int64
+	res, err := Run(ctx, Config{Store: store, Mode: ModeSteady, Duration: time.Second, Workers: 5,
+		Observer: twice.ObserverFunc(func(e twice.Event) {
+			if e.Type == twice.EventStarted {
+				started.Add(1)
+			}
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Jobs == 0 || res.P50ms <= 0 || res.P50ms > res.P95ms || res.P95ms > res.P99ms {
+		t.Errorf("result %+v: want jobs and fetch-to-start percentiles 0 < p50 <= p95 <= p99", res)
+	}
+	if started.Load() < int64(res.Jobs) {
+		t.Errorf("the run's Observer saw %d starts, fewer than the %d jobs counted", started.Load(), res.Jobs)
 	}
 }
 

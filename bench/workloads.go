@@ -87,9 +87,27 @@ func (r *runner) client() (*twice.Client, error) {
 		MaxWorkers:      r.cfg.Workers,
 		FetchLimit:      r.cfg.FetchLimit,
 		Logger:          r.cfg.Logger,
-		Observer:        r.cfg.Observer,
+		Observer:        r.observer(),
 		Tracer:          r.cfg.Tracer,
 		EnqueueMetadata: r.cfg.EnqueueMetadata,
+	})
+}
+
+// observer is the client's Observer: the run's own, and in the steady
+// mode one that records each start's fetch-to-start time as a latency.
+func (r *runner) observer() twice.Observer {
+	if r.cfg.Mode != ModeSteady {
+		return r.cfg.Observer
+	}
+	return twice.ObserverFunc(func(e twice.Event) {
+		if e.Type == twice.EventStarted && e.Kind == (Args{}).Kind() {
+			r.mu.Lock()
+			r.latencies = append(r.latencies, e.SinceFetch)
+			r.mu.Unlock()
+		}
+		if r.cfg.Observer != nil {
+			r.cfg.Observer.Observe(e)
+		}
 	})
 }
 
@@ -219,7 +237,11 @@ func (r *runner) steady(ctx context.Context) (*Result, error) {
 			if err := c.Stop(sctx); err != nil {
 				return nil, err
 			}
-			return &Result{Jobs: int(done), Seconds: round(elapsed.Seconds(), 3)}, nil
+			res := &Result{Jobs: int(done), Seconds: round(elapsed.Seconds(), 3)}
+			r.mu.Lock()
+			res.Percentiles(r.latencies)
+			r.mu.Unlock()
+			return res, nil
 		case <-check.C:
 		}
 		if inserted-int(r.started.Load()) < backlog {

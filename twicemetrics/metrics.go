@@ -37,6 +37,7 @@ type Metrics struct {
 	counters map[twice.EventType]*prometheus.CounterVec
 	run      *prometheus.HistogramVec
 	wait     *prometheus.HistogramVec
+	dispatch *prometheus.HistogramVec
 	registry *prometheus.Registry
 
 	depthDesc, scheduledDesc, ageDesc, orphanDesc *prometheus.Desc
@@ -98,6 +99,11 @@ func New(store QueueReader) *Metrics {
 			Namespace: "twice", Name: "job_wait_seconds", Help: "How long jobs waited from when they were due (enqueued, or delayed until) to their first start.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 4, 10),
 		}, labels),
+		dispatch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "twice", Name: "job_fetch_to_start_seconds",
+			Help:    "How long attempts took from the start of the fetch that leased them to their start: the fetch's round trip and the wait for a worker.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, labels),
 		registry:      prometheus.NewRegistry(),
 		depthDesc:     prometheus.NewDesc("twice_queue_depth", "Available jobs due now, by queue.", []string{"queue"}, nil),
 		scheduledDesc: prometheus.NewDesc("twice_queue_scheduled", "Available jobs due later (delays, backoffs, snoozes), by queue.", []string{"queue"}, nil),
@@ -121,6 +127,7 @@ func (m *Metrics) Observe(e twice.Event) {
 	}
 	switch e.Type {
 	case twice.EventStarted:
+		m.dispatch.WithLabelValues(e.Kind, e.Queue).Observe(e.SinceFetch.Seconds())
 		if e.FirstStart {
 			m.wait.WithLabelValues(e.Kind, e.Queue).Observe(e.Wait.Seconds())
 		}
@@ -143,6 +150,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 	m.run.Describe(ch)
 	m.wait.Describe(ch)
+	m.dispatch.Describe(ch)
 	ch <- m.depthDesc
 	ch <- m.scheduledDesc
 	ch <- m.ageDesc
@@ -164,6 +172,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.run.Collect(ch)
 	m.wait.Collect(ch)
+	m.dispatch.Collect(ch)
 
 	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
 	defer cancel()

@@ -117,6 +117,7 @@ func TestMetrics(t *testing.T) {
 		`twice_jobs_dead_total{` + boom + `} 1`,
 		`twice_job_run_seconds_count{` + boom + `} 2`,
 		`twice_job_wait_seconds_count{` + ok + `} 3`,
+		`twice_job_fetch_to_start_seconds_count{` + boom + `} 2`, // every attempt, not only the first
 		`twice_queue_depth{queue="default"} 1`,
 		`twice_orphaned_jobs{kind="metrics.orphan.v1",queue="default"} 1`,
 		`twice_stranded_jobs{queue="nightly"} 1`,

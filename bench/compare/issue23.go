@@ -96,6 +96,9 @@ func medianOf(results []*bench.Result, f func(*bench.Result) float64) float64 {
 // jobsPerS is a result's throughput, for medianOf.
 func jobsPerS(r *bench.Result) float64 { return r.JobsPerS }
 
+// p99 is a result's 99th percentile latency, for medianOf.
+func p99(r *bench.Result) float64 { return r.P99ms }
+
 // medianInt is the median of v.
 func medianInt(v []int64) float64 {
 	f := make([]float64, len(v))

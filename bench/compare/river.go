@@ -38,6 +38,10 @@ type riverWorker struct {
 	target  int64
 	all     chan struct{}
 	lat     []time.Duration
+	// fetchToStart makes Work record, for a job without At, the time
+	// since its attempt's fetch (River sets AttemptedAt in the fetch's
+	// statement), as the twice bench's steady mode records SinceFetch.
+	fetchToStart bool
 }
 
 func (w *riverWorker) expect(n int64) chan struct{} {
@@ -52,8 +56,11 @@ func (w *riverWorker) expect(n int64) chan struct{} {
 
 func (w *riverWorker) Work(_ context.Context, job *river.Job[riverArgs]) error {
 	var lat time.Duration
-	if job.Args.At != 0 {
+	switch {
+	case job.Args.At != 0:
 		lat = time.Since(time.Unix(0, job.Args.At))
+	case w.fetchToStart && job.AttemptedAt != nil:
+		lat = max(time.Since(*job.AttemptedAt), time.Nanosecond)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -68,7 +75,7 @@ func (w *riverWorker) Work(_ context.Context, job *river.Job[riverArgs]) error {
 
 // riverRun runs one workload on River with the same shape as bench.Run.
 func riverRun[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg bench.Config, cooldown time.Duration) (*bench.Result, error) {
-	w := &riverWorker{}
+	w := &riverWorker{fetchToStart: cfg.Mode == bench.ModeSteady}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	client, err := river.NewClient(driver, &river.Config{
@@ -142,6 +149,9 @@ func riverRun[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg 
 		if err := client.Stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return nil, err
 		}
+		w.mu.Lock()
+		res.Percentiles(w.lat)
+		w.mu.Unlock()
 	case bench.ModeLatency:
 		if err := client.Start(ctx); err != nil {
 			return nil, err

@@ -104,6 +104,9 @@ const (
 type Fetched struct {
 	Row  *twicetype.JobRow
 	Peek Peek
+	// FetchedAt is when the fetch that leased the job began: the time its
+	// lease was counted from.
+	FetchedAt time.Time
 }
 
 // Producer fetches and dispatches jobs.
@@ -385,7 +388,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time
 		// then the jobs go without one and peek for themselves.
 		answered := len(res.Processed) == len(res.Jobs)
 		for i, row := range res.Jobs {
-			f := Fetched{Row: row}
+			f := Fetched{Row: row, FetchedAt: now}
 			if _, peeked := p.cfg.Peek[row.Kind]; peeked && answered {
 				f.Peek = NotProcessed
 				if res.Processed[i] {
