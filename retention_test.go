@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,4 +184,73 @@ func TestRetentionPrunesWhatJobsLeaveBehind(t *testing.T) {
 			t.Fatalf("a workflow with a job waiting was deleted: %v", err)
 		}
 	})
+}
+
+// cursorSpy records the cursors each JobDeleteFinished batch of a pass
+// was given and handed back.
+type cursorSpy struct {
+	twicestore.Store
+	mu           sync.Mutex
+	given, after []map[twicetype.JobState]int64
+	deleted      []int
+}
+
+func (s *cursorSpy) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
+	given := maps.Clone(p.After)
+	res, err := s.Store.JobDeleteFinished(ctx, p)
+	if err == nil {
+		s.mu.Lock()
+		s.given, s.after, s.deleted = append(s.given, given), append(s.after, maps.Clone(res.After)), append(s.deleted, res.Deleted)
+		s.mu.Unlock()
+	}
+	return res, err
+}
+
+// TestRetentionPassGoesOnFromItsCursor: a pass of more than one batch
+// hands each batch the cursor the batch before returned, so no batch
+// reads again past the jobs deleted before it; the pass starts with none.
+func TestRetentionPassGoesOnFromItsCursor(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	ctx := t.Context()
+	const n = 1500 // more than one batch
+	long := time.Now().Add(-48 * time.Hour)
+	params := make([]*twicestore.JobInsertParams, n)
+	for i := range params {
+		params[i] = &twicestore.JobInsertParams{Kind: "test.old.v1", Queue: "old", MessageID: fmt.Sprint(i), Key: fmt.Sprint(i),
+			MaxAttempts: 1, CreatedAt: long, RunAt: long}
+	}
+	if _, err := store.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: params}); err != nil {
+		t.Fatal(err)
+	}
+	for done := 0; done < n; {
+		res, err := store.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "old", Kinds: []string{"test.old.v1"}, Limit: 500,
+			Node: "n", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+		if err != nil || len(res.Jobs) == 0 {
+			t.Fatalf("fetch: %d jobs, %v", len(res.Jobs), err)
+		}
+		outcomes := make([]*twicestore.JobOutcome, len(res.Jobs))
+		for i, j := range res.Jobs {
+			outcomes[i] = &twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted, FinishedAt: long}
+		}
+		if _, err := store.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: outcomes}); err != nil {
+			t.Fatal(err)
+		}
+		done += len(res.Jobs)
+	}
+	spy := &cursorSpy{Store: store}
+	startClient(t, spy, testConfig(nil)) // the pruner runs once at start
+	waitfor.Cond(t, "the pass's batches to delete every old job", func() bool {
+		spy.mu.Lock()
+		defer spy.mu.Unlock()
+		return len(spy.deleted) >= 2 && spy.deleted[0]+spy.deleted[1] == n
+	}, func() string { spy.mu.Lock(); defer spy.mu.Unlock(); return fmt.Sprint(spy.deleted) })
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	if spy.given[0] != nil {
+		t.Errorf("the pass's first batch was given the cursor %v, want none", spy.given[0])
+	}
+	if !maps.Equal(spy.given[1], spy.after[0]) || spy.after[0][twicetype.JobStateCompleted] == 0 {
+		t.Errorf("the second batch was given %v, want the cursor the first returned, %v", spy.given[1], spy.after[0])
+	}
 }

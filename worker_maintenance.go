@@ -126,7 +126,9 @@ func (p *pruner) pruneAll(ctx context.Context, now time.Time) {
 	}
 	workflows := &twicestore.WorkflowPruneParams{Limit: maintenanceBatch}
 	batches := &twicestore.BatchPruneParams{Limit: maintenanceBatch}
+	// Steps are kept as long as markers; each carries its own cursor.
 	markers := &twicestore.MarkerPruneParams{Before: now.Add(-p.cfg.MarkerRetention), Limit: maintenanceBatch}
+	stepMarkers := &twicestore.MarkerPruneParams{Before: markers.Before, Limit: maintenanceBatch}
 	steps := []struct {
 		what string
 		// prune deletes one batch and reports whether there may be more.
@@ -134,7 +136,11 @@ func (p *pruner) pruneAll(ctx context.Context, now time.Time) {
 	}{
 		{"finished jobs", func(ctx context.Context) (bool, error) {
 			res, err := p.store.JobDeleteFinished(ctx, jobs)
-			return err == nil && full(res.Deleted), err
+			if err != nil {
+				return false, err
+			}
+			jobs.After = res.After // the next batch starts past what this one deleted
+			return full(res.Deleted), nil
 		}},
 		{"finished workflows", func(ctx context.Context) (bool, error) {
 			res, err := p.store.WorkflowPrune(ctx, workflows)
@@ -167,12 +173,20 @@ func (p *pruner) pruneAll(ctx context.Context, now time.Time) {
 			return err == nil && full(res.Deleted), err
 		}},
 		{"step markers", func(ctx context.Context) (bool, error) { // twice.Step's, kept as long as markers
-			res, err := p.store.StepPrune(ctx, markers)
-			return err == nil && full(res.Deleted), err
+			res, err := p.store.StepPrune(ctx, stepMarkers)
+			if err != nil {
+				return false, err
+			}
+			stepMarkers.From = res.From
+			return full(res.Deleted), nil
 		}},
 		{"markers", func(ctx context.Context) (bool, error) {
 			res, err := p.store.MarkerPrune(ctx, markers)
-			return err == nil && full(res.Deleted), err
+			if err != nil {
+				return false, err
+			}
+			markers.From = res.From
+			return full(res.Deleted), nil
 		}},
 	}
 	for _, s := range steps {

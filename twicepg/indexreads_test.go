@@ -69,7 +69,7 @@ func TestLookupsReadOnlyTheirJobs(t *testing.T) {
 	lookups = append(lookups, lookup{"queues", queueListSQL, []any{time.Now()}})
 	for _, st := range []twicetype.JobState{twicetype.JobStateCompleted, twicetype.JobStateDead, twicetype.JobStateDiscarded, twicetype.JobStateCancelled} {
 		lookups = append(lookups, lookup{"retention " + string(st), fmt.Sprintf(deleteFinishedSQL, stateLiteral(st)),
-			[]any{time.Now().Add(-time.Hour), 10, 10}})
+			[]any{time.Now().Add(-time.Hour), 10, 10, 0}})
 	}
 
 	for _, l := range lookups {

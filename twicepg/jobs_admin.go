@@ -183,46 +183,49 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 	return res, nil
 }
 
-// deleteFinishedSQL deletes one batch of one finished state. It looks only
-// at the oldest $3 rows of the state (the innermost query, a short walk of
-// the (state, id) index), not at every row of it: when nothing is old enough
-// yet, which is the usual case for completed jobs, an unbounded search read
-// the whole history (1.5 s over 5,000,000 completed jobs, every pruning
-// round of every node, measured), while this one stops after the window
-// (30 ms). Ids grow with time, so the oldest rows by id are the ones due
-// first; a row finished late with a low id can hold back deleting newer
-// ones behind it for at most its own retention. SKIP LOCKED lets two nodes
-// clean up at once, each deleting other rows, without either waiting for
-// the other. The window goes in as an array (id = ANY), so that even a
-// generic plan, which cannot see $3, looks the window's rows up by key: with
-// "id IN (subquery)" the generic plan PostgreSQL switches to after five
-// runs walked the whole primary key instead (374 ms over 2,000,000 rows
-// against 9 ms). The state (%[1]s) is a literal: twice_jobs_state_id leaves
-// running rows out (migration 021), and only a literal state lets every
-// plan, generic ones too, prove that the index holds the rows asked for.
-const deleteFinishedSQL = `DELETE FROM twice_jobs WHERE id IN (
-	SELECT id FROM twice_jobs
-	WHERE id = ANY (ARRAY(SELECT id FROM twice_jobs WHERE state = %[1]s ORDER BY id LIMIT $3))
-		AND state = %[1]s AND finished_at < $1
-	ORDER BY id
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-)`
+// deleteFinishedSQL deletes one batch of one finished state and returns
+// how many it deleted and the highest id among them. It looks only at the
+// oldest $3 rows of the state above $4 (the innermost query, a short walk
+// of the (state, id) index), not at every row of it: when nothing is old
+// enough yet, which is the usual case for completed jobs, an unbounded
+// search read the whole history (1.5 s over 5,000,000 completed jobs,
+// every pruning round of every node, measured), while this one stops
+// after the window (30 ms). Ids grow with time, so the oldest rows are the
+// ones due first; a row finished late with a low id can hold back deleting
+// newer ones behind it for at most its own retention. $4 is the pass's
+// cursor (the highest id its batches deleted): while a long transaction
+// pins the xmin horizon the index keeps an entry for every row deleted
+// since, and a walk from the front visits each: a round grew from 7-12 ms
+// to 26-43 ms over 200,000 rows deleted under a held snapshot, while from
+// the cursor it stayed at 6-9 ms (BenchmarkRetentionRoundsDue, 1 to 20
+// million completed jobs).
+// SKIP LOCKED lets two nodes clean up at once, each deleting other rows,
+// without either waiting for the other. The window goes in as an array
+// (id = ANY), so that even a generic plan, which cannot see $3, looks the
+// window's rows up by key: with "id IN (subquery)" the generic plan
+// PostgreSQL switches to after five runs walked the whole primary key
+// instead (374 ms over 2,000,000 rows against 9 ms). The state (%[1]s) is
+// a literal: twice_jobs_state_id leaves running rows out (migration 021),
+// and only a literal state lets every plan, generic ones too, prove that
+// the index holds the rows asked for.
+const deleteFinishedSQL = `WITH gone AS (
+	DELETE FROM twice_jobs WHERE id IN (
+		SELECT id FROM twice_jobs
+		WHERE id = ANY (ARRAY(SELECT id FROM twice_jobs WHERE state = %[1]s AND id > $4 ORDER BY id LIMIT $3))
+			AND state = %[1]s AND finished_at < $1
+		ORDER BY id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED)
+	RETURNING id
+)
+SELECT count(*), coalesce(max(id), 0) FROM gone`
 
 // JobDeleteFinished deletes old finished jobs, state by state, each batch
 // one short DELETE, lowest ids first.
 func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
-	res := &twicestore.JobDeleteFinishedResult{}
-	for _, c := range driverkit.FinishedCuts(p) {
-		left := p.Limit - res.Deleted
-		if c.Before.IsZero() || left <= 0 {
-			continue
-		}
-		n, err := e.q.exec(ctx, fmt.Sprintf(deleteFinishedSQL, stateLiteral(c.State)), c.Before, left, driverkit.DeleteFinishedWindow(left))
-		if err != nil {
-			return nil, fmt.Errorf("delete finished %s jobs: %w", c.State, err)
-		}
-		res.Deleted += int(n)
-	}
-	return res, nil
+	return driverkit.DeleteFinished(p, func(c driverkit.FinishedCut, limit int) (n int, last int64, err error) {
+		err = e.q.queryRow(ctx, fmt.Sprintf(deleteFinishedSQL, stateLiteral(c.State)),
+			c.Before, limit, driverkit.DeleteFinishedWindow(limit), c.After).Scan(&n, &last)
+		return n, last, err
+	})
 }

@@ -15,18 +15,8 @@ import (
 // per 1,000 rows.
 // It needs TWICE_TEST_POSTGRES.
 func BenchmarkScanJobs(b *testing.B) {
-	url, _ := pgtest.Schema(b, "bench_scan")
+	s, pool := openBenchStore(b, "bench_scan")
 	ctx := context.Background()
-	s, err := Open(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
 	if _, err := pool.Exec(ctx, `INSERT INTO twice_jobs (kind, queue, args, message_id, idempotency_key,
 			state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by, created_at)
 		SELECT 'bench.noop.v1', 'default', '{"run":1,"n":2}'::bytea, gen_random_uuid()::text, gen_random_uuid()::text,
@@ -74,4 +64,22 @@ func BenchmarkScanJobs(b *testing.B) {
 			}
 		})
 	}
+}
+
+// openBenchStore opens a Store and a pool on a new schema named after
+// prefix, both closed when b ends.
+func openBenchStore(b *testing.B, prefix string) (*Store, *pgxpool.Pool) {
+	url, _ := pgtest.Schema(b, prefix)
+	ctx := context.Background()
+	s, err := Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return s, pool
 }

@@ -149,23 +149,44 @@ func (e *executor) MarkerRelease(ctx context.Context, p *twicestore.MarkerParams
 	return nil
 }
 
-// pruneSQL deletes one batch of the oldest markers. SKIP LOCKED lets nodes
-// prune at once without deleting the same rows or waiting for each other,
-// nor for a transaction that is claiming one of them.
-const pruneSQL = `DELETE FROM twice_markers WHERE (handler, key) IN (
-	SELECT handler, key FROM twice_markers
-	WHERE processed_at < $1
-	ORDER BY processed_at
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-)`
+// pruneSQL deletes one batch of the oldest markers processed from $3 on
+// (the pass's cursor; see MarkerPruneParams.From) and returns how many it
+// deleted and the latest time among them. SKIP LOCKED lets nodes prune at
+// once without deleting the same rows or waiting for each other, nor for
+// a transaction that is claiming one of them.
+const pruneSQL = `WITH gone AS (
+	DELETE FROM twice_markers WHERE (handler, key) IN (
+		SELECT handler, key FROM twice_markers
+		WHERE processed_at < $1 AND processed_at >= $3
+		ORDER BY processed_at
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED)
+	RETURNING processed_at
+)
+SELECT count(*), max(processed_at) FROM gone`
 
 // MarkerPrune deletes up to Limit markers processed before Before, oldest
 // first; a Limit of zero or less deletes them all.
 func (e *executor) MarkerPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {
-	n, err := e.q.exec(ctx, pruneSQL, p.Before, limitArg(p.Limit))
+	res, err := e.pruneFrom(ctx, pruneSQL, p)
 	if err != nil {
 		return nil, fmt.Errorf("prune markers: %w", err)
 	}
-	return &twicestore.MarkerPruneResult{Deleted: int(n)}, nil
+	return res, nil
+}
+
+// pruneFrom runs a marker or step prune statement, which takes the
+// cut-off, the limit and the cursor and returns the count deleted and the
+// latest time among them, and carries the cursor on.
+func (e *executor) pruneFrom(ctx context.Context, query string, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {
+	var n int
+	var last *time.Time
+	if err := e.q.queryRow(ctx, query, p.Before, limitArg(p.Limit), p.From).Scan(&n, &last); err != nil {
+		return nil, err
+	}
+	res := &twicestore.MarkerPruneResult{Deleted: n, From: p.From}
+	if last != nil {
+		res.From = last.UTC()
+	}
+	return res, nil
 }

@@ -143,36 +143,35 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 }
 
 // JobDeleteFinished deletes old finished jobs, state by state, each batch
-// one DELETE that looks only at the oldest rows of the state (a short walk
-// of the (state, id) index; see driverkit.DeleteFinishedWindow), so the
-// write lock is held briefly however many jobs have finished, even when
-// none is old enough yet.
+// one DELETE that looks only at the oldest rows of the state above the
+// pass's cursor (a short walk of the (state, id) index; see
+// driverkit.DeleteFinishedWindow), so the write lock is held briefly
+// however many jobs have finished, even when none is old enough yet.
 func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
-	res := &twicestore.JobDeleteFinishedResult{}
-	for _, c := range driverkit.FinishedCuts(p) {
-		left := p.Limit - res.Deleted
-		if c.Before.IsZero() || left <= 0 {
-			continue
-		}
-		var n int64
-		err := e.write(ctx, func() error {
-			r, err := e.db.ExecContext(ctx, `DELETE FROM twice_jobs WHERE id IN (
+	return driverkit.DeleteFinished(p, func(c driverkit.FinishedCut, limit int) (n int, last int64, err error) {
+		err = e.write(ctx, func() error {
+			n, last = 0, 0
+			rows, err := e.db.QueryContext(ctx, `DELETE FROM twice_jobs WHERE id IN (
 				SELECT o.id FROM (
 					SELECT id FROM twice_jobs INDEXED BY twice_jobs_state_id
-					WHERE state = ? ORDER BY id LIMIT ?
+					WHERE state = ? AND id > ? ORDER BY id LIMIT ?
 				) AS o JOIN twice_jobs AS j ON j.id = o.id
-				WHERE j.finished_at < ? ORDER BY o.id LIMIT ?)`,
-				string(c.State), driverkit.DeleteFinishedWindow(left), micros(c.Before), left)
+				WHERE j.finished_at < ? ORDER BY o.id LIMIT ?)
+			RETURNING id`,
+				string(c.State), c.After, driverkit.DeleteFinishedWindow(limit), micros(c.Before), limit)
 			if err != nil {
 				return err
 			}
-			n, err = r.RowsAffected()
-			return err
+			defer func() { _ = rows.Close() }()
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				n, last = n+1, max(last, id)
+			}
+			return rows.Err()
 		})
-		if err != nil {
-			return nil, fmt.Errorf("delete finished %s jobs: %w", c.State, err)
-		}
-		res.Deleted += int(n)
-	}
-	return res, nil
+		return n, last, err
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -157,19 +158,38 @@ func (e *executor) MarkerPrune(ctx context.Context, p *twicestore.MarkerPrunePar
 	if limit <= 0 {
 		limit = -1
 	}
-	var r sql.Result
+	var res *twicestore.MarkerPruneResult
 	err := e.write(ctx, func() (err error) {
-		r, err = e.db.ExecContext(ctx, `DELETE FROM twice_markers WHERE rowid IN (
-			SELECT rowid FROM twice_markers WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`,
-			micros(p.Before), limit)
+		res, err = pruneFrom(ctx, e.db, `DELETE FROM twice_markers WHERE rowid IN (
+			SELECT rowid FROM twice_markers WHERE processed_at < ? AND processed_at >= ? ORDER BY processed_at LIMIT ?)
+			RETURNING processed_at`, p, limit)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prune markers: %w", err)
 	}
-	n, err := r.RowsAffected()
+	return res, nil
+}
+
+// pruneFrom runs a marker or step prune statement, which takes the
+// cut-off, the cursor and the limit and returns the time of each row it
+// deleted, and carries the cursor on.
+func pruneFrom(ctx context.Context, q dbtx, query string, p *twicestore.MarkerPruneParams, limit int) (*twicestore.MarkerPruneResult, error) {
+	rows, err := q.QueryContext(ctx, query, micros(p.Before), micros(p.From), limit)
 	if err != nil {
-		return nil, fmt.Errorf("prune markers: %w", err)
+		return nil, err
 	}
-	return &twicestore.MarkerPruneResult{Deleted: int(n)}, nil
+	defer func() { _ = rows.Close() }()
+	res := &twicestore.MarkerPruneResult{From: p.From}
+	for rows.Next() {
+		var at int64
+		if err := rows.Scan(&at); err != nil {
+			return nil, err
+		}
+		res.Deleted++
+		if t := time.UnixMicro(at).UTC(); t.After(res.From) {
+			res.From = t
+		}
+	}
+	return res, rows.Err()
 }

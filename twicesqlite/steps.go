@@ -198,21 +198,17 @@ func (e *executor) StepPrune(ctx context.Context, p *twicestore.MarkerPruneParam
 	if limit <= 0 {
 		limit = -1
 	}
-	var n int64
-	err := e.direct(ctx, func(q dbtx) error {
-		r, err := q.ExecContext(ctx, `DELETE FROM twice_steps WHERE (handler, key, step) IN (
-			SELECT handler, key, step FROM twice_steps WHERE claimed_at < ? ORDER BY claimed_at LIMIT ?)`,
-			micros(p.Before), limit)
-		if err != nil {
-			return err
-		}
-		n, err = r.RowsAffected()
+	var res *twicestore.MarkerPruneResult
+	err := e.direct(ctx, func(q dbtx) (err error) {
+		res, err = pruneFrom(ctx, q, `DELETE FROM twice_steps WHERE (handler, key, step) IN (
+			SELECT handler, key, step FROM twice_steps WHERE claimed_at < ? AND claimed_at >= ? ORDER BY claimed_at LIMIT ?)
+			RETURNING claimed_at`, p, limit)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prune steps: %w", err)
 	}
-	return &twicestore.MarkerPruneResult{Deleted: int(n)}, nil
+	return res, nil
 }
 
 // JobOutput returns a job's state and output.

@@ -369,11 +369,23 @@ type JobDeleteFinishedParams struct {
 	DiscardedBefore time.Time
 	CancelledBefore time.Time
 	Limit           int
+	// After carries a pass of batches on from the batch before
+	// (JobDeleteFinishedResult.After): a batch looks at no job of a state
+	// at or below the state's id here. The jobs deleted earlier in the pass
+	// lie there, and while a long transaction keeps vacuum from removing
+	// them, reading past them again costs a visit each, every batch. nil
+	// starts at each state's oldest job: a pass starts anew, so a job that
+	// finished after it began, with an id below its cursor, goes in the
+	// next pass.
+	After map[twicetype.JobState]int64
 }
 
 // JobDeleteFinishedResult counts the jobs deleted.
 type JobDeleteFinishedResult struct {
 	Deleted int
+	// After is the After of the next batch of the same pass: each state's
+	// highest id deleted so far in it.
+	After map[twicetype.JobState]int64
 }
 
 // JobOrphansParams define which nodes count as alive.

@@ -33,13 +33,23 @@ type MarkerClaimResult struct {
 	Existing *twicetype.Marker
 }
 
-// MarkerPruneParams select old markers.
+// MarkerPruneParams select old markers (or steps, by the time they were
+// claimed).
 type MarkerPruneParams struct {
 	Before time.Time
 	Limit  int
+	// From carries a pass of batches on from the batch before
+	// (MarkerPruneResult.From): a batch looks at no row processed before
+	// it. The rows deleted earlier in the pass lie there, and while a long
+	// transaction keeps vacuum from removing them, reading past them again
+	// costs a visit each, every batch. Zero starts at the oldest.
+	From time.Time
 }
 
 // MarkerPruneResult counts the markers deleted.
 type MarkerPruneResult struct {
 	Deleted int
+	// From is the From of the next batch of the same pass: the latest
+	// time among the rows deleted so far in it.
+	From time.Time
 }

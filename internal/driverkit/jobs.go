@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -45,21 +46,51 @@ func FinishResults(f twicestore.JobFilter, results []twicestore.JobActionResult)
 func DeleteFinishedWindow(limit int) int { return 10 * limit }
 
 // FinishedCut is one state's retention cut: its finished jobs older than
-// Before go; a zero Before keeps them all.
+// Before and of ids above After go; a zero Before keeps them all.
 type FinishedCut struct {
 	State  twicetype.JobState
 	Before time.Time
+	After  int64
 }
 
 // FinishedCuts lists the cuts of p in the order a JobDeleteFinished
 // deletes them.
 func FinishedCuts(p *twicestore.JobDeleteFinishedParams) []FinishedCut {
-	return []FinishedCut{
-		{twicetype.JobStateCompleted, p.CompletedBefore},
-		{twicetype.JobStateDead, p.DeadBefore},
-		{twicetype.JobStateDiscarded, p.DiscardedBefore},
-		{twicetype.JobStateCancelled, p.CancelledBefore},
+	cuts := []FinishedCut{
+		{State: twicetype.JobStateCompleted, Before: p.CompletedBefore},
+		{State: twicetype.JobStateDead, Before: p.DeadBefore},
+		{State: twicetype.JobStateDiscarded, Before: p.DiscardedBefore},
+		{State: twicetype.JobStateCancelled, Before: p.CancelledBefore},
 	}
+	for i := range cuts {
+		cuts[i].After = p.After[cuts[i].State]
+	}
+	return cuts
+}
+
+// DeleteFinished runs a JobDeleteFinished batch with a driver's delete of
+// one cut's jobs, which deletes at most limit of them, lowest ids first,
+// and returns how many it deleted and the highest id among them.
+func DeleteFinished(p *twicestore.JobDeleteFinishedParams, del func(c FinishedCut, limit int) (deleted int, last int64, err error)) (*twicestore.JobDeleteFinishedResult, error) {
+	res := &twicestore.JobDeleteFinishedResult{After: maps.Clone(p.After)}
+	for _, c := range FinishedCuts(p) {
+		left := p.Limit - res.Deleted
+		if c.Before.IsZero() || left <= 0 {
+			continue
+		}
+		n, last, err := del(c, left)
+		if err != nil {
+			return nil, fmt.Errorf("delete finished %s jobs: %w", c.State, err)
+		}
+		res.Deleted += n
+		if n > 0 {
+			if res.After == nil {
+				res.After = map[twicetype.JobState]int64{}
+			}
+			res.After[c.State] = last
+		}
+	}
+	return res, nil
 }
 
 // DecodeJobJSON completes a scanned job row: its args are never nil, and

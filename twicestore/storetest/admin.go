@@ -22,6 +22,7 @@ var adminTests = []test{
 	{"Discard", testDiscard},
 	{"DeleteFinished", testDeleteFinished},
 	{"DeleteFinishedLooksAtTheOldestOnly", testDeleteFinishedWindow},
+	{"DeleteFinishedGoesOnFromItsCursor", testDeleteFinishedCursor},
 }
 
 func testGetNotFound(t *testing.T, e *env) {
@@ -317,6 +318,51 @@ func testDeleteFinishedWindow(t *testing.T, e *env) {
 	}
 	if _, err := e.s.JobGet(e.ctx, &twicestore.JobGetParams{ID: old.ID}); !errors.Is(err, twicestore.ErrNotFound) {
 		t.Fatalf("old job not deleted: %v", err)
+	}
+}
+
+// testDeleteFinishedCursor: a batch given the pass's cursor (the After of
+// the batch before) looks at no job at or below it, so a job that finished
+// late with a lower id waits for the next pass, which starts at the front.
+func testDeleteFinishedCursor(t *testing.T, e *env) {
+	const kind = "storetest.cursor.v1"
+	e.insertOne(e.job(kind))
+	late := e.fetchOne(e.at(0), kind) // the lowest id, still running
+	var done []*twicetype.JobRow
+	for range 3 {
+		e.insertOne(e.job(kind))
+		j := e.fetchOne(e.at(0), kind)
+		e.complete(j, e.at(-3*time.Hour))
+		done = append(done, j)
+	}
+	cut := e.at(-time.Hour)
+	del := func(after map[twicetype.JobState]int64) *twicestore.JobDeleteFinishedResult {
+		t.Helper()
+		res, err := e.s.JobDeleteFinished(e.ctx, &twicestore.JobDeleteFinishedParams{
+			CompletedBefore: cut, DeadBefore: cut, Limit: 2, After: after})
+		if err != nil {
+			t.Fatalf("JobDeleteFinished: %v", err)
+		}
+		return res
+	}
+	first := del(nil)
+	if first.Deleted != 2 || len(first.After) != 1 || first.After[twicetype.JobStateCompleted] != done[1].ID {
+		t.Fatalf("first batch = %+v, want 2 deleted and the cursor at job %d, the higher of them", first, done[1].ID)
+	}
+	e.complete(late, e.at(-3*time.Hour)) // finished after the pass began, below its cursor
+	second := del(first.After)
+	if second.Deleted != 1 || second.After[twicetype.JobStateCompleted] != done[2].ID {
+		t.Fatalf("second batch = %+v, want job %d alone deleted and the cursor on it", second, done[2].ID)
+	}
+	e.get(late.ID)
+	if third := del(second.After); third.Deleted != 0 || third.After[twicetype.JobStateCompleted] != done[2].ID {
+		t.Fatalf("third batch = %+v, want nothing deleted and the cursor kept", third)
+	}
+	if next := del(nil); next.Deleted != 1 { // the next pass
+		t.Fatalf("a new pass deleted %d, want the job that finished late", next.Deleted)
+	}
+	if _, err := e.s.JobGet(e.ctx, &twicestore.JobGetParams{ID: late.ID}); !errors.Is(err, twicestore.ErrNotFound) {
+		t.Fatalf("the late job not deleted by the next pass: %v", err)
 	}
 }
 

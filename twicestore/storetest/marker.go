@@ -124,12 +124,14 @@ func testMarkerPrune(t *testing.T, e *env) {
 	for i, age := range ages {
 		e.claim("h.prune", fmt.Sprint(i), e.at(age))
 	}
+	var from time.Time // the pass's cursor
 	prune := func(limit int) int {
 		t.Helper()
-		res, err := e.s.MarkerPrune(e.ctx, &twicestore.MarkerPruneParams{Before: e.at(-30 * time.Minute), Limit: limit})
+		res, err := e.s.MarkerPrune(e.ctx, &twicestore.MarkerPruneParams{Before: e.at(-30 * time.Minute), Limit: limit, From: from})
 		if err != nil {
 			t.Fatalf("MarkerPrune: %v", err)
 		}
+		from = res.From
 		return res.Deleted
 	}
 	if n := prune(2); n != 2 {
@@ -138,11 +140,21 @@ func testMarkerPrune(t *testing.T, e *env) {
 	if e.peek("h.prune", "0") || e.peek("h.prune", "1") || !e.peek("h.prune", "2") {
 		t.Fatal("prune did not delete the oldest markers first")
 	}
-	if n := prune(10); n != 1 {
-		t.Fatalf("second prune deleted %d, want 1", n)
+	if !from.Equal(e.at(-2 * time.Hour)) {
+		t.Fatalf("cursor after the first batch %s, want the later of the two deleted, %s", from, e.at(-2*time.Hour))
 	}
-	if n := prune(10); n != 0 {
-		t.Fatalf("third prune deleted %d, want 0", n)
+	// A marker older than the cursor, claimed meanwhile (by a node whose
+	// clock is behind): the pass goes on past it, the next pass takes it.
+	e.claim("h.prune", "behind", e.at(-4*time.Hour))
+	if n := prune(10); n != 1 || !e.peek("h.prune", "behind") {
+		t.Fatalf("second prune deleted %d, want 1, and not the marker behind the cursor", n)
+	}
+	if n := prune(10); n != 0 || !from.Equal(e.at(-time.Hour)) {
+		t.Fatalf("third prune deleted %d (cursor %s), want 0 and the cursor kept at %s", n, from, e.at(-time.Hour))
+	}
+	from = time.Time{} // the next pass
+	if n := prune(10); n != 1 || e.peek("h.prune", "behind") {
+		t.Fatalf("a new pass deleted %d, want the marker behind the old cursor", n)
 	}
 	if !e.peek("h.prune", "3") {
 		t.Fatal("prune deleted a marker newer than Before")

@@ -249,14 +249,31 @@ func testStepPrune(t *testing.T, e *env) {
 		}
 	}
 	res, err := e.s.StepPrune(e.ctx, &twicestore.MarkerPruneParams{Before: e.at(90 * time.Second), Limit: 1})
-	if err != nil || res.Deleted != 1 {
-		t.Fatalf("prune = %+v, %v; want 1 deleted", res, err)
+	if err != nil || res.Deleted != 1 || !res.From.Equal(e.base) {
+		t.Fatalf("prune = %+v, %v; want 1 deleted and the cursor at its claim, %s", res, err, e.base)
 	}
 	if _, err := e.s.StepGet(e.ctx, stepOf(j, "a")); !errors.Is(err, twicestore.ErrNotFound) {
 		t.Fatalf("oldest step after prune: %v, want ErrNotFound", err)
 	}
 	if _, err := e.s.StepGet(e.ctx, stepOf(j, "c")); err != nil {
 		t.Fatalf("newest step after prune: %v, want it kept", err)
+	}
+	// The next batch of the pass starts at the cursor: b, claimed after it.
+	next, err := e.s.StepPrune(e.ctx, &twicestore.MarkerPruneParams{Before: e.at(90 * time.Second), Limit: 10, From: res.From})
+	if err != nil || next.Deleted != 1 || !next.From.Equal(e.at(time.Minute)) {
+		t.Fatalf("next batch = %+v, %v; want b deleted and the cursor at its claim, %s", next, err, e.at(time.Minute))
+	}
+	// A step claimed before the cursor waits for the next pass.
+	p := stepOf(j, "early")
+	p.Now = e.at(-time.Minute)
+	if _, err := e.s.StepClaim(e.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := e.s.StepPrune(e.ctx, &twicestore.MarkerPruneParams{Before: e.at(90 * time.Second), Limit: 10, From: next.From}); err != nil || again.Deleted != 0 {
+		t.Fatalf("a batch from the cursor = %+v, %v; want the step before it left to the next pass", again, err)
+	}
+	if pass, err := e.s.StepPrune(e.ctx, &twicestore.MarkerPruneParams{Before: e.at(90 * time.Second), Limit: 10}); err != nil || pass.Deleted != 1 {
+		t.Fatalf("a new pass = %+v, %v; want the early step deleted", pass, err)
 	}
 }
 

@@ -34,7 +34,9 @@ progress line every second on stderr and a one-line JSON summary on stdout
 max_rss_mb).
 
   burndown  insert --jobs jobs, then time the worker until all are done
-  steady    insert and work at once for --duration, keeping a backlog
+  steady    insert and work at once for --duration, keeping a backlog;
+            p50/p95/p99 are fetch-to-start times (from the fetch that
+            leased a job to its start)
   latency   enqueue one job at a time at --rate a second for --duration;
             p50/p95/p99 are enqueue-to-start times
 
