@@ -129,6 +129,7 @@ func (p *pruner) pruneAll(ctx context.Context, now time.Time) {
 	// Steps are kept as long as markers; each carries its own cursor.
 	markers := &twicestore.MarkerPruneParams{Before: now.Add(-p.cfg.MarkerRetention), Limit: maintenanceBatch}
 	stepMarkers := &twicestore.MarkerPruneParams{Before: markers.Before, Limit: maintenanceBatch}
+	idempotency := &twicestore.IdempotencyPruneParams{Before: now, Limit: maintenanceBatch}
 	steps := []struct {
 		what string
 		// prune deletes one batch and reports whether there may be more.
@@ -169,8 +170,12 @@ func (p *pruner) pruneAll(ctx context.Context, now time.Time) {
 			return err == nil && full(res.Deleted), err
 		}},
 		{"expired idempotency keys", func(ctx context.Context) (bool, error) { // twicehttp's records
-			res, err := p.store.IdempotencyPrune(ctx, &twicestore.IdempotencyPruneParams{Before: now, Limit: maintenanceBatch})
-			return err == nil && full(res.Deleted), err
+			res, err := p.store.IdempotencyPrune(ctx, idempotency)
+			if err != nil {
+				return false, err
+			}
+			idempotency.From = res.From
+			return full(res.Deleted), nil
 		}},
 		{"step markers", func(ctx context.Context) (bool, error) { // twice.Step's, kept as long as markers
 			res, err := p.store.StepPrune(ctx, stepMarkers)

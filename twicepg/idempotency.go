@@ -164,28 +164,17 @@ func (e *executor) IdempotencyRelease(ctx context.Context, p *twicestore.Idempot
 	return nil
 }
 
-// idempotencyPruneSQL deletes one batch of the earliest expired records.
-// SKIP LOCKED lets nodes prune at once without deleting the same rows or
-// waiting for each other, nor for a Begin that holds one of them.
-const idempotencyPruneSQL = `DELETE FROM twice_idempotency WHERE (principal, key) IN (
-	SELECT principal, key FROM twice_idempotency
-	WHERE expires_at < $1
-	ORDER BY expires_at
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-)`
-
 // IdempotencyPrune deletes up to Limit records that expired before Before,
 // the earliest first; a Limit of zero or less deletes nothing.
 func (e *executor) IdempotencyPrune(ctx context.Context, p *twicestore.IdempotencyPruneParams) (*twicestore.IdempotencyPruneResult, error) {
 	if p.Limit <= 0 {
 		return &twicestore.IdempotencyPruneResult{}, nil
 	}
-	n, err := e.q.exec(ctx, idempotencyPruneSQL, p.Before, p.Limit)
+	n, from, err := e.pruneFrom(ctx, idempotencyPruneSQL, p.Before, p.Limit, p.From)
 	if err != nil {
 		return nil, fmt.Errorf("prune idempotency keys: %w", err)
 	}
-	return &twicestore.IdempotencyPruneResult{Deleted: int(n)}, nil
+	return &twicestore.IdempotencyPruneResult{Deleted: n, From: from}, nil
 }
 
 // lockArg is a lock guard's argument: the lock's time, or NULL for no

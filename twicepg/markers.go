@@ -149,44 +149,56 @@ func (e *executor) MarkerRelease(ctx context.Context, p *twicestore.MarkerParams
 	return nil
 }
 
-// pruneSQL deletes one batch of the oldest markers processed from $3 on
-// (the pass's cursor; see MarkerPruneParams.From) and returns how many it
-// deleted and the latest time among them. SKIP LOCKED lets nodes prune at
+// pruneFromSQL is the statement pruneFrom runs on a table whose rows are
+// keyed by key and pruned by the time column at: it deletes one batch of
+// the rows of the earliest at before $1, from $3 on (the pass's cursor;
+// see MarkerPruneParams.From), at most $2, and returns how many it
+// deleted and the latest at among them. SKIP LOCKED lets nodes prune at
 // once without deleting the same rows or waiting for each other, nor for
-// a transaction that is claiming one of them.
-const pruneSQL = `WITH gone AS (
-	DELETE FROM twice_markers WHERE (handler, key) IN (
-		SELECT handler, key FROM twice_markers
-		WHERE processed_at < $1 AND processed_at >= $3
-		ORDER BY processed_at
+// a transaction that holds one of them (a marker being claimed, an
+// idempotency record being begun).
+func pruneFromSQL(table, key, at string) string {
+	return fmt.Sprintf(`WITH gone AS (
+	DELETE FROM %[1]s WHERE (%[2]s) IN (
+		SELECT %[2]s FROM %[1]s
+		WHERE %[3]s < $1 AND %[3]s >= $3
+		ORDER BY %[3]s
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED)
-	RETURNING processed_at
+	RETURNING %[3]s
 )
-SELECT count(*), max(processed_at) FROM gone`
+SELECT count(*), max(%[3]s) FROM gone`, table, key, at)
+}
+
+// The prune statements of markers, steps and idempotency records.
+var (
+	pruneSQL            = pruneFromSQL("twice_markers", "handler, key", "processed_at")
+	stepPruneSQL        = pruneFromSQL("twice_steps", "handler, key, step", "claimed_at")
+	idempotencyPruneSQL = pruneFromSQL("twice_idempotency", "principal, key", "expires_at")
+)
 
 // MarkerPrune deletes up to Limit markers processed before Before, oldest
 // first; a Limit of zero or less deletes them all.
 func (e *executor) MarkerPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {
-	res, err := e.pruneFrom(ctx, pruneSQL, p)
+	n, from, err := e.pruneFrom(ctx, pruneSQL, p.Before, limitArg(p.Limit), p.From)
 	if err != nil {
 		return nil, fmt.Errorf("prune markers: %w", err)
 	}
-	return res, nil
+	return &twicestore.MarkerPruneResult{Deleted: n, From: from}, nil
 }
 
-// pruneFrom runs a marker or step prune statement, which takes the
-// cut-off, the limit and the cursor and returns the count deleted and the
-// latest time among them, and carries the cursor on.
-func (e *executor) pruneFrom(ctx context.Context, query string, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {
+// pruneFrom runs a prune statement that goes on from a pass's cursor: it
+// takes the cut-off, the limit and the cursor, and returns the count
+// deleted and the latest time among them, which pruneFrom returns as the
+// next batch's cursor (from itself when nothing was deleted).
+func (e *executor) pruneFrom(ctx context.Context, query string, before time.Time, limit any, from time.Time) (int, time.Time, error) {
 	var n int
 	var last *time.Time
-	if err := e.q.queryRow(ctx, query, p.Before, limitArg(p.Limit), p.From).Scan(&n, &last); err != nil {
-		return nil, err
+	if err := e.q.queryRow(ctx, query, before, limit, from).Scan(&n, &last); err != nil {
+		return 0, time.Time{}, err
 	}
-	res := &twicestore.MarkerPruneResult{Deleted: n, From: p.From}
 	if last != nil {
-		res.From = last.UTC()
+		from = last.UTC()
 	}
-	return res, nil
+	return n, from, nil
 }

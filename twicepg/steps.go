@@ -215,16 +215,11 @@ const claimantNotRunningSQL = `NOT EXISTS (SELECT 1 FROM twice_jobs j WHERE j.id
 
 // StepPrune deletes up to Limit of the oldest steps claimed before Before.
 func (e *executor) StepPrune(ctx context.Context, p *twicestore.MarkerPruneParams) (*twicestore.MarkerPruneResult, error) {
-	res, err := e.pruneFrom(ctx, `WITH gone AS (
-		DELETE FROM twice_steps WHERE (handler, key, step) IN (
-			SELECT handler, key, step FROM twice_steps WHERE claimed_at < $1 AND claimed_at >= $3
-			ORDER BY claimed_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-		RETURNING claimed_at)
-	SELECT count(*), max(claimed_at) FROM gone`, p)
+	n, from, err := e.pruneFrom(ctx, stepPruneSQL, p.Before, limitArg(p.Limit), p.From)
 	if err != nil {
 		return nil, fmt.Errorf("prune steps: %w", err)
 	}
-	return res, nil
+	return &twicestore.MarkerPruneResult{Deleted: n, From: from}, nil
 }
 
 // jobOutputSQL reads what JobOutput and JobAwait return.

@@ -188,21 +188,17 @@ func (e *executor) IdempotencyPrune(ctx context.Context, p *twicestore.Idempoten
 	if p.Limit <= 0 {
 		return &twicestore.IdempotencyPruneResult{}, nil
 	}
-	var n int64
-	err := e.write(ctx, func() error {
-		r, err := e.db.ExecContext(ctx, `DELETE FROM twice_idempotency WHERE rowid IN (
-			SELECT rowid FROM twice_idempotency WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`,
-			micros(p.Before), p.Limit)
-		if err != nil {
-			return err
-		}
-		n, err = r.RowsAffected()
+	res := &twicestore.IdempotencyPruneResult{}
+	err := e.write(ctx, func() (err error) {
+		res.Deleted, res.From, err = pruneFrom(ctx, e.db, `DELETE FROM twice_idempotency WHERE rowid IN (
+			SELECT rowid FROM twice_idempotency WHERE expires_at < ? AND expires_at >= ? ORDER BY expires_at LIMIT ?)
+			RETURNING expires_at`, p.Before, p.From, p.Limit)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prune idempotency keys: %w", err)
 	}
-	return &twicestore.IdempotencyPruneResult{Deleted: int(n)}, nil
+	return res, nil
 }
 
 // fromTime is t as it reads back from the database: at microsecond

@@ -158,11 +158,11 @@ func (e *executor) MarkerPrune(ctx context.Context, p *twicestore.MarkerPrunePar
 	if limit <= 0 {
 		limit = -1
 	}
-	var res *twicestore.MarkerPruneResult
+	res := &twicestore.MarkerPruneResult{}
 	err := e.write(ctx, func() (err error) {
-		res, err = pruneFrom(ctx, e.db, `DELETE FROM twice_markers WHERE rowid IN (
+		res.Deleted, res.From, err = pruneFrom(ctx, e.db, `DELETE FROM twice_markers WHERE rowid IN (
 			SELECT rowid FROM twice_markers WHERE processed_at < ? AND processed_at >= ? ORDER BY processed_at LIMIT ?)
-			RETURNING processed_at`, p, limit)
+			RETURNING processed_at`, p.Before, p.From, limit)
 		return err
 	})
 	if err != nil {
@@ -171,25 +171,26 @@ func (e *executor) MarkerPrune(ctx context.Context, p *twicestore.MarkerPrunePar
 	return res, nil
 }
 
-// pruneFrom runs a marker or step prune statement, which takes the
-// cut-off, the cursor and the limit and returns the time of each row it
-// deleted, and carries the cursor on.
-func pruneFrom(ctx context.Context, q dbtx, query string, p *twicestore.MarkerPruneParams, limit int) (*twicestore.MarkerPruneResult, error) {
-	rows, err := q.QueryContext(ctx, query, micros(p.Before), micros(p.From), limit)
+// pruneFrom runs a prune statement that goes on from a pass's cursor: it
+// takes the cut-off, the cursor and the limit, and returns the time of
+// each row it deleted. pruneFrom returns their count and the latest of
+// them, the next batch's cursor (from itself when nothing was deleted).
+func pruneFrom(ctx context.Context, q dbtx, query string, before, from time.Time, limit int) (int, time.Time, error) {
+	rows, err := q.QueryContext(ctx, query, micros(before), micros(from), limit)
 	if err != nil {
-		return nil, err
+		return 0, time.Time{}, err
 	}
 	defer func() { _ = rows.Close() }()
-	res := &twicestore.MarkerPruneResult{From: p.From}
+	n := 0
 	for rows.Next() {
 		var at int64
 		if err := rows.Scan(&at); err != nil {
-			return nil, err
+			return 0, time.Time{}, err
 		}
-		res.Deleted++
-		if t := time.UnixMicro(at).UTC(); t.After(res.From) {
-			res.From = t
+		n++
+		if t := time.UnixMicro(at).UTC(); t.After(from) {
+			from = t
 		}
 	}
-	return res, rows.Err()
+	return n, from, rows.Err()
 }

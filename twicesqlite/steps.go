@@ -198,11 +198,11 @@ func (e *executor) StepPrune(ctx context.Context, p *twicestore.MarkerPruneParam
 	if limit <= 0 {
 		limit = -1
 	}
-	var res *twicestore.MarkerPruneResult
+	res := &twicestore.MarkerPruneResult{}
 	err := e.direct(ctx, func(q dbtx) (err error) {
-		res, err = pruneFrom(ctx, q, `DELETE FROM twice_steps WHERE (handler, key, step) IN (
+		res.Deleted, res.From, err = pruneFrom(ctx, q, `DELETE FROM twice_steps WHERE (handler, key, step) IN (
 			SELECT handler, key, step FROM twice_steps WHERE claimed_at < ? AND claimed_at >= ? ORDER BY claimed_at LIMIT ?)
-			RETURNING claimed_at`, p, limit)
+			RETURNING claimed_at`, p.Before, p.From, limit)
 		return err
 	})
 	if err != nil {

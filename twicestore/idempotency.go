@@ -75,9 +75,16 @@ type IdempotencyCompleteParams struct {
 type IdempotencyPruneParams struct {
 	Before time.Time
 	Limit  int
+	// From carries a pass of batches on from the batch before, as
+	// MarkerPruneParams.From does: a batch looks at no record that
+	// expired before it. Zero starts at the earliest.
+	From time.Time
 }
 
 // IdempotencyPruneResult counts the records deleted.
 type IdempotencyPruneResult struct {
 	Deleted int
+	// From is the From of the next batch of the same pass: the latest
+	// expiry among the records deleted so far in it.
+	From time.Time
 }

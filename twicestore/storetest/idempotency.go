@@ -460,8 +460,21 @@ func testIdemPrune(t *testing.T, e *env) {
 	if n := prune(before, 1); n != 1 {
 		t.Fatalf("IdempotencyPrune with Limit 1 deleted %d, want 1", n)
 	}
+	// The pass's cursor: the batch after it looks at no record that
+	// expired before the one it deleted.
+	first, err := e.s.IdempotencyPrune(e.ctx, &twicestore.IdempotencyPruneParams{Before: before, Limit: 1, From: e.at(90 * time.Minute)})
+	if err != nil || first.Deleted != 1 || !first.From.Equal(e.at(2*time.Hour)) {
+		t.Fatalf("IdempotencyPrune from a cursor = %+v, %v; want key-2 deleted and the cursor at its expiry, %s", first, err, e.at(2*time.Hour))
+	}
+	p := idemBegin("alice", "key-1", "fp", e.base) // taken afresh: key-1 was pruned
+	p.ExpiresAt = e.at(time.Hour)
+	e.idemBegin(p)
+	if next, err := e.s.IdempotencyPrune(e.ctx, &twicestore.IdempotencyPruneParams{Before: before, Limit: 10, From: first.From}); err != nil ||
+		next.Deleted != 0 || !next.From.Equal(first.From) {
+		t.Fatalf("the next batch = %+v, %v; want the record behind the cursor left to the next pass, the cursor kept", next, err)
+	}
 	if n := prune(before, 10); n != 1 {
-		t.Fatalf("IdempotencyPrune of the rest deleted %d, want 1", n)
+		t.Fatalf("IdempotencyPrune of the rest (a new pass) deleted %d, want 1", n)
 	}
 	if n := prune(before, 10); n != 0 {
 		t.Fatalf("IdempotencyPrune again deleted %d, want 0", n)
