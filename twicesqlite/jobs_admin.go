@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,7 +151,6 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
 	return driverkit.DeleteFinished(p, func(c driverkit.FinishedCut, limit int) (n int, last int64, err error) {
 		err = e.write(ctx, func() error {
-			n, last = 0, 0
 			rows, err := e.db.QueryContext(ctx, `DELETE FROM twice_jobs WHERE id IN (
 				SELECT o.id FROM (
 					SELECT id FROM twice_jobs INDEXED BY twice_jobs_state_id
@@ -162,15 +162,12 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDelet
 			if err != nil {
 				return err
 			}
-			defer func() { _ = rows.Close() }()
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				n, last = n+1, max(last, id)
+			ids, err := dbrows.Collect(rows, dbrows.One[int64])
+			if err != nil {
+				return err
 			}
-			return rows.Err()
+			n, last = len(ids), slices.Max(append(ids, 0))
+			return nil
 		})
 		return n, last, err
 	})

@@ -180,17 +180,14 @@ func pruneFrom(ctx context.Context, q dbtx, query string, before, from time.Time
 	if err != nil {
 		return 0, time.Time{}, err
 	}
-	defer func() { _ = rows.Close() }()
-	n := 0
-	for rows.Next() {
-		var at int64
-		if err := rows.Scan(&at); err != nil {
-			return 0, time.Time{}, err
-		}
-		n++
+	ats, err := dbrows.Collect(rows, dbrows.One[int64])
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	for _, at := range ats {
 		if t := time.UnixMicro(at).UTC(); t.After(from) {
 			from = t
 		}
 	}
-	return n, from, rows.Err()
+	return len(ats), from, nil
 }
