@@ -120,7 +120,8 @@ func New(ctx context.Context, db *sql.DB) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sql.DB) (*Store, error) {
-	s := &Store{executor: &executor{db: db, pool: db, gate: make(writeGate, 1)}, db: db}
+	cache := newStmtCache(db)
+	s := &Store{executor: &executor{db: &prepared{cache: cache}, pool: db, gate: make(writeGate, 1), cache: cache}, db: db}
 	if err := migrations.Upgrade(ctx, s); err != nil {
 		return nil, err
 	}
@@ -232,7 +233,7 @@ func (s *Store) Begin(ctx context.Context) (twicestore.Tx, error) {
 		unlock()
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	return &sqliteTx{executor: &executor{db: tx}, tx: tx, unlock: unlock}, nil
+	return &sqliteTx{executor: &executor{db: &prepared{cache: s.cache, tx: tx}, cache: s.cache}, tx: tx, unlock: unlock}, nil
 }
 
 // ExecutorFromTx returns an Executor that runs inside tx, a *sql.Tx the
@@ -259,13 +260,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.db.PingContext(ctx)
 }
 
-// Close closes the database if Open opened it; a database passed to New is
-// left open for its owner.
+// Close closes the statements the Store keeps prepared, and the database
+// if Open opened it; a database passed to New is left open for its owner.
 func (s *Store) Close() error {
+	err := s.cache.Close()
 	if !s.ownsDB {
-		return nil
+		return err
 	}
-	return s.db.Close()
+	return errors.Join(err, s.db.Close())
 }
 
 // sqliteTx is a transaction twice began.
@@ -302,6 +304,9 @@ type executor struct {
 	db   dbtx
 	pool *sql.DB
 	gate writeGate // set on the pool's executor only
+	// cache keeps the Store's statements prepared (see prepared.go); nil
+	// in an executor of a transaction the application began.
+	cache *stmtCache
 }
 
 // writeGate serialises this process's writers before they reach SQLite.
@@ -353,7 +358,7 @@ func (e *executor) inTx(ctx context.Context, fn func(q dbtx) error) error {
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		if err := fn(tx); err != nil {
+		if err := fn(&prepared{cache: e.cache, tx: tx}); err != nil {
 			tx.Rollback()
 			return err
 		}
