@@ -30,7 +30,7 @@ type switchEnv struct {
 func setupSwitches(t *testing.T, fileText string) *switchEnv {
 	t.Helper()
 	e := &switchEnv{logs: &syncBuffer{}}
-	path := filepath.Join(t.TempDir(), "twice.db")
+	path := migratedPath(t)
 	e.store = openStore(t, path)
 	e.file = filepath.Join(t.TempDir(), "toggles.toml")
 	if fileText != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,7 +146,7 @@ func waitSchedule(t *testing.T, store twicestore.Store, name string, cond func(t
 // one database, run the same schedule; every tick becomes exactly one job.
 func TestThreeSchedulersOneJobPerTick(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "twice.db")
+	path := migratedPath(t)
 	store := openStore(t, path)
 	start := time.Now()
 	for range 3 {

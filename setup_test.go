@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/testkit/sqlitetemplate"
 	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
@@ -26,7 +26,21 @@ func TestMain(m *testing.M) {
 // newStore opens a fresh SQLite store in the test's temp dir.
 func newStore(t testing.TB) *twicesqlite.Store {
 	t.Helper()
-	return openStore(t, filepath.Join(t.TempDir(), "twice.db"))
+	return openStore(t, migratedPath(t))
+}
+
+// migratedPath returns the path of a new, freshly migrated SQLite file in
+// the test's temp dir: a copy of one migrated once for the whole test
+// binary (see sqlitetemplate).
+func migratedPath(t testing.TB) string {
+	t.Helper()
+	return sqlitetemplate.Copy(t, "twice", func(path string) error {
+		s, err := twicesqlite.Open(context.Background(), path)
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	})
 }
 
 func openStore(t testing.TB, path string) *twicesqlite.Store {

@@ -3,7 +3,6 @@ package twice_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -91,7 +90,7 @@ func TestStressEightWorkersOneFile(t *testing.T) {
 	if raceDetector {
 		jobs = 2_000
 	}
-	path := filepath.Join(t.TempDir(), "stress.db")
+	path := migratedPath(t)
 	setup := openStore(t, path)
 	setupLedger(t, setup)
 	ctx := context.Background()

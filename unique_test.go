@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,7 +48,7 @@ func eachStoreN(t *testing.T, n int, test func(t *testing.T, stores []twicestore
 	t.Helper()
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		path := filepath.Join(t.TempDir(), "twice.db")
+		path := migratedPath(t)
 		stores := make([]twicestore.Store, n)
 		for i := range stores {
 			stores[i] = openStore(t, path)

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/twicejobs/twice/internal/testkit/sqlitetemplate"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicestore/storetest"
 )
@@ -21,11 +22,25 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// openTemp opens a store in a new file under t.TempDir and closes it when
-// the test ends.
+// migratedCopy returns the path of a new file under t.TempDir holding a
+// freshly migrated database: a copy of one Open migrated once for the
+// whole test binary (see sqlitetemplate).
+func migratedCopy(t *testing.T) string {
+	t.Helper()
+	return sqlitetemplate.Copy(t, "twicesqlite", func(path string) error {
+		s, err := Open(context.Background(), path)
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	})
+}
+
+// openTemp opens a store on a freshly migrated file under t.TempDir and
+// closes it when the test ends.
 func openTemp(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "twice.db"))
+	s, err := Open(t.Context(), migratedCopy(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +62,18 @@ func TestConformance(t *testing.T) {
 func TestConformanceNew(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) twicestore.Store {
-		db, err := sql.Open("sqlite", DSN(filepath.Join(t.TempDir(), "app.db")))
+		path := sqlitetemplate.Copy(t, "twicesqlite-new", func(path string) error { // migrated by New
+			db, err := sql.Open("sqlite", DSN(path))
+			if err != nil {
+				return err
+			}
+			if _, err := New(context.Background(), db); err != nil {
+				db.Close()
+				return err
+			}
+			return db.Close()
+		})
+		db, err := sql.Open("sqlite", DSN(path))
 		if err != nil {
 			t.Fatal(err)
 		}

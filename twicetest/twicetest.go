@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/testkit/pgtest"
+	"github.com/twicejobs/twice/internal/testkit/sqlitetemplate"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
@@ -242,7 +242,15 @@ func (r *runner[T]) open(n int) []twicestore.Store {
 		}
 		return out
 	}
-	path := filepath.Join(t.TempDir(), "twice.db")
+	// A copy of a database migrated once per test binary: the same bytes
+	// as migrating a new file, without the time.
+	path := sqlitetemplate.Copy(t, "twicetest", func(path string) error {
+		s, err := twicesqlite.Open(ctx, path)
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	})
 	for i := range out {
 		s, err := twicesqlite.Open(ctx, path)
 		if err != nil {
