@@ -43,19 +43,31 @@ func newStmtCache(db *sql.DB) *stmtCache {
 // holds one already, in a transaction: then a query not prepared yet
 // is prepared only when the pool has no limit on its connections (as
 // Open's has not), since callers that hold every connection of a limited
-// pool would each wait for another for ever.
+// pool would each wait for another for ever. For the same reason the
+// prepare runs without c.mu held: a caller waiting for a connection must
+// not keep one that holds a connection from finding its statement.
 func (c *stmtCache) get(ctx context.Context, query string, inTx bool) *sql.Stmt {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.stmts[query]; ok {
+	st, ok := c.stmts[query]
+	full := c.closed || len(c.stmts) >= stmtCacheMax
+	c.mu.Unlock()
+	if ok {
 		return st
 	}
-	if c.closed || len(c.stmts) >= stmtCacheMax || inTx && c.db.Stats().MaxOpenConnections > 0 {
+	if full || inTx && c.db.Stats().MaxOpenConnections > 0 {
 		return nil
 	}
 	st, err := c.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if kept, ok := c.stmts[query]; ok || c.closed || len(c.stmts) >= stmtCacheMax {
+		// Another caller kept one meanwhile (this call uses it), or there
+		// is no room now (this call runs unprepared): this one is not needed.
+		_ = st.Close() // never used: nothing to lose
+		return kept
 	}
 	c.stmts[query] = st
 	return st

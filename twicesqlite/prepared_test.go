@@ -124,3 +124,49 @@ func TestStatementCacheBoundsAndCloses(t *testing.T) {
 		t.Fatalf("a query after Close: %d, %v; want it run unprepared", one, err)
 	}
 }
+
+// TestPrepareWaitingForAConnectionBlocksNoOne: on a pool of one
+// connection, a caller on the pool that waits for the connection to
+// prepare a statement does not stop the transaction holding it from
+// running its own statements, and so from giving the connection back.
+func TestPrepareWaitingForAConnectionBlocksNoOne(t *testing.T) {
+	t.Parallel()
+	db, err := sql.Open("sqlite", DSN(migratedCopy(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	c := newStmtCache(db)
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onPool := make(chan *sql.Stmt)
+	go func() { onPool <- c.get(ctx, "SELECT 2", false) }()
+	for db.Stats().WaitCount == 0 { // until it waits for tx's connection
+		time.Sleep(time.Millisecond)
+	}
+	inTx := make(chan error)
+	go func() {
+		var n int
+		err := (&prepared{cache: c, tx: tx}).QueryRowContext(ctx, "SELECT 3").Scan(&n)
+		inTx <- err
+	}()
+	select {
+	case err := <-inTx:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a statement in the transaction waited for the prepare that waits for the transaction")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if st := <-onPool; st == nil {
+		t.Fatal("the prepare on the pool failed once the connection was free")
+	}
+}
