@@ -59,17 +59,11 @@ func migratedSchema(t *testing.T) string {
 	}
 	emptied.Unlock()
 	if schema == "" {
-		schema = "twice_test_" + randomHex()
-		conn := connect(t, t.Context(), base)
-		_, err := conn.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
-		conn.Close(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		schema = createSchema(t, base)
 		connString := withParams(t, base, map[string]string{"search_path": schema})
 		s, err := Open(t.Context(), connString)
 		if err != nil {
-			dropSchema(base, schema)
+			_ = dropSchema(base, schema) // the Open error is the one to report
 			t.Fatal(err)
 		}
 		s.Close()
@@ -77,7 +71,7 @@ func migratedSchema(t *testing.T) string {
 	t.Cleanup(func() {
 		if err := emptySchema(base, schema); err != nil {
 			t.Errorf("empty test schema %s for reuse: %v", schema, err)
-			dropSchema(base, schema)
+			_ = dropSchema(base, schema) // the error above is the one to report
 			return
 		}
 		emptied.Lock()
@@ -107,16 +101,18 @@ func emptySchema(base, schema string) error {
 	return err
 }
 
-// dropSchema drops schema and everything in it, as best it can.
-func dropSchema(base, schema string) {
+// dropSchema drops schema and everything in it.
+func dropSchema(base, schema string) error {
+	// The test's context is cancelled before cleanups run.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		return
+		return err
 	}
 	defer conn.Close(ctx)
-	_, _ = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	_, err = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	return err
 }
 
 // dropEmptied drops the emptied schemas when the tests are over.
@@ -125,7 +121,7 @@ func dropEmptied() {
 	emptied.Lock()
 	defer emptied.Unlock()
 	for _, schema := range emptied.schemas {
-		dropSchema(base, schema)
+		_ = dropSchema(base, schema) // the tests are over: no test to tell
 	}
 	emptied.schemas = nil
 }
@@ -186,23 +182,25 @@ func connect(t *testing.T, ctx context.Context, connString string) *pgx.Conn {
 func newSchema(t *testing.T) (connString, schema string) {
 	t.Helper()
 	base := testConnString(t)
-	schema = "twice_test_" + randomHex()
+	schema = createSchema(t, base)
+	t.Cleanup(func() {
+		if err := dropSchema(base, schema); err != nil {
+			t.Errorf("drop test schema: %v", err)
+		}
+	})
+	return withParams(t, base, map[string]string{"search_path": schema}), schema
+}
+
+// createSchema creates a schema of a new name on base and returns the name.
+func createSchema(t *testing.T, base string) string {
+	t.Helper()
+	schema := "twice_test_" + randomHex()
 	conn := connect(t, t.Context(), base)
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		// The test's context is cancelled before cleanups run.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn := connect(t, ctx, base)
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop test schema: %v", err)
-		}
-	})
-	return withParams(t, base, map[string]string{"search_path": schema}), schema
+	return schema
 }
 
 // openStore opens a store in a new schema and closes it when the test ends.

@@ -45,6 +45,19 @@ func workOnce(t *testing.T, s *Store, n int) {
 	}
 }
 
+// appDB opens a freshly migrated database as an application would, with
+// at most maxConns connections (0: no limit), closed when the test ends.
+func appDB(t *testing.T, maxConns int) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", DSN(migratedCopy(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(maxConns)
+	return db
+}
+
 // TestStatementsArePreparedOnce: a job's second life runs on the
 // statements its first prepared, on the pool and in transactions alike.
 func TestStatementsArePreparedOnce(t *testing.T) {
@@ -71,12 +84,7 @@ func TestStatementsArePreparedOnce(t *testing.T) {
 // prepare a statement; it runs the statement unprepared.
 func TestLimitedPoolDoesNotWaitForItself(t *testing.T) {
 	t.Parallel()
-	db, err := sql.Open("sqlite", DSN(migratedCopy(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	db.SetMaxOpenConns(1)
+	db := appDB(t, 1)
 	s, err := New(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
@@ -90,11 +98,7 @@ func TestLimitedPoolDoesNotWaitForItself(t *testing.T) {
 // Close, a query runs unprepared; Close closes what was kept.
 func TestStatementCacheBoundsAndCloses(t *testing.T) {
 	t.Parallel()
-	db, err := sql.Open("sqlite", DSN(migratedCopy(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := appDB(t, 0)
 	c := newStmtCache(db)
 	ctx := t.Context()
 	for i := range stmtCacheMax {
@@ -131,12 +135,7 @@ func TestStatementCacheBoundsAndCloses(t *testing.T) {
 // running its own statements, and so from giving the connection back.
 func TestPrepareWaitingForAConnectionBlocksNoOne(t *testing.T) {
 	t.Parallel()
-	db, err := sql.Open("sqlite", DSN(migratedCopy(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	db.SetMaxOpenConns(1)
+	db := appDB(t, 1)
 	c := newStmtCache(db)
 	t.Cleanup(func() { c.Close() })
 	ctx := t.Context()
