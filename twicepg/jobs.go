@@ -146,14 +146,15 @@ func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*tw
 //
 //   - input draws the ids first (nextval, in input order), so each inserted
 //     row is matched to its input by id, whatever order RETURNING uses.
-//   - inserted skips, by ON CONFLICT DO NOTHING on the partial unique index,
-//     an input whose kind and unique key a job holds (one in a state among
-//     its own unique_states, migration 014): a stored one, or an earlier
-//     input of the batch. Rows go in by kind and unique
-//     key, then input order: the first of a batch's repeats is the one
-//     inserted, and two batches racing over the same keys (schedulers on
-//     several nodes enqueuing the same ticks) wait for each other's keys in
-//     the same order, so they cannot deadlock.
+//   - inserted skips an input whose kind and unique key a job holds (one in
+//     a state among its own unique_states, migration 014): a stored one, or
+//     an earlier input of the batch. The claim trigger of migration 022
+//     skips it, as ON CONFLICT DO NOTHING did on the unique index that held
+//     keys before, and waits for a claim another transaction is writing.
+//     Rows go in by kind and unique key, then input order: the first of a
+//     batch's repeats is the one inserted, and two batches racing over the
+//     same keys (schedulers on several nodes enqueuing the same ticks) wait
+//     for each other's keys in the same order, so they cannot deadlock.
 //   - the second SELECT sees the table as it was when the statement began,
 //     so it finds the stored holders and not the rows inserted here (those
 //     are resolved in Go).

@@ -18,6 +18,8 @@ var uniqueStatesTests = []test{
 	{"FinishedHolderBlocksOnlyWithItsState", testUniqueFinishedHolder},
 	{"ConcurrentInsertersOneRow", testUniqueStatesConcurrent},
 	{"RetryHeldByFinishedHolder", testUniqueStatesRetry},
+	{"RetryTakesTheKeyBack", testUniqueStatesRetryTakesKey},
+	{"DeleteFreesTheKey", testUniqueStatesDelete},
 	{"DiscardKeepsDeadHolder", testUniqueStatesDiscard},
 	{"ReplaceFinishedHolderIsDuplicate", testUniqueStatesReplace},
 	{"MixedStatesInOneBatch", testUniqueStatesBatch},
@@ -184,6 +186,41 @@ func testUniqueStatesRetry(t *testing.T, e *env) {
 	checkResults(t, "retry of a dead job holding its own key", res,
 		twicestore.JobActionResult{ID: mine.ID, Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable})
 	checkDuplicate(t, "insert after the retry", e.insert(e.uniqueJob(own, "k"))[0], mine.ID)
+}
+
+// testUniqueStatesRetryTakesKey: a dead job that let its key go takes it
+// back when retried, so a job enqueued with that key afterwards is its
+// duplicate, and its next release frees the key again.
+func testUniqueStatesRetryTakesKey(t *testing.T, e *env) {
+	const kind = "storetest.uniquestatesretrytakes.v1"
+	dead := e.finishAs(e.uniqueJob(kind, "k"), twicetype.JobStateDead)
+	res := e.retryResults(&twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{dead.ID}}, Now: e.at(time.Minute)})
+	checkResults(t, "retry of a dead job whose key is free", res,
+		twicestore.JobActionResult{ID: dead.ID, Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable})
+	checkDuplicate(t, "insert after the retry", e.insert(e.uniqueJob(kind, "k"))[0], dead.ID)
+	e.complete(e.fetchOne(e.at(time.Hour), kind), e.at(time.Hour))
+	if r := e.insert(e.uniqueJob(kind, "k"))[0]; r.Duplicate {
+		t.Errorf("insert after the retried job completed: a duplicate of job %d, want a new job", r.Job.ID)
+	}
+}
+
+// testUniqueStatesDelete: a holder that is deleted, by an operator while it
+// waits or by retention once finished, frees its key.
+func testUniqueStatesDelete(t *testing.T, e *env) {
+	const kind = "storetest.uniquestatesdelete.v1"
+	waiting := e.insertOne(e.uniqueJob(kind, "waiting"))
+	if _, err := e.s.JobDelete(e.ctx, &twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{waiting.ID}}}); err != nil {
+		t.Fatalf("JobDelete: %v", err)
+	}
+	if r := e.insert(e.uniqueJob(kind, "waiting"))[0]; r.Duplicate {
+		t.Errorf("insert after the waiting holder was deleted: a duplicate of job %d, want a new job", r.Job.ID)
+	}
+	const kept = "storetest.uniquestatesdeletekept.v1"
+	e.finishAs(e.uniqueIn(kept, "k", twicetype.JobStateCompleted), twicetype.JobStateCompleted)
+	e.deleteFinished(false)
+	if r := e.insert(e.uniqueIn(kept, "k", twicetype.JobStateCompleted))[0]; r.Duplicate {
+		t.Errorf("insert after retention deleted the completed holder: a duplicate of job %d, want a new job", r.Job.ID)
+	}
 }
 
 // testUniqueStatesDiscard: a dead job holding its key (dead and discarded
