@@ -48,12 +48,15 @@ CREATE INDEX twice_jobs_unique_key ON twice_jobs (kind, unique_key)
 DROP INDEX twice_jobs_unique;
 
 -- twice_jobs_claim_key claims a new job's key, or skips the job when
--- another holds it (FOUND is false when ON CONFLICT did nothing).
+-- another holds it (FOUND is false when ON CONFLICT did nothing). A row
+-- that already holds the claim goes in: an update that moves a job to
+-- another partition inserts it there, and fires this trigger.
 CREATE FUNCTION twice_jobs_claim_key() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO twice_unique_claims (kind, unique_key, job_id) VALUES (NEW.kind, NEW.unique_key, NEW.id)
     ON CONFLICT DO NOTHING;
-    IF FOUND THEN
+    IF FOUND OR EXISTS (SELECT 1 FROM twice_unique_claims
+        WHERE kind = NEW.kind AND unique_key = NEW.unique_key AND job_id = NEW.id) THEN
         RETURN NEW;
     END IF;
     RETURN NULL;
