@@ -84,26 +84,28 @@ func migratedSchema(t *testing.T) string {
 // emptySchema removes every row of schema's tables but the migration
 // record's, and restarts their identity sequences.
 func emptySchema(base, schema string) error {
-	// The test's context is cancelled before cleanups run.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
+	return onServer(base, func(ctx context.Context, conn *pgx.Conn) error {
+		var tables string
+		if err := conn.QueryRow(ctx, `SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
+			FROM pg_tables WHERE schemaname = $1 AND tablename <> 'twice_migrations'`, schema).Scan(&tables); err != nil {
+			return err
+		}
+		_, err := conn.Exec(ctx, "TRUNCATE "+tables+" RESTART IDENTITY")
 		return err
-	}
-	defer conn.Close(ctx)
-	var tables string
-	if err := conn.QueryRow(ctx, `SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
-		FROM pg_tables WHERE schemaname = $1 AND tablename <> 'twice_migrations'`, schema).Scan(&tables); err != nil {
-		return err
-	}
-	_, err = conn.Exec(ctx, "TRUNCATE "+tables+" RESTART IDENTITY")
-	return err
+	})
 }
 
 // dropSchema drops schema and everything in it.
 func dropSchema(base, schema string) error {
-	// The test's context is cancelled before cleanups run.
+	return onServer(base, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		return err
+	})
+}
+
+// onServer runs fn on a connection of its own to base, within 30 s. It
+// serves cleanups: the test's context is cancelled before they run.
+func onServer(base string, fn func(ctx context.Context, conn *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
@@ -111,8 +113,7 @@ func dropSchema(base, schema string) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	return err
+	return fn(ctx, conn)
 }
 
 // dropEmptied drops the emptied schemas when the tests are over.
