@@ -119,6 +119,9 @@ func (w *worker) start(ctx context.Context) error {
 	}
 	w.goLoop(bg, newRescuer(c, w.notify).run)
 	w.goLoop(bg, newPruner(c).run)
+	if r := newRotator(c); r != nil {
+		w.goLoop(bg, r.run)
+	}
 	w.goLoop(bg, newNodeReporter(c).run)
 	w.goLoop(bg, newStoreSwitchWatcher(c, w.switches).run)
 	if c.cfg.TogglesFile != "" {

@@ -84,6 +84,47 @@ var errLeaseExpired = errors.New("lease expired on the final attempt")
 // change at every restart does not grow the table for ever.
 const deadNodeRetention = 7 * 24 * time.Hour
 
+// rotateInterval is how often a worker asks a store that keeps its live
+// jobs in generations (twicestore.Rotator) to empty the one new jobs are
+// not entering. PostgreSQL's generations take turns every 30 s.
+const rotateInterval = 5 * time.Second
+
+// rotator empties the store's idle generation of live jobs when its dead
+// row versions are worth it (twicestore.Rotator), which keeps them bounded
+// beside a snapshot held for long. Any node may run it.
+type rotator struct {
+	store  twicestore.Rotator
+	logger *slog.Logger
+}
+
+// newRotator returns the rotator of c's store, or nil when the store has
+// no generations (SQLite).
+func newRotator(c *Client) *rotator {
+	r, ok := c.store.(twicestore.Rotator)
+	if !ok {
+		return nil
+	}
+	return &rotator{store: r, logger: c.logger.With(logattr.Component, "rotator")}
+}
+
+func (r *rotator) run(ctx context.Context) {
+	periodic.Run(ctx, rotateInterval, r.rotate)
+}
+
+func (r *rotator) rotate(ctx context.Context) {
+	res, err := r.store.JobRotate(ctx, &twicestore.JobRotateParams{})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.logger.WarnContext(ctx, "emptying a generation of live jobs failed", logattr.Err, err)
+		}
+		return
+	}
+	if res.Emptied {
+		r.logger.DebugContext(ctx, "emptied a generation of live jobs", "generation", res.Generation,
+			"dead", res.Dead, "moved", res.Moved)
+	}
+}
+
 // pruner deletes, in bounded batches so no statement holds locks for
 // long: finished jobs older than their retention; then the workflows and
 // batches none of whose jobs is left (they leave with their last job);

@@ -146,14 +146,15 @@ func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*tw
 //
 //   - input draws the ids first (nextval, in input order), so each inserted
 //     row is matched to its input by id, whatever order RETURNING uses.
-//   - inserted skips, by ON CONFLICT DO NOTHING on the partial unique index,
-//     an input whose kind and unique key a job holds (one in a state among
-//     its own unique_states, migration 014): a stored one, or an earlier
-//     input of the batch. Rows go in by kind and unique
-//     key, then input order: the first of a batch's repeats is the one
-//     inserted, and two batches racing over the same keys (schedulers on
-//     several nodes enqueuing the same ticks) wait for each other's keys in
-//     the same order, so they cannot deadlock.
+//   - inserted skips an input whose kind and unique key a job holds (one in
+//     a state among its own unique_states, migration 014): a stored one, or
+//     an earlier input of the batch. The claim trigger of migration 022
+//     skips it, as ON CONFLICT DO NOTHING did on the unique index that held
+//     keys before, and waits for a claim another transaction is writing.
+//     Rows go in by kind and unique key, then input order: the first of a
+//     batch's repeats is the one inserted, and two batches racing over the
+//     same keys (schedulers on several nodes enqueuing the same ticks) wait
+//     for each other's keys in the same order, so they cannot deadlock.
 //   - the second SELECT sees the table as it was when the statement began,
 //     so it finds the stored holders and not the rows inserted here (those
 //     are resolved in Go).
@@ -537,7 +538,7 @@ func fetchLeaseSQL(pick string) string {
 UPDATE twice_jobs AS j
 SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $5, attempted_by = $6
 FROM picked
-WHERE j.id = picked.id
+WHERE j.id = picked.id AND j.state IN ('available', 'running')
 `
 }
 
@@ -689,14 +690,18 @@ func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]int6
 // key order, so batches claiming the same keys wait for each other in the
 // same order.
 //
-// The jobs are found by id whatever the planner's statistics say: the ids
-// are a restriction of their own (j.id = ANY($1)), and the guard is a
-// condition of the join (the CASE), not j.state = 'running'. From that
-// constant the planner proves the predicate of twice_jobs_running_kind,
-// and statistics taken while every job waited (none running) made it read
-// that whole index at every batch. While a long-running reader holds the
-// xmin horizon back, that index keeps an entry for every job that ran
-// since (bench/compare/RESULTS.md, "Beside a long-running reader").
+// The jobs are found by id, one index probe per outcome, whatever the
+// planner's statistics say: the guard is a condition of the join (the
+// CASE), not j.state = 'running'. From that constant the planner proves the
+// predicate of twice_jobs_running_kind, and statistics taken while every
+// job waited (none running) made it read that whole index at every batch.
+// While a long-running reader holds the xmin horizon back, that index
+// keeps an entry for every job that ran since (bench/compare/RESULTS.md,
+// "Beside a long-running reader"). j.state IN ('available', 'running')
+// proves no index's predicate; it leaves the done partition out of the
+// plan (migration 023). The ids were once also a restriction of their own
+// (j.id = ANY($1)); on the partitioned table that went into every probe's
+// index condition, which then read the whole array for each outcome.
 //
 // An error is appended to the history, which keeps its first and last
 // entries only (see keptErrors). A cancelled outcome without a note of its
@@ -723,7 +728,7 @@ UPDATE twice_jobs AS j SET
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
 	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[], $16::text[])
 	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, trace, ord)
-WHERE j.id = ANY($1::bigint[]) AND j.id = o.id
+WHERE j.id = o.id AND j.state IN ('available', 'running')
 	AND CASE WHEN j.state = 'running' THEN j.epoch = o.epoch ELSE false END
 RETURNING o.ord`
 
@@ -862,7 +867,7 @@ UPDATE twice_jobs AS j SET
 		'error', 'lease expired at ' || to_char(j.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') ||
 			' before node "' || j.attempted_by || '" finished the attempt'))`) + `
 FROM expired
-WHERE j.id = expired.id
+WHERE j.id = expired.id AND j.state IN ('available', 'running')
 RETURNING ` + jobColumns
 
 // JobRescue releases up to Limit expired leases (all of them when Limit is

@@ -189,7 +189,7 @@ var fetchGlobalSQL = `WITH picked AS (
 )
 UPDATE twice_jobs AS j
 SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $4, attempted_by = $5
-WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state IN ('available', 'running')
 RETURNING EXISTS (
 	SELECT 1 FROM unnest($8::text[], $9::text[]) AS h(kind, handler)
 	JOIN twice_markers AS m ON m.handler = h.handler

@@ -144,8 +144,31 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 // inTx runs fn with an executor in one transaction: e itself when it runs in
 // one (a transaction twice or the caller began, which fn joins), otherwise a
 // transaction begun on e's pool or *sql.DB and committed when fn returns
-// nil.
+// nil. A transaction of its own that meets a job moved to another
+// partition (moved.go) is run again, fn included, up to movedTries times.
 func (e *executor) inTx(ctx context.Context, fn func(tx *executor) error) error {
+	for try := 1; ; try++ {
+		err := e.inTxOnce(ctx, fn)
+		if isMoved(err) && try < movedTries && ctx.Err() == nil && autocommitsQuerier(e.q) {
+			continue
+		}
+		return err
+	}
+}
+
+// autocommitsQuerier reports whether q runs each statement on its own (see
+// autocommits), which is when inTx begins a transaction of its own.
+func autocommitsQuerier(q querier) bool {
+	switch c := q.(type) {
+	case pgxQuerier:
+		return autocommits(c.c)
+	case sqlQuerier:
+		return autocommits(c.c)
+	}
+	return false
+}
+
+func (e *executor) inTxOnce(ctx context.Context, fn func(tx *executor) error) error {
 	var (
 		q        querier
 		commit   func() error

@@ -268,20 +268,24 @@ type pgxConn interface {
 type pgxQuerier struct{ c pgxConn }
 
 func (q pgxQuerier) exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	tag, err := q.c.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), dataError(err)
+	return repeatedExec(ctx, autocommits(q.c), func() (int64, error) {
+		tag, err := q.c.Exec(ctx, sql, args...)
+		return tag.RowsAffected(), err
+	})
 }
 
 func (q pgxQuerier) query(ctx context.Context, sql string, args ...any) (rows, error) {
-	r, err := q.c.Query(ctx, sql, args...) //nolint:rowserrcheck // the caller reads the rows, and checks Err
-	if err != nil {
-		return nil, dataError(err)
-	}
-	return dataRows{r}, nil
+	return runQuery(ctx, autocommits(q.c), func() (rows, error) {
+		r, err := q.c.Query(ctx, sql, args...) //nolint:rowserrcheck // the caller reads the rows, and checks Err
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	})
 }
 
 func (q pgxQuerier) queryRow(ctx context.Context, sql string, args ...any) row {
-	return dataRow{q.c.QueryRow(ctx, sql, args...)}
+	return runQueryRow(ctx, autocommits(q.c), func() row { return q.c.QueryRow(ctx, sql, args...) })
 }
 
 // sqlConn is the query surface *sql.DB, *sql.Conn and *sql.Tx share.
@@ -294,23 +298,27 @@ type sqlConn interface {
 type sqlQuerier struct{ c sqlConn }
 
 func (q sqlQuerier) exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	r, err := q.c.ExecContext(ctx, sql, args...)
-	if err != nil {
-		return 0, dataError(err)
-	}
-	return r.RowsAffected()
+	return repeatedExec(ctx, autocommits(q.c), func() (int64, error) {
+		r, err := q.c.ExecContext(ctx, sql, args...)
+		if err != nil {
+			return 0, err
+		}
+		return r.RowsAffected()
+	})
 }
 
 func (q sqlQuerier) query(ctx context.Context, sql string, args ...any) (rows, error) {
-	r, err := q.c.QueryContext(ctx, sql, args...) //nolint:rowserrcheck // the caller reads the rows, and checks Err
-	if err != nil {
-		return nil, dataError(err)
-	}
-	return dataRows{sqlRows{r}}, nil
+	return runQuery(ctx, autocommits(q.c), func() (rows, error) {
+		r, err := q.c.QueryContext(ctx, sql, args...) //nolint:rowserrcheck // the caller reads the rows, and checks Err
+		if err != nil {
+			return nil, err
+		}
+		return sqlRows{r}, nil
+	})
 }
 
 func (q sqlQuerier) queryRow(ctx context.Context, sql string, args ...any) row {
-	return dataRow{q.c.QueryRowContext(ctx, sql, args...)}
+	return runQueryRow(ctx, autocommits(q.c), func() row { return q.c.QueryRowContext(ctx, sql, args...) })
 }
 
 // dataError marks PostgreSQL's refusals of a value as

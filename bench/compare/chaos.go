@@ -418,11 +418,19 @@ func ledgerDDL(jobsTable string) []string {
 		return ledger
 	}
 	return append(ledger,
+		// Per statement, from the transition tables: a twice job that
+		// completes moves to another partition of twice_jobs, which a
+		// row-level UPDATE trigger does not see.
 		`CREATE FUNCTION chaos_record_completion() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN INSERT INTO chaos_completions (job_id) VALUES (NEW.id); RETURN NEW; END $$`,
-		`CREATE TRIGGER chaos_record_completion AFTER UPDATE ON `+jobsTable+` FOR EACH ROW
-			WHEN (NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed')
-			EXECUTE FUNCTION chaos_record_completion()`)
+			BEGIN
+				INSERT INTO chaos_completions (job_id)
+				SELECT n.id FROM chaos_new AS n JOIN chaos_old AS o ON o.id = n.id
+				WHERE n.state = 'completed' AND o.state <> 'completed';
+				RETURN NULL;
+			END $$`,
+		`CREATE TRIGGER chaos_record_completion AFTER UPDATE ON `+jobsTable+`
+			REFERENCING OLD TABLE AS chaos_old NEW TABLE AS chaos_new
+			FOR EACH STATEMENT EXECUTE FUNCTION chaos_record_completion()`)
 }
 
 // effectKey is job n's effect key.

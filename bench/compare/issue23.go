@@ -33,12 +33,13 @@ func rotated[T any](v []T, i int) []T {
 }
 
 // hotTable is the schema-qualified table a system's fetches and
-// completions update.
+// completions update: twice's live partition (its waiting and running
+// jobs, in two generations), River's one jobs table.
 func hotTable(system string) (schema, table string) {
 	if system == "river" {
 		return riverSchema, "river_job"
 	}
-	return twiceSchema, "twice_jobs"
+	return twiceSchema, "twice_jobs_live"
 }
 
 // deadTuples reads n_dead_tup of system's hot table from
@@ -62,7 +63,10 @@ func (o *options) deadTuples(ctx context.Context, system string) (int64, error) 
 	}
 	schema, table := hotTable(system)
 	var n int64
-	if err := conn.QueryRow(ctx, `SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2`,
+	// Summed over the table's partitions (a table that has none is its own
+	// one leaf).
+	if err := conn.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables
+		WHERE relid IN (SELECT relid FROM pg_partition_tree(format('%I.%I', $1::text, $2::text)::regclass))`,
 		schema, table).Scan(&n); err != nil {
 		return 0, fmt.Errorf("n_dead_tup of %s.%s: %w", schema, table, err)
 	}

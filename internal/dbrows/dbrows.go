@@ -123,3 +123,33 @@ func Pairs[K comparable, V any](rows Rows) (map[K]V, error) {
 	}
 	return out, nil
 }
+
+// Peeked is a result whose first row Peek read already: its first Next
+// hands that row over without reading. Close closes the result.
+type Peeked struct {
+	Rows
+	pending bool
+}
+
+// Peek reads the first row of rows, so that a caller can see an error that
+// ended the result before any row and run the statement again before
+// anyone reads it. It returns the result with that row still to come, and
+// the error that ended it when it ended before a row.
+func Peek(rows Rows) (*Peeked, error) {
+	if rows.Next() {
+		return &Peeked{Rows: rows, pending: true}, nil
+	}
+	return &Peeked{Rows: rows}, rows.Err()
+}
+
+// Next moves to the next row, the one Peek read first.
+func (p *Peeked) Next() bool {
+	if p.pending {
+		p.pending = false
+		return true
+	}
+	return p.Rows.Next()
+}
+
+// Close closes the result.
+func (p *Peeked) Close() { closeRows(p.Rows) }

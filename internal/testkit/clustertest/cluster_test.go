@@ -56,15 +56,8 @@ func newCluster(t testing.TB) *cluster {
 	}
 	t.Cleanup(func() { c.store.Close() })
 	c.exec(`CREATE TABLE ledger (credit_id bigint NOT NULL)`,
-		`CREATE TABLE sent_emails (email_id bigint NOT NULL)`,
-		// Every move of a job into completed, as the database saw it: the
-		// independent witness that no job completed twice.
-		`CREATE TABLE completions (job_id bigint NOT NULL)`,
-		`CREATE FUNCTION record_completion() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN INSERT INTO completions VALUES (NEW.id); RETURN NEW; END $$`,
-		`CREATE TRIGGER record_completion AFTER UPDATE OF state ON twice_jobs FOR EACH ROW
-			WHEN (NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed')
-			EXECUTE FUNCTION record_completion()`)
+		`CREATE TABLE sent_emails (email_id bigint NOT NULL)`)
+	c.exec(pgtest.CompletionWitness...)
 	c.workers = nodetest.New(t, envWorker)
 	return c
 }

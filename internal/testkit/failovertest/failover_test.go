@@ -17,6 +17,7 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/testkit/nodetest"
+	"github.com/twicejobs/twice/internal/testkit/pgtest"
 	"github.com/twicejobs/twice/twicepg"
 )
 
@@ -376,19 +377,13 @@ func newScenario(t *testing.T, p *pair) *scenario {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
+	// completions: every move of a job into completed, and when: the
+	// witness that no job completed twice, and of when the new primary
+	// completed its first.
+	for _, q := range append([]string{
 		`CREATE TABLE ledger (seq bigint NOT NULL)`,
 		`CREATE TABLE probes (seq bigint PRIMARY KEY, started_at timestamptz NOT NULL DEFAULT clock_timestamp())`,
-		// Every move of a job into completed, as the database saw it, and
-		// when: the witness that no job completed twice, and of when the
-		// new primary completed its first.
-		`CREATE TABLE completions (job_id bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
-		`CREATE FUNCTION record_completion() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN INSERT INTO completions (job_id) VALUES (NEW.id); RETURN NEW; END $$`,
-		`CREATE TRIGGER record_completion AFTER UPDATE OF state ON twice_jobs FOR EACH ROW
-			WHEN (NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed')
-			EXECUTE FUNCTION record_completion()`,
-	} {
+	}, pgtest.CompletionWitness...) {
 		if _, err := s.db.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

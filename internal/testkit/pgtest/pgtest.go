@@ -83,3 +83,23 @@ func WithParams(t testing.TB, raw string, params map[string]string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// CompletionWitness is the SQL that records every move of a job into
+// completed, as the database saw it and when, in a table completions
+// (job_id, at) of the current schema: the independent witness that no job
+// completed twice. It reads the update's transition tables once per
+// statement: a job that completes moves to twice_jobs' done partition,
+// which a row-level UPDATE trigger does not see (migration 023).
+var CompletionWitness = []string{
+	`CREATE TABLE completions (job_id bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+	`CREATE FUNCTION record_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		INSERT INTO completions (job_id)
+		SELECT n.id FROM witness_new AS n JOIN witness_old AS o ON o.id = n.id
+		WHERE n.state = 'completed' AND o.state <> 'completed';
+		RETURN NULL;
+	END $$`,
+	`CREATE TRIGGER record_completion AFTER UPDATE ON twice_jobs
+		REFERENCING OLD TABLE AS witness_old NEW TABLE AS witness_new
+		FOR EACH STATEMENT EXECUTE FUNCTION record_completion()`,
+}

@@ -1,0 +1,222 @@
+package twicepg
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// idleGeneration returns the generation new jobs are not entering now.
+func idleGeneration(t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	var cur int
+	if err := conn.QueryRow(t.Context(), `SELECT twice_jobs_gen()`).Scan(&cur); err != nil {
+		t.Fatal(err)
+	}
+	return 1 - cur
+}
+
+// rotationJobs inserts n jobs of kind and moves them to the idle
+// generation, then leases half of them and completes a quarter, so that
+// the generation holds waiting and running jobs and dead row versions. It
+// returns the idle generation.
+func rotationJobs(t *testing.T, s *Store, conn *pgx.Conn, kind string, n int, uniqueKeys bool) int {
+	t.Helper()
+	ctx := t.Context()
+	jobs := make([]*twicestore.JobInsertParams, n)
+	for i := range jobs {
+		jobs[i] = &twicestore.JobInsertParams{Kind: kind, Queue: "default", MaxAttempts: 3}
+		if uniqueKeys {
+			jobs[i].UniqueKey = fmt.Sprintf("k%d", i)
+		}
+	}
+	if _, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	idle := idleGeneration(t, conn)
+	if _, err := conn.Exec(ctx, `UPDATE twice_jobs SET gen = $1 WHERE kind = $2`, idle, kind); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	f, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{kind}, Limit: n / 2,
+		Node: "n", Now: now, LeaseUntil: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []*twicestore.JobOutcome
+	for _, j := range f.Jobs[:len(f.Jobs)/2] {
+		outcomes = append(outcomes, &twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted, FinishedAt: now})
+	}
+	if _, err := s.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: outcomes}); err != nil {
+		t.Fatal(err)
+	}
+	return idle
+}
+
+// countIn counts the rows of generation g's partition, and its size.
+func countIn(t *testing.T, conn *pgx.Conn, g int) (rows, bytes int64) {
+	t.Helper()
+	table := fmt.Sprintf("twice_jobs_live_%d", g)
+	if err := conn.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM `+table+`), pg_relation_size($1::regclass)`,
+		table).Scan(&rows, &bytes); err != nil {
+		t.Fatal(err)
+	}
+	return rows, bytes
+}
+
+// jobStates returns each job's state, epoch and attempt, by id.
+func jobStates(t *testing.T, conn *pgx.Conn) map[int64]string {
+	t.Helper()
+	rs, err := conn.Query(t.Context(), `SELECT id, format('%s/%s/%s', state, epoch, attempt) FROM twice_jobs`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]string{}
+	var id int64
+	var s string
+	if _, err := pgx.ForEachRow(rs, []any{&id, &s}, func() error { out[id] = s; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRotateEmptiesTheIdleGeneration: the idle generation's jobs move to
+// the other one, each as it was, and the generation is truncated. When the
+// 30 s period turns between the set-up and the call, the call empties the
+// other (now idle) generation; the test then checks what holds either way.
+func TestRotateEmptiesTheIdleGeneration(t *testing.T) {
+	t.Parallel()
+	s, connString := openStore(t)
+	conn := connect(t, t.Context(), connString)
+	idle := rotationJobs(t, s, conn, "rotate.v1", 40, false)
+	before := jobStates(t, conn)
+	res, err := s.JobRotate(t.Context(), &twicestore.JobRotateParams{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Emptied {
+		t.Fatalf("JobRotate(Force) = %+v, want the generation emptied", res)
+	}
+	if rows, bytes := countIn(t, conn, res.Generation); rows != 0 || bytes != 0 {
+		t.Errorf("generation %d after JobRotate: %d rows, %d bytes, want none", res.Generation, rows, bytes)
+	}
+	if res.Generation == idle && res.Moved != 30 {
+		t.Errorf("JobRotate moved %d jobs, want the 30 waiting or running", res.Moved)
+	}
+	after := jobStates(t, conn)
+	if len(after) != len(before) {
+		t.Errorf("%d jobs after JobRotate, want %d", len(after), len(before))
+	}
+	for id, st := range before {
+		if after[id] != st {
+			t.Errorf("job %d was %s before JobRotate and is %q after", id, st, after[id])
+		}
+	}
+}
+
+// TestRotateBesideAHeldSnapshot: a session holding a snapshot (here
+// REPEATABLE READ, on a table of its own) keeps vacuum from removing the
+// dead row versions, but not JobRotate.
+func TestRotateBesideAHeldSnapshot(t *testing.T) {
+	t.Parallel()
+	s, connString := openStore(t)
+	conn := connect(t, t.Context(), connString)
+	pin := connect(t, t.Context(), connString)
+	if _, err := pin.Exec(t.Context(), `CREATE TABLE report (n int); INSERT INTO report VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pin.BeginTx(t.Context(), pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(t.Context(), `SELECT count(*) FROM report`); err != nil {
+		t.Fatal(err)
+	}
+	idle := rotationJobs(t, s, conn, "rotate.pinned.v1", 40, false)
+	if _, err := conn.Exec(t.Context(), fmt.Sprintf(`VACUUM twice_jobs_live_%d`, idle)); err != nil {
+		t.Fatal(err)
+	}
+	if _, bytes := countIn(t, conn, idle); bytes == 0 {
+		t.Fatalf("generation %d is empty before JobRotate", idle)
+	}
+	res, err := s.JobRotate(t.Context(), &twicestore.JobRotateParams{Force: true})
+	if err != nil || !res.Emptied {
+		t.Fatalf("JobRotate(Force) beside a held snapshot = %+v, %v, want the generation emptied", res, err)
+	}
+	if rows, bytes := countIn(t, conn, res.Generation); rows != 0 || bytes != 0 {
+		t.Errorf("generation %d after JobRotate: %d rows, %d bytes, want none", res.Generation, rows, bytes)
+	}
+}
+
+// TestRotateLeavesAGenerationInUse: a transaction that read the idle
+// generation holds it; JobRotate gives up on it quickly, without an
+// error, and empties it once the transaction ends.
+func TestRotateLeavesAGenerationInUse(t *testing.T) {
+	t.Parallel()
+	s, connString := openStore(t)
+	conn := connect(t, t.Context(), connString)
+	reader := connect(t, t.Context(), connString)
+	idle := rotationJobs(t, s, conn, "rotate.inuse.v1", 20, false)
+	tx, err := reader.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), fmt.Sprintf(`SELECT count(*) FROM twice_jobs_live_%d`, idle)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.JobRotate(t.Context(), &twicestore.JobRotateParams{Force: true})
+	if err != nil {
+		t.Fatalf("JobRotate beside a reader: %v", err)
+	}
+	if res.Generation == idle && res.Emptied {
+		t.Errorf("JobRotate emptied generation %d while a transaction read it", idle)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.JobRotate(t.Context(), &twicestore.JobRotateParams{Force: true})
+	if err != nil || !res.Emptied {
+		t.Errorf("JobRotate after the reader ended = %+v, %v, want the generation emptied", res, err)
+	}
+}
+
+// TestRotateKeepsUniqueKeys: a unique job that moves generation keeps its
+// key (the move's insert finds its own claim).
+func TestRotateKeepsUniqueKeys(t *testing.T) {
+	t.Parallel()
+	s, connString := openStore(t)
+	conn := connect(t, t.Context(), connString)
+	rotationJobs(t, s, conn, "rotate.unique.v1", 8, true)
+	if _, err := s.JobRotate(t.Context(), &twicestore.JobRotateParams{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	var held int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM twice_jobs
+		WHERE kind = 'rotate.unique.v1' AND state IN ('available', 'running')`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]*twicestore.JobInsertParams, 8)
+	for i := range jobs {
+		jobs[i] = &twicestore.JobInsertParams{Kind: "rotate.unique.v1", Queue: "default", MaxAttempts: 3, UniqueKey: fmt.Sprintf("k%d", i)}
+	}
+	res, err := s.JobInsertMany(t.Context(), &twicestore.JobInsertManyParams{Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dups := 0
+	for _, r := range res.Jobs {
+		if r.Duplicate {
+			dups++
+		}
+	}
+	if dups != held || held != 6 {
+		t.Errorf("after the rotation, %d of 8 keys are duplicates, want the %d (of 6) still waiting or running", dups, held)
+	}
+}
