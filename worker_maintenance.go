@@ -123,6 +123,9 @@ func (r *rotator) rotate(ctx context.Context) {
 		r.logger.DebugContext(ctx, "emptied a generation of live jobs", "generation", res.Generation,
 			"dead", res.Dead, "moved", res.Moved)
 	}
+	if res.Analyzed {
+		r.logger.DebugContext(ctx, "refreshed the statistics of the generation new jobs enter", "generation", 1-res.Generation)
+	}
 }
 
 // pruner deletes, in bounded batches so no statement holds locks for

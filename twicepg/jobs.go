@@ -531,14 +531,24 @@ func fetchFlooredPickSQL(priority, runAt, id string) string {
 }
 
 // fetchLeaseSQL leases the jobs that pick selects (their ids, locked).
+//
+// A leased job enters the generation new jobs enter (migration 024), so
+// the rotation never has to move a due job out of a generation it empties:
+// such a move would leave a dead entry in the fetch index ahead of where
+// every fetch starts reading, until the truncation.
+//
+// The update finds its jobs by id = ANY(ids), one index probe per id in
+// each live generation, whatever the statistics say. A join with picked
+// is planned from the statistics: a generation just truncated counts as
+// empty, and a plan cached then scans it whole for every statement once it
+// fills again.
 func fetchLeaseSQL(pick string) string {
-	return `WITH picked AS (
+	return `UPDATE twice_jobs AS j
+SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $5, attempted_by = $6,
+	gen = twice_jobs_gen()
+WHERE j.id = ANY(ARRAY(
 	` + pick + `
-)
-UPDATE twice_jobs AS j
-SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $5, attempted_by = $6
-FROM picked
-WHERE j.id = picked.id AND j.state IN ('available', 'running')
+)) AND j.state IN ('available', 'running')
 `
 }
 
@@ -611,9 +621,11 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 	return res, nil
 }
 
+// extendSQL moves the leases still held under their epochs. Its jobs are
+// found by id = ANY, as finishSQL's are, whatever the statistics say.
 const extendSQL = `UPDATE twice_jobs AS j SET lease_until = $1
 FROM unnest($2::bigint[], $3::bigint[]) AS l(id, epoch)
-WHERE j.id = l.id AND j.epoch = l.epoch AND j.state = 'running'
+WHERE j.id = ANY($2) AND l.id = j.id + 0 AND j.epoch = l.epoch AND j.state = 'running'
 RETURNING j.id, j.cancel_requested_at IS NOT NULL`
 
 // JobExtendLease moves the lease of every job still running under the
@@ -699,9 +711,15 @@ func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]int6
 // keeps an entry for every job that ran since (bench/compare/RESULTS.md,
 // "Beside a long-running reader"). j.state IN ('available', 'running')
 // proves no index's predicate; it leaves the done partition out of the
-// plan (migration 023). The ids were once also a restriction of their own
-// (j.id = ANY($1)); on the partitioned table that went into every probe's
-// index condition, which then read the whole array for each outcome.
+// plan (migration 023).
+//
+// j.id = ANY($1) drives one index scan per live generation. The join
+// condition is o.id = j.id + 0: with j.id = o.id the planner put both
+// conditions in the index probe of each partition, which read the whole
+// array for every outcome, and without the ANY the cached generic plan of
+// a generation whose statistics say empty (just truncated, or never
+// analysed) is a hash join over a sequential scan of it, dead row versions
+// included (bench/compare/RESULTS.md, "Partitioned twice_jobs").
 //
 // An error is appended to the history, which keeps its first and last
 // entries only (see keptErrors). A cancelled outcome without a note of its
@@ -728,7 +746,7 @@ UPDATE twice_jobs AS j SET
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
 	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[], $16::text[])
 	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, trace, ord)
-WHERE j.id = o.id AND j.state IN ('available', 'running')
+WHERE j.id = ANY($1) AND o.id = j.id + 0 AND j.state IN ('available', 'running')
 	AND CASE WHEN j.state = 'running' THEN j.epoch = o.epoch ELSE false END
 RETURNING o.ord`
 
@@ -847,7 +865,8 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 // otherwise, recording the lost attempt either way. SET
 // expressions read the row as it was, so every CASE sees the old attempt.
 // SKIP LOCKED lets rescuers on several nodes run at once, each taking
-// other jobs, and keeps them from waiting on a worker finishing one.
+// other jobs, and keeps them from waiting on a worker finishing one. The
+// update finds them by id = ANY, as the fetch does (fetchLeaseSQL).
 var rescueSQL = `WITH expired AS (
 	SELECT id FROM twice_jobs
 	WHERE state = 'running' AND lease_until < $1
@@ -866,8 +885,7 @@ UPDATE twice_jobs AS j SET
 		'at', $2::text,
 		'error', 'lease expired at ' || to_char(j.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') ||
 			' before node "' || j.attempted_by || '" finished the attempt'))`) + `
-FROM expired
-WHERE j.id = expired.id AND j.state IN ('available', 'running')
+WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.state IN ('available', 'running')
 RETURNING ` + jobColumns
 
 // JobRescue releases up to Limit expired leases (all of them when Limit is

@@ -22,10 +22,10 @@ func idleGeneration(t *testing.T, conn *pgx.Conn) int {
 	return 1 - cur
 }
 
-// rotationJobs inserts n jobs of kind and moves them to the idle
-// generation, then leases half of them and completes a quarter, so that
-// the generation holds waiting and running jobs and dead row versions. It
-// returns the idle generation.
+// rotationJobs inserts n jobs of kind, leases half of them and completes
+// a quarter, then moves those still waiting or running to the idle
+// generation (a fetch moves the jobs it leases to the current one), so
+// that it holds waiting and running jobs. It returns the idle generation.
 func rotationJobs(t *testing.T, s *Store, conn *pgx.Conn, kind string, n int, uniqueKeys bool) int {
 	t.Helper()
 	ctx := t.Context()
@@ -39,10 +39,6 @@ func rotationJobs(t *testing.T, s *Store, conn *pgx.Conn, kind string, n int, un
 	if _, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: jobs}); err != nil {
 		t.Fatal(err)
 	}
-	idle := idleGeneration(t, conn)
-	if _, err := conn.Exec(ctx, `UPDATE twice_jobs SET gen = $1 WHERE kind = $2`, idle, kind); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
 	f, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{kind}, Limit: n / 2,
 		Node: "n", Now: now, LeaseUntil: now.Add(time.Hour)})
@@ -54,6 +50,11 @@ func rotationJobs(t *testing.T, s *Store, conn *pgx.Conn, kind string, n int, un
 		outcomes = append(outcomes, &twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted, FinishedAt: now})
 	}
 	if _, err := s.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: outcomes}); err != nil {
+		t.Fatal(err)
+	}
+	idle := idleGeneration(t, conn)
+	if _, err := conn.Exec(ctx, `UPDATE twice_jobs SET gen = $1 WHERE kind = $2 AND state IN ('available', 'running')`,
+		idle, kind); err != nil {
 		t.Fatal(err)
 	}
 	return idle
@@ -218,5 +219,115 @@ func TestRotateKeepsUniqueKeys(t *testing.T) {
 	}
 	if dups != held || held != 6 {
 		t.Errorf("after the rotation, %d of 8 keys are duplicates, want the %d (of 6) still waiting or running", dups, held)
+	}
+}
+
+// TestRotateMovesADueBacklog: due jobs are left for the fetch to move when
+// they are few, and moved too when more than rotateMaxLeft wait in the idle
+// generation (a backlog, a paused queue), so the generation is emptied
+// either way.
+func TestRotateMovesADueBacklog(t *testing.T) {
+	t.Parallel()
+	s, connString := openStore(t)
+	conn := connect(t, t.Context(), connString)
+	const n = rotateMaxLeft + 500
+	jobs := make([]*twicestore.JobInsertParams, n)
+	for i := range jobs {
+		jobs[i] = &twicestore.JobInsertParams{Kind: "rotate.backlog.v1", Queue: "default", MaxAttempts: 3}
+	}
+	if _, err := s.JobInsertMany(t.Context(), &twicestore.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	idle := idleGeneration(t, conn)
+	if _, err := conn.Exec(t.Context(), `UPDATE twice_jobs SET gen = $1`, idle); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.JobRotate(t.Context(), &twicestore.JobRotateParams{Force: true})
+	if err != nil || !res.Emptied {
+		t.Fatalf("JobRotate(Force) = %+v, %v, want the generation emptied", res, err)
+	}
+	if res.Generation == idle && res.Moved != n {
+		t.Errorf("JobRotate moved %d jobs, want all %d", res.Moved, n)
+	}
+	var waiting int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM twice_jobs WHERE state = 'available'`).Scan(&waiting); err != nil {
+		t.Fatal(err)
+	}
+	if waiting != n {
+		t.Errorf("%d jobs wait after JobRotate, want %d", waiting, n)
+	}
+}
+
+// TestFetchMovesLeasedJobs: a leased job enters the generation new jobs
+// enter, so the rotation has no due job to move ahead of the fetch.
+func TestFetchMovesLeasedJobs(t *testing.T) {
+	t.Parallel()
+	s, connString := openStore(t)
+	conn := connect(t, t.Context(), connString)
+	jobs := []*twicestore.JobInsertParams{{Kind: "rotate.fetch.v1", Queue: "default", MaxAttempts: 3}}
+	if _, err := s.JobInsertMany(t.Context(), &twicestore.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	idle := idleGeneration(t, conn)
+	if _, err := conn.Exec(t.Context(), `UPDATE twice_jobs SET gen = $1`, idle); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	f, err := s.JobFetch(t.Context(), &twicestore.JobFetchParams{Queue: "default", Kinds: []string{"rotate.fetch.v1"},
+		Limit: 1, Node: "n", Now: now, LeaseUntil: now.Add(time.Hour)})
+	if err != nil || len(f.Jobs) != 1 {
+		t.Fatalf("JobFetch = %v, %v, want the job", f, err)
+	}
+	var gen int
+	if err := conn.QueryRow(t.Context(), `SELECT gen FROM twice_jobs WHERE id = $1`, f.Jobs[0].ID).Scan(&gen); err != nil {
+		t.Fatal(err)
+	}
+	if gen == idle && idleGeneration(t, conn) == idle {
+		t.Errorf("the leased job stayed in generation %d, which new jobs are not entering", idle)
+	}
+}
+
+// TestAnalyzeCurrentGeneration: statistics that count far fewer jobs than
+// the generation holds (it was never analysed) are refreshed, once.
+func TestAnalyzeCurrentGeneration(t *testing.T) {
+	t.Parallel()
+	s, connString := openStore(t)
+	conn := connect(t, t.Context(), connString)
+	const n = 2 * analyzeMinLive
+	jobs := make([]*twicestore.JobInsertParams, n)
+	for i := range jobs {
+		jobs[i] = &twicestore.JobInsertParams{Kind: "rotate.analyze.v1", Queue: "default", MaxAttempts: 3}
+	}
+	if _, err := s.JobInsertMany(t.Context(), &twicestore.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), `UPDATE twice_jobs SET gen = 0 WHERE gen <> 0`); err != nil {
+		t.Fatal(err)
+	}
+	// The statistics collector counts the inserts when the session
+	// reports them, at the end of its transaction, within a second.
+	var live int64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err := conn.QueryRow(t.Context(), `SELECT n_live_tup FROM pg_stat_user_tables
+			WHERE relid = 'twice_jobs_live_0'::regclass`).Scan(&live); err != nil {
+			t.Fatal(err)
+		}
+		if live >= n {
+			break
+		}
+	}
+	analyzed, err := s.analyzeCurrent(t.Context(), 0)
+	if err != nil || !analyzed {
+		t.Fatalf("analyzeCurrent with %d live jobs and no statistics = %v, %v, want analysed", live, analyzed, err)
+	}
+	var counted float64
+	if err := conn.QueryRow(t.Context(), `SELECT reltuples FROM pg_class WHERE oid = 'twice_jobs_live_0'::regclass`).Scan(&counted); err != nil {
+		t.Fatal(err)
+	}
+	if counted != n {
+		t.Errorf("after ANALYZE, generation 0 counts %v jobs, want %d", counted, n)
+	}
+	if analyzed, err := s.analyzeCurrent(t.Context(), 0); err != nil || analyzed {
+		t.Errorf("analyzeCurrent again = %v, %v, want nothing to do", analyzed, err)
 	}
 }

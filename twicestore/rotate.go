@@ -40,4 +40,8 @@ type JobRotateResult struct {
 	Moved int64
 	// Emptied says whether the generation was truncated.
 	Emptied bool
+	// Analyzed says whether the statistics of the generation new jobs
+	// enter were refreshed, which they are when they count far fewer
+	// jobs than it holds (just after a truncation).
+	Analyzed bool
 }
