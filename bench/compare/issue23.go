@@ -63,10 +63,12 @@ func (o *options) deadTuples(ctx context.Context, system string) (int64, error) 
 	}
 	schema, table := hotTable(system)
 	var n int64
-	// Summed over the table's partitions (a table that has none is its own
-	// one leaf).
-	if err := conn.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables
-		WHERE relid IN (SELECT relid FROM pg_partition_tree(format('%I.%I', $1::text, $2::text)::regclass))`,
+	// Summed over the table's partitions; pg_partition_tree lists nothing
+	// for a table that is not partitioned, which is then read itself.
+	if err := conn.QueryRow(ctx, `WITH t AS (SELECT format('%I.%I', $1::text, $2::text)::regclass AS rel)
+		SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables
+		WHERE relid = (SELECT rel FROM t)
+			OR relid IN (SELECT relid FROM pg_partition_tree((SELECT rel FROM t)))`,
 		schema, table).Scan(&n); err != nil {
 		return 0, fmt.Errorf("n_dead_tup of %s.%s: %w", schema, table, err)
 	}
