@@ -68,6 +68,12 @@ func ceilingPG(ctx context.Context, u string, cfg bench.Config) (*bench.Result, 
 	}); err != nil {
 		return nil, fmt.Errorf("insert ceiling jobs: %w", err)
 	}
+	// What a worker does first: the statistics of the generation the jobs
+	// entered are refreshed, so the plans read it by its indexes (twicepg's
+	// JobRotate). Untimed, as the insert.
+	if _, err := store.JobRotate(ctx, &twicestore.JobRotateParams{}); err != nil {
+		return nil, err
+	}
 
 	var peek map[string]string
 	if strategy == twice.ClaimAfter {
