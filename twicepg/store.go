@@ -126,6 +126,9 @@ func New(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
+	if err := checkServerVersion(ctx, pgxQuerier{pool}); err != nil {
+		return nil, err
+	}
 	schema, err := currentSchema(ctx, pgxQuerier{pool})
 	if err != nil {
 		return nil, err
@@ -139,6 +142,32 @@ func newStore(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// minServerVersion is the oldest PostgreSQL twice runs on, as
+// server_version_num: 13 is the first whose partitioned tables take a
+// BEFORE ROW trigger (twice_jobs_claim_key, migrations 022 and 023).
+// twice is tested on 15.
+const minServerVersion = 130000
+
+// checkServerVersion refuses a server older than minServerVersion, before
+// any migration can fail half-way on it.
+func checkServerVersion(ctx context.Context, q querier) error {
+	var num int
+	var version string
+	if err := q.queryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('server_version')`).Scan(&num, &version); err != nil {
+		return fmt.Errorf("open twice database: read the server's version: %w", err)
+	}
+	return serverVersionProblem(num, version)
+}
+
+// serverVersionProblem says what is wrong with a server of version num
+// (server_version_num) and version (server_version), or nil.
+func serverVersionProblem(num int, version string) error {
+	if num < minServerVersion {
+		return fmt.Errorf("open twice database: the server runs PostgreSQL %s; twice needs PostgreSQL 13 or later (it is tested on 15): upgrade the server", version)
+	}
+	return nil
 }
 
 // currentSchema returns the schema twice's tables are (or will be) in.
