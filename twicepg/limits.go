@@ -123,9 +123,9 @@ picked AS (
 ),
 leased AS (
 	UPDATE twice_jobs AS j
-	SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $4, attempted_by = $5
-	FROM picked
-	WHERE j.id = picked.id AND j.state = 'available'
+	SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $4, attempted_by = $5,
+		gen = twice_jobs_gen()
+	WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state = 'available'
 	RETURNING j.*, EXISTS (
 		SELECT 1 FROM unnest($13::text[], $14::text[]) AS h(kind, handler)
 		JOIN twice_markers AS m ON m.handler = h.handler
@@ -188,7 +188,8 @@ var fetchGlobalSQL = `WITH picked AS (
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE twice_jobs AS j
-SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $4, attempted_by = $5
+SET state = 'running', attempt = j.attempt + 1, epoch = j.epoch + 1, lease_until = $4, attempted_by = $5,
+	gen = twice_jobs_gen()
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state IN ('available', 'running')
 RETURNING EXISTS (
 	SELECT 1 FROM unnest($8::text[], $9::text[]) AS h(kind, handler)

@@ -264,26 +264,39 @@ func TestFetchMovesLeasedJobs(t *testing.T) {
 	t.Parallel()
 	s, connString := openStore(t)
 	conn := connect(t, t.Context(), connString)
-	jobs := []*twicestore.JobInsertParams{{Kind: "rotate.fetch.v1", Queue: "default", MaxAttempts: 3}}
-	if _, err := s.JobInsertMany(t.Context(), &twicestore.JobInsertManyParams{Jobs: jobs}); err != nil {
-		t.Fatal(err)
-	}
-	idle := idleGeneration(t, conn)
-	if _, err := conn.Exec(t.Context(), `UPDATE twice_jobs SET gen = $1`, idle); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	f, err := s.JobFetch(t.Context(), &twicestore.JobFetchParams{Queue: "default", Kinds: []string{"rotate.fetch.v1"},
-		Limit: 1, Node: "n", Now: now, LeaseUntil: now.Add(time.Hour)})
-	if err != nil || len(f.Jobs) != 1 {
-		t.Fatalf("JobFetch = %v, %v, want the job", f, err)
-	}
-	var gen int
-	if err := conn.QueryRow(t.Context(), `SELECT gen FROM twice_jobs WHERE id = $1`, f.Jobs[0].ID).Scan(&gen); err != nil {
-		t.Fatal(err)
-	}
-	if gen == idle && idleGeneration(t, conn) == idle {
-		t.Errorf("the leased job stayed in generation %d, which new jobs are not entering", idle)
+	// A kind without limits takes the plain fetch; a kind with only a
+	// global limit, the global one; a per-key limit, the limited one.
+	for _, tc := range []struct {
+		name  string
+		limit twicestore.KindLimit
+	}{
+		{"plain", twicestore.KindLimit{}},
+		{"global", twicestore.KindLimit{Global: 5}},
+		{"limited", twicestore.KindLimit{Global: 5, PerKey: 1}},
+	} {
+		kind := "rotate.fetch." + tc.name + ".v1"
+		jobs := []*twicestore.JobInsertParams{{Kind: kind, Queue: tc.name, MaxAttempts: 3, ConcurrencyKey: "k"}}
+		if _, err := s.JobInsertMany(t.Context(), &twicestore.JobInsertManyParams{Jobs: jobs}); err != nil {
+			t.Fatal(err)
+		}
+		idle := idleGeneration(t, conn)
+		if _, err := conn.Exec(t.Context(), `UPDATE twice_jobs SET gen = $1 WHERE kind = $2`, idle, kind); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		f, err := s.JobFetch(t.Context(), &twicestore.JobFetchParams{Queue: tc.name, Kinds: []string{kind},
+			Limit: 1, Node: "n", Now: now, LeaseUntil: now.Add(time.Hour),
+			Limits: map[string]twicestore.KindLimit{kind: tc.limit}})
+		if err != nil || len(f.Jobs) != 1 {
+			t.Fatalf("%s: JobFetch = %v, %v, want the job", tc.name, f, err)
+		}
+		var gen int
+		if err := conn.QueryRow(t.Context(), `SELECT gen FROM twice_jobs WHERE id = $1`, f.Jobs[0].ID).Scan(&gen); err != nil {
+			t.Fatal(err)
+		}
+		if gen == idle && idleGeneration(t, conn) == idle {
+			t.Errorf("%s fetch: the leased job stayed in generation %d, which new jobs are not entering", tc.name, idle)
+		}
 	}
 }
 
