@@ -138,11 +138,19 @@ type JobExtendLeaseResult struct {
 type JobOutcome struct {
 	ID    int64
 	Epoch int64
-	// State is completed, available (retry, snooze or requeue), dead or
-	// cancelled.
+	// State is completed, available (retry, snooze or requeue), waiting
+	// (a park), dead or cancelled.
 	State twicetype.JobState
-	// RunAt is when an available job may run again.
+	// RunAt is when an available job may run again, and when a waiting
+	// job's timer fires (zero: never, stored as WaitNever).
 	RunAt time.Time
+	// WaitName is the wait a waiting outcome parks on.
+	WaitName string
+	// SignalSeq is the job's SignalSeq as its delivery was fetched with.
+	// A waiting outcome whose job's SignalSeq grew since (a signal or a
+	// timer resolved one of its waits meanwhile) makes the job available
+	// at once instead: its handler runs again and reads what arrived.
+	SignalSeq int64
 	// RefundAttempt gives the attempt back: snoozes and shutdown requeues
 	// do not spend one.
 	RefundAttempt bool

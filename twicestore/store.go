@@ -163,6 +163,8 @@ type Executor interface {
 	MarkerPrune(ctx context.Context, p *MarkerPruneParams) (*MarkerPruneResult, error)
 	// StepExecutor: named steps' markers with receipts, and job output.
 	StepExecutor
+	// WaitExecutor: durable waits' signals and timers.
+	WaitExecutor
 
 	// ToggleSet stores a kill switch, replacing the one for the same kind
 	// (compared case-insensitively; stored lower-cased), and appends the

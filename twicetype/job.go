@@ -16,6 +16,10 @@ const (
 	JobStateAvailable JobState = "available"
 	// JobStateRunning is a job a worker holds under a lease.
 	JobStateRunning JobState = "running"
+	// JobStateWaiting is a job its handler parked until a signal of the
+	// name in WaitName arrives or its timer (RunAt) fires. It holds no
+	// lease and no concurrency slot, and spent no attempt on the park.
+	JobStateWaiting JobState = "waiting"
 	// JobStateCompleted is a job that finished successfully (including a no-op).
 	JobStateCompleted JobState = "completed"
 	// JobStateDead is a job in the dead-letter queue, waiting for a human.
@@ -41,15 +45,16 @@ func (s JobState) Finished() bool {
 // Valid reports whether s is one of the known states.
 func (s JobState) Valid() bool {
 	switch s {
-	case JobStateAvailable, JobStateRunning, JobStateCompleted, JobStateDead, JobStateDiscarded, JobStateCancelled:
+	case JobStateAvailable, JobStateRunning, JobStateWaiting, JobStateCompleted, JobStateDead, JobStateDiscarded,
+		JobStateCancelled:
 		return true
 	}
 	return false
 }
 
 // AllJobStates lists every state in life-cycle order.
-var AllJobStates = []JobState{JobStateAvailable, JobStateRunning, JobStateCompleted, JobStateDead,
-	JobStateDiscarded, JobStateCancelled}
+var AllJobStates = []JobState{JobStateAvailable, JobStateRunning, JobStateWaiting, JobStateCompleted,
+	JobStateDead, JobStateDiscarded, JobStateCancelled}
 
 // JobRow is a job as the store holds it.
 type JobRow struct {
@@ -92,6 +97,16 @@ type JobRow struct {
 	// whose completion released it, comma separated. Empty when no
 	// twice.Tracer was set.
 	Trace string
+	// WaitName is the name of the signal a waiting job waits for (a
+	// sleep waits under its own name); empty when the job never parked.
+	// It is kept after the wake, as the last wait the job parked on.
+	WaitName string
+	// SignalSeq counts the signals delivered to the job and the timers
+	// that fired for it. A park carries the count its delivery was
+	// fetched with: one that grew since makes the job available at once
+	// instead of waiting, so a signal sent while the handler decided to
+	// park is never lost.
+	SignalSeq int64
 }
 
 // CancelRequest records who asked to cancel a job, when and why.

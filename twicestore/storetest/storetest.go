@@ -30,8 +30,8 @@
 //     the job is requeued or dead;
 //   - JobRetry leaves the lease epoch as it was, so fencing keeps working
 //     across a retry;
-//   - a JobFinish outcome in a state other than completed, available, dead
-//     or cancelled is an error;
+//   - a JobFinish outcome in a state other than completed, available,
+//     waiting, dead or cancelled is an error;
 //   - a bulk action (JobRetry, JobDiscard, JobCancel, JobDelete) reports
 //     every matched job and every unmatched id of Filter.IDs, by id; of
 //     several matched jobs sharing a kind and unique key, JobRetry retries
@@ -128,6 +128,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Catalog", catalogTests},
 		{"Limits", limitTests},
 		{"Steps", stepTests},
+		{"Waits", waitTests},
 		{"Unstorable", unstorableTests},
 		{"Compose", composeTests},
 		{"Trace", traceTests},
