@@ -255,11 +255,12 @@ func (e *execution) claimBefore() delivery {
 		snooze     *SnoozeError
 		noop       *NoOpError
 		cancelled  *CancelError
+		wait       *WaitError
 	)
 	switch {
 	case err == nil, errors.As(err, &noop):
 		return delivery{err: err, claimed: true}
-	case errors.As(err, &notApplied), errors.As(err, &snooze), errors.As(err, &cancelled):
+	case errors.As(err, &notApplied), errors.As(err, &snooze), errors.As(err, &cancelled), errors.As(err, &wait):
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), outcomeWriteTimeout)
 		defer cancel()
 		if rerr := e.x.store.MarkerRelease(wctx, marker); rerr != nil {
@@ -445,6 +446,7 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 		cancelled *CancelError
 		noop      *NoOpError
 		snooze    *SnoozeError
+		wait      *WaitError
 		permanent *PermanentError
 		panicErr  *PanicError
 	)
@@ -474,6 +476,15 @@ func (e *execution) outcome(d delivery) *twicestore.JobOutcome {
 		if o.Note != "" {
 			e.logger.InfoContext(e.ctx, "job completed as a no-op", logattr.Component, "executor", "reason", o.Note)
 		}
+		return o
+	case errors.As(err, &wait):
+		// Parked: no lease, no slot, no attempt spent. The fetched
+		// SignalSeq lets the store run the job again at once when its
+		// signal arrived while this attempt decided to wait.
+		o.State, o.RunAt, o.RefundAttempt = twicetype.JobStateWaiting, wait.Until, true
+		o.WaitName, o.SignalSeq = wait.Name, e.row.SignalSeq
+		o.Note = storableText(wait.Error())
+		e.logger.InfoContext(e.ctx, "job waiting", logattr.Component, "executor", "signal", wait.Name, "until", wait.Until)
 		return o
 	case errors.As(err, &snooze) && e.row.Snoozes >= e.maxSnoozes():
 		// Past the kind's limit: a snooze gives its attempt back, so only

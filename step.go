@@ -257,6 +257,7 @@ func (r *stepRun) claimBefore(ctx context.Context, name string, fn func(context.
 	var (
 		notApplied *NotAppliedError
 		snooze     *SnoozeError
+		wait       *WaitError
 	)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeWriteTimeout)
 	defer cancel()
@@ -267,7 +268,7 @@ func (r *stepRun) claimBefore(ctx context.Context, name string, fn func(context.
 			return nil, stepErr(name, "store its receipt (its effect happened; the claim stays unfinished)", err)
 		}
 		return receipt, nil
-	case errors.As(err, &notApplied), errors.As(err, &snooze):
+	case errors.As(err, &notApplied), errors.As(err, &snooze), errors.As(err, &wait):
 		if rerr := r.store.StepRelease(wctx, p); rerr != nil {
 			return nil, Permanent(fmt.Errorf("twice: step %q: release its claim after %w: %w", name, err, rerr))
 		}

@@ -118,6 +118,7 @@ func (w *worker) start(ctx context.Context) error {
 		w.goLoop(bg, newInsertWaker(c, w.notify).run)
 	}
 	w.goLoop(bg, newRescuer(c, w.notify).run)
+	w.goLoop(bg, (&waitTimers{store: c.store, logger: c.logger.With(logattr.Component, "wait-timers"), wake: w.notify, now: c.now}).run)
 	w.goLoop(bg, newPruner(c).run)
 	if r := newRotator(c); r != nil {
 		w.goLoop(bg, r.run)

@@ -78,6 +78,39 @@ func (r *rescuer) rescue(ctx context.Context) {
 
 var errLeaseExpired = errors.New("lease expired on the final attempt")
 
+// waitTimerInterval is how often a worker fires the timers of waiting
+// jobs (a Sleep's end, an AwaitSignal's timeout): a timer fires at most
+// this late, and a pass with no timer due is one indexed read.
+const waitTimerInterval = time.Second
+
+// waitTimers makes waiting jobs whose timer passed available, their
+// waits resolved as timed out. Any node may run it: a job's timer fires
+// once, whichever node gets there first, and never after its signal.
+type waitTimers struct {
+	store  twicestore.Executor
+	logger *slog.Logger
+	wake   func()
+	now    func() time.Time
+}
+
+func (t *waitTimers) run(ctx context.Context) {
+	periodic.Run(ctx, waitTimerInterval, t.fire)
+}
+
+func (t *waitTimers) fire(ctx context.Context) {
+	res, err := t.store.JobWakeDue(ctx, &twicestore.JobWakeDueParams{Now: t.now(), Limit: maintenanceBatch})
+	if err != nil {
+		if ctx.Err() == nil {
+			t.logger.WarnContext(ctx, "firing the timers of waiting jobs failed", logattr.Err, err)
+		}
+		return
+	}
+	if len(res.Woken) > 0 {
+		t.logger.DebugContext(ctx, "waiting jobs' timers fired", "jobs", len(res.Woken))
+		t.wake()
+	}
+}
+
 // deadNodeRetention is how long a node's row outlives its last
 // heartbeat: far beyond nodeAliveWindow, so a node that died over a
 // weekend is still on record, yet bounded, so a fleet whose node ids
