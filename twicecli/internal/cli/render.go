@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/twicejobs/twice/internal/ops"
+	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
@@ -40,6 +41,7 @@ type jobJSON struct {
 	ArgsHidden     bool            `json:"args_hidden,omitempty"`
 	ArgsUnreadable bool            `json:"args_unreadable,omitempty"`
 	RunAt          time.Time       `json:"run_at"`
+	WaitName       string          `json:"wait_name,omitempty"` // the signal a waiting job waits for; the last one it waited for
 	// Scheduled reports a job waiting for a later run_at, as opposed to a
 	// due one.
 	Scheduled bool `json:"scheduled"`
@@ -77,7 +79,7 @@ func (k *kindBook) newJobJSON(j *twicetype.JobRow, full bool, now time.Time) *jo
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Epoch: j.Epoch,
 		MessageID: j.MessageID, Key: j.Key, CorrelationID: j.CorrelationID, UniqueKey: j.UniqueKey,
 		Args: a.json, ArgsRedacted: a.redacted, ArgsTypeKnown: a.known, ArgsHidden: a.hidden, ArgsUnreadable: a.unreadable,
-		RunAt: j.RunAt, Scheduled: scheduled(j, now), QueuePaused: k.paused[j.Queue], AttemptedBy: j.AttemptedBy, Note: j.Note,
+		RunAt: j.RunAt, WaitName: j.WaitName, Scheduled: scheduled(j, now), QueuePaused: k.paused[j.Queue], AttemptedBy: j.AttemptedBy, Note: j.Note,
 		ErrorCount: len(j.Errors), Snoozes: j.Snoozes, CreatedAt: j.CreatedAt,
 	}
 	if c := j.Cancel; c != nil {
@@ -115,6 +117,14 @@ func (k *kindBook) state(j *twicetype.JobRow, now time.Time) string {
 		return "cancelling"
 	}
 	return string(j.State)
+}
+
+// waitUntil says until when a waiting job waits: its timeout, or none.
+func waitUntil(j *twicetype.JobRow) string {
+	if !j.RunAt.Before(twicestore.WaitNever) {
+		return "(no timeout)"
+	}
+	return "(times out at " + formatTime(j.RunAt) + ")"
 }
 
 // scheduled reports whether j waits for a run_at still to come.
@@ -265,6 +275,8 @@ func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) err
 		state = "scheduled (available from " + formatTime(j.RunAt) + ")"
 	case "paused":
 		state = "paused (available, in paused queue " + j.Queue + ")"
+	case string(twicetype.JobStateWaiting):
+		state = "waiting for signal " + j.WaitName + " " + waitUntil(j)
 	}
 	fmt.Fprintf(w, "job %d  %s  %s\n\n", j.ID, terminalText(j.Kind), terminalText(state))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -279,7 +291,11 @@ func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) err
 	row("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
 	row("epoch", fmt.Sprint(j.Epoch))
 	row("created at", formatTime(j.CreatedAt))
-	row("run at", formatTime(j.RunAt))
+	if j.State == twicetype.JobStateWaiting {
+		row("waiting for", "signal "+j.WaitName+" "+waitUntil(j))
+	} else {
+		row("run at", formatTime(j.RunAt))
+	}
 	if !j.LeaseUntil.IsZero() {
 		row("lease until", formatTime(j.LeaseUntil))
 	}
