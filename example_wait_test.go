@@ -1,0 +1,116 @@
+package twice_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicesqlite"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// Refund is a job's args for the approval example.
+type Refund struct {
+	RefundID string `json:"refund_id"`
+	Cents    int    `json:"cents"`
+}
+
+func (Refund) Kind() string { return "payments.refund.v1" }
+
+// Approval is the payload a reviewer's signal carries.
+type Approval struct {
+	Approved bool   `json:"approved"`
+	Reviewer string `json:"reviewer"`
+}
+
+// A refund waits for a person's approval: the handler reserves the funds
+// (a step, so it is done once), then awaits the signal "approve". Until it
+// arrives the job is parked as waiting, holding no worker slot and no
+// lease, and no attempt is spent. The reviewer's signal (from the
+// dashboard, the CLI's `twice jobs signal`, or Client.Signal) wakes it;
+// the handler runs again from the top, the step returns its receipt
+// without running, and the await returns the approval. A second signal
+// of the same name changes nothing and says so. With no answer in three
+// days, the await returns ErrWaitTimedOut and the handler escalates.
+func ExampleAwaitSignal() {
+	dir, _ := os.MkdirTemp("", "twice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	store, err := twicesqlite.Open(ctx, filepath.Join(dir, "app.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[Refund](func(ctx context.Context, job *twice.Job[Refund]) error {
+		if _, err := twice.Step(ctx, "reserve", twice.ClaimAfter, func(context.Context) (string, error) {
+			fmt.Println("reserving", job.Args.Cents, "cents")
+			return "rsv_1", nil
+		}); err != nil {
+			return err
+		}
+		a, err := twice.AwaitSignal[Approval](ctx, "approve", 72*time.Hour)
+		switch {
+		case errors.Is(err, twice.ErrWaitTimedOut):
+			return twice.RecordOutput(ctx, "escalated: nobody approved in 3 days")
+		case err != nil:
+			return err // a *twice.WaitError: the job parks until the signal
+		case !a.Approved:
+			return twice.Cancel(fmt.Errorf("refund refused by %s", a.Reviewer))
+		}
+		fmt.Println("refund approved by", a.Reviewer)
+		return twice.RecordOutput(ctx, "refunded")
+	}), &twice.KindOpts{Strategy: twice.None})
+
+	client, err := twice.NewClient(store, twice.Config{Registry: reg})
+	if err != nil {
+		panic(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer func() { _ = client.Shutdown(ctx, 10*time.Second) }()
+
+	res, err := client.Enqueue(ctx, Refund{RefundID: "rf_1", Cents: 4200}, nil)
+	if err != nil {
+		panic(err)
+	}
+	for {
+		job, err := client.JobGet(ctx, res.Job.ID)
+		if err != nil {
+			panic(err)
+		}
+		if job.State == twicetype.JobStateWaiting {
+			fmt.Println("job is waiting for", job.WaitName)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 2 { // a reviewer who clicks twice
+		sent, err := client.Signal(ctx, &twice.SignalParams{JobID: res.Job.ID, Name: "approve",
+			Payload: Approval{Approved: true, Reviewer: "ann"}, By: "ann@payments"})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("signal: woke", sent.Woke, "duplicate", sent.Duplicate)
+	}
+	out, err := client.Wait(ctx, res.Job.ID)
+	if err != nil {
+		panic(err)
+	}
+	var result string
+	_ = out.Decode(&result)
+	fmt.Println("job", out.State+":", result)
+	// Output:
+	// reserving 4200 cents
+	// job is waiting for approve
+	// signal: woke true duplicate false
+	// signal: woke false duplicate true
+	// refund approved by ann
+	// job completed: refunded
+}
