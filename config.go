@@ -174,6 +174,12 @@ type Config struct {
 	// UTF-8 text without NUL bytes, at most MaxNameBytes. Defaults to
 	// host-pid-random.
 	NodeID string
+	// WaitTokenKey signs the wait tokens handlers hand out (WaitToken) and
+	// checks the ones that come back (Client.SignalByToken): a secret of
+	// at least 32 random bytes, the same in every process that mints or
+	// takes tokens. Changing it voids the tokens out. Defaults to none:
+	// WaitToken then fails, saying to set it.
+	WaitTokenKey []byte
 	// Redeliver delivers every job a second time, sometimes concurrently,
 	// so a handler that does not converge fails in development rather than
 	// in production. Not for production: it doubles the work.
@@ -291,6 +297,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("MaxAttempts %d: use at least 1", c.MaxAttempts))
+	}
+	if n := len(c.WaitTokenKey); n > 0 && n < minWaitTokenKeyBytes {
+		errs = append(errs, fmt.Errorf("WaitTokenKey is %d bytes: use at least %d random bytes", n, minWaitTokenKeyBytes))
 	}
 	if c.MaxArgsBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxArgsBytes %d: use a positive limit", c.MaxArgsBytes))

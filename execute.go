@@ -159,7 +159,7 @@ type delivery struct {
 // span (nil without a Tracer), and counts a delivery the marker absorbed.
 func (e *execution) deliver(span *deliverySpan) delivery {
 	e.steps = &stepRun{store: e.x.store, row: e.row, handler: e.entry.opts.HandlerName, strategy: e.entry.opts.Strategy,
-		tracer: e.x.cfg.Tracer}
+		tracer: e.x.cfg.Tracer, waitTokenKey: e.x.cfg.WaitTokenKey}
 	// Each delivery gathers its own continuations; they travel with its
 	// outcome (see edgeSet).
 	es := &edgeSet{build: e.x.childParams, store: e.x.store, jobID: e.row.ID}

@@ -35,6 +35,8 @@ type stepRun struct {
 	tx       twicestore.Tx
 	// tracer, when set, gets a span per step.
 	tracer Tracer
+	// waitTokenKey signs the delivery's wait tokens (Config.WaitTokenKey).
+	waitTokenKey []byte
 
 	mu   sync.Mutex
 	used map[string]Strategy

@@ -156,6 +156,9 @@ type SignalParams struct {
 
 // SignalResult says what a signal did.
 type SignalResult struct {
+	// JobID and Name are the job and the wait the signal was for.
+	JobID int64
+	Name  string
 	// Duplicate reports that the wait had a resolution already (this
 	// signal sent before, or its timeout): nothing changed. Existing is
 	// that resolution.
@@ -212,7 +215,7 @@ func (c *Client) signal(ctx context.Context, exec twicestore.Executor, p *Signal
 	if res.Woke {
 		c.notify()
 	}
-	return &SignalResult{Duplicate: res.Existing != nil, Existing: res.Existing, Woke: res.Woke}, nil
+	return &SignalResult{JobID: p.JobID, Name: p.Name, Duplicate: res.Existing != nil, Existing: res.Existing, Woke: res.Woke}, nil
 }
 
 // signalParams checks a signal as bad input before it reaches the store
