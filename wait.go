@@ -138,6 +138,15 @@ func short(b []byte) string {
 	return string(b)
 }
 
+// Decision is the payload of the dashboard's approve and reject buttons
+// on a waiting job: await it as AwaitSignal[twice.Decision](ctx, name,
+// timeout). By is the dashboard user who decided, Reason what they typed.
+type Decision struct {
+	Approved bool   `json:"approved"`
+	By       string `json:"by"`
+	Reason   string `json:"reason"`
+}
+
 // SignalParams is one signal for one job.
 type SignalParams struct {
 	// JobID is the job the signal is for.

@@ -41,6 +41,51 @@ func (h *Handler) cancelJob(r *http.Request, who string) (string, *confirmation,
 		"A job waiting to run ends cancelled at once. A running job's handler is told to stop (at once on PostgreSQL, within about half a second otherwise) and the job ends cancelled, never retried, unless it finishes first.")
 }
 
+// signalJob sends a waiting job the signal it waits for, with a
+// twice.Decision: approved or rejected, by whom and why.
+func (h *Handler) signalJob(r *http.Request, who string) (string, *confirmation, error) {
+	id, err := formJobID(r)
+	if err != nil {
+		return "", nil, err
+	}
+	name := r.PostForm.Get("name")
+	var approved bool
+	switch d := r.PostForm.Get("decision"); d {
+	case "approve":
+		approved = true
+	case "reject":
+	default:
+		return "", nil, badInputf("decision %q is neither approve nor reject", d)
+	}
+	verb := map[bool]string{true: "approve", false: "reject"}[approved]
+	reason, err := formReason(r, verb+" the job")
+	if err != nil {
+		return "", nil, err
+	}
+	page := "/jobs/" + strconv.FormatInt(id, 10)
+	if ok, c := confirmed(r, &confirmation{
+		Message: fmt.Sprintf("%s job %d?", strings.ToUpper(verb[:1])+verb[1:], id),
+		Detail: fmt.Sprintf("The job gets the signal %q with {approved: %v, by: %q, reason: %q} and runs again. "+
+			"A wait takes one signal: if another came first, this one changes nothing.", name, approved, who, reason),
+		Button: fmt.Sprintf("Yes, %s job %d", verb, id), Cancel: page,
+	}); !ok {
+		return "", c, nil
+	}
+	res, err := h.client.Signal(r.Context(), &twice.SignalParams{JobID: id, Name: name, By: who,
+		Payload: twice.Decision{Approved: approved, By: who, Reason: reason}})
+	switch {
+	case errors.Is(err, twice.ErrJobFinished):
+		return "", nil, &stateConflict{err}
+	case err != nil:
+		return "", nil, err
+	case res.Duplicate:
+		return "", nil, &stateConflict{fmt.Errorf("job %d already has its signal %q (sent by %s at %s): nothing changed",
+			id, name, res.Existing.Sender, res.Existing.At.UTC().Format(time.RFC3339))}
+	}
+	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", verb+" job", "what", fmt.Sprintf("job %d signal %q", id, name), "reason", reason)
+	return page, nil, nil
+}
+
 func (h *Handler) deleteJob(r *http.Request, who string) (string, *confirmation, error) {
 	return h.jobAction(r, who, "delete", h.client.JobDelete,
 		"The job and its history are deleted: it never runs again and its page is gone. A running job cannot be deleted: cancel it first.")

@@ -3,7 +3,9 @@ package twiceweb
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	_ "embed" // the OpenAPI document
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,6 +116,8 @@ func (a *api) routes() []apiRoute {
 		{"GET /api/v1/jobs/{id}", a.getJob},
 		{"POST /api/v1/jobs/{id}/cancel", a.cancelJob},
 		{"POST /api/v1/jobs/{id}/retry", a.retryJob},
+		{"POST /api/v1/jobs/{id}/signals/{name}", a.signalJob},
+		{"POST /api/v1/signals/{token}", a.signalByToken},
 		{"POST /api/v1/queues/{queue}/pause", a.pauseQueue},
 		{"POST /api/v1/queues/{queue}/resume", a.resumeQueue},
 		{"PUT /api/v1/switches/{kind}", a.setSwitch},
@@ -137,10 +141,25 @@ func newAPI(h *Handler) *api {
 		MaxBodyBytes: apiMaxBodyBytes,
 		Logger:       h.logger,
 	})
+	// A wait token's holder (a provider's webhook) has no API token: its
+	// Idempotency-Key records are kept per wait token. The signal itself
+	// resolves its wait once whatever the key, so a retry without one is
+	// a duplicate that changes nothing.
+	tokenIdem := twicehttp.Middleware(h.client.Store(), twicehttp.Options{
+		Principal: func(r *http.Request) (string, error) {
+			sum := sha256.Sum256([]byte(r.PathValue("token")))
+			return "wait-token:" + hex.EncodeToString(sum[:16]), nil
+		},
+		MaxBodyBytes: apiMaxBodyBytes,
+		Logger:       h.logger,
+	})
 	for _, rt := range a.routes() {
 		var hd http.Handler = a.handle(rt.serve)
-		if rt.pattern == "POST /api/v1/jobs" {
+		switch rt.pattern {
+		case "POST /api/v1/jobs", "POST /api/v1/jobs/{id}/signals/{name}":
 			hd = idem(hd)
+		case "POST /api/v1/signals/{token}":
+			hd = tokenIdem(hd)
 		}
 		a.mux.Handle(rt.pattern, hd)
 	}
@@ -153,6 +172,12 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := a.h
 	w.Header().Set("Cache-Control", "no-store")
 	c, p := a.authenticate(r)
+	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, signalPathPrefix) {
+		// The wait token in the path is the credential (checked by
+		// Client.SignalByToken), and its holder is a third party's server,
+		// not a browser: no API token, no Host rule.
+		c, p = &caller{name: "wait-token"}, nil
+	}
 	if p != nil {
 		h.logger.WarnContext(r.Context(), "api request refused: "+p.Title,
 			"remote", r.RemoteAddr, "path", strconv.QuoteToASCII(r.URL.Path), logattr.Err, p.Detail)

@@ -414,6 +414,7 @@ func (h *Handler) routes() {
 		"POST /jobs/cancel":       h.cancelJob,
 		"POST /jobs/delete":       h.deleteJob,
 		"POST /jobs/retry":        h.retryJob,
+		"POST /jobs/signal":       h.signalJob,
 		"POST /queues/pause":      h.pauseQueue,
 		"POST /queues/resume":     h.resumeQueue,
 		"POST /switches/set":      h.setSwitch,
