@@ -177,7 +177,8 @@ API tokens open neither the pages nor a non-loopback address.`,
 				return err
 			}
 			defer func() { _ = store.Close() }()
-			cfg := twice.Config{Registry: c.reg, Logger: logger, Queues: c.cfg.Queues, DefaultQueue: c.cfg.DefaultQueue}
+			cfg := twice.Config{Registry: c.reg, Logger: logger, Queues: c.cfg.Queues, DefaultQueue: c.cfg.DefaultQueue,
+				WaitTokenKey: c.waitTokenKey()}
 			if len(cfg.Queues) == 0 {
 				if cfg.Queues, err = c.defaultQueues(ctx, store); err != nil {
 					return err

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -92,4 +93,17 @@ nothing and says what the first one was. A finished job takes none.`,
 	cmd.Flags().StringVar(&by, "by", "", "who sends it, for the record (default: user@host)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// waitTokenKey is the key that checks wait tokens: the binary's
+// Config.WaitTokenKey, else $TWICE_WAIT_TOKEN_KEY (the same secret the
+// workers sign with).
+func (c *cli) waitTokenKey() []byte {
+	if len(c.cfg.WaitTokenKey) > 0 {
+		return c.cfg.WaitTokenKey
+	}
+	if k := os.Getenv("TWICE_WAIT_TOKEN_KEY"); k != "" {
+		return []byte(k)
+	}
+	return nil
 }

@@ -77,7 +77,8 @@ func (c *cli) openClient(cmd *cobra.Command) (client *twice.Client, closeFn func
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err = twice.NewClient(store, twice.Config{Registry: c.reg, Logger: logger, Queues: c.cfg.Queues, DefaultQueue: c.cfg.DefaultQueue})
+	client, err = twice.NewClient(store, twice.Config{Registry: c.reg, Logger: logger, Queues: c.cfg.Queues, DefaultQueue: c.cfg.DefaultQueue,
+		WaitTokenKey: c.waitTokenKey()})
 	if err != nil {
 		_ = store.Close()
 		return nil, nil, err

@@ -62,6 +62,7 @@ With --dashboard ADDR it also serves the dashboard and Prometheus metrics
 			defer func() { _ = store.Close() }()
 			cfg := c.cfg
 			cfg.Registry, cfg.Redeliver = c.reg, cfg.Redeliver || redeliver
+			cfg.WaitTokenKey = c.waitTokenKey()
 			if len(cfg.Queues) == 0 {
 				if cfg.Queues, err = c.defaultQueues(ctx, store); err != nil {
 					return err
