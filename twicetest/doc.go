@@ -31,6 +31,12 @@
 //     no later step run. Case.StepEffects counts each step's effect; without
 //     it only the job's outcome is judged.
 //
+// A handler that waits (twice.AwaitSignal, twice.Sleep) is answered in
+// every scenario: each time a job of the message parks, RunTwice sends it
+// the signal it waits for twice (Case.Signals), or fires its timer, and
+// the scenario goes on until the job finishes; the promises are judged as
+// for any handler, across the parks and the resumes.
+//
 // The strategy is not passed in: it is read from what the registration does
 // on the store during the first delivery (a marker peek is ClaimAfter, a
 // marker claim before the effect is ClaimBefore, a transaction is

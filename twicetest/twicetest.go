@@ -2,6 +2,8 @@ package twicetest
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -55,6 +57,13 @@ type Case[T twice.Args] struct {
 	// whose every delivery completes a job of its own, that many per
 	// completed job.
 	Continuations int
+	// Signals answers a handler that waits (twice.AwaitSignal, twice.Sleep):
+	// whenever a job of the message waits for a name, RunTwice sends it
+	// Signals[name] (encoded as JSON), twice, as a sender's retry would. A
+	// wait whose name is not here is answered by its timer (the wait
+	// times out; a Sleep ends); one with no timeout and no answer here
+	// stops the test.
+	Signals map[string]any
 	// PostgresURL, if set (and Store is not), runs every scenario on
 	// PostgreSQL: each in a fresh schema of that database, created for it
 	// and dropped when the test ends, so scenarios start empty as on
@@ -381,6 +390,9 @@ func (r *runner[T]) await(store twicestore.Store, scenario string, deadOK bool, 
 				r.tally(store, scenario, row)
 				break
 			}
+			if row.State == twicetype.JobStateWaiting {
+				r.answer(store, scenario, row)
+			}
 			if row.State == twicetype.JobStateDead || row.State == twicetype.JobStateDiscarded {
 				t.Fatalf("twicetest: kind %q, scenario %q: job %d ended %s instead of completed: %s",
 					r.kind, scenario, id, row.State, lastError(row))
@@ -393,6 +405,35 @@ func (r *runner[T]) await(store twicestore.Store, scenario string, deadOK bool, 
 		}
 	}
 	return last
+}
+
+// answer resolves the wait of a waiting job: with Case.Signals' payload
+// for its name, sent twice, or else by firing its timer.
+func (r *runner[T]) answer(store twicestore.Store, scenario string, row *twicetype.JobRow) {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	v, ok := r.c.Signals[row.WaitName]
+	switch {
+	case ok:
+		payload, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("twicetest: Case.Signals[%q] does not encode as JSON: %v", row.WaitName, err)
+		}
+		for range 2 {
+			if _, err := store.JobSignal(ctx, &twicestore.JobSignalParams{JobID: row.ID, Name: row.WaitName,
+				Payload: payload, Sender: "twicetest"}); err != nil && !errors.Is(err, twicestore.ErrJobFinished) {
+				t.Fatalf("twicetest: scenario %q: signal %q to job %d: %v", scenario, row.WaitName, row.ID, err)
+			}
+		}
+	case row.RunAt.Before(twicestore.WaitNever):
+		if _, err := store.JobWakeDue(ctx, &twicestore.JobWakeDueParams{Now: row.RunAt}); err != nil {
+			t.Fatalf("twicetest: scenario %q: fire the timer of job %d: %v", scenario, row.ID, err)
+		}
+	default:
+		t.Fatalf("twicetest: kind %q, scenario %q: job %d waits for signal %q with no timeout: give Case.Signals[%q] a payload",
+			r.kind, scenario, row.ID, row.WaitName, row.WaitName)
+	}
 }
 
 func lastError(row *twicetype.JobRow) string {
