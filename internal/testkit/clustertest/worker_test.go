@@ -65,11 +65,15 @@ func registry(pool *pgxpool.Pool) *twice.Registry {
 	registerLimited(reg, pool, os.Getenv(envLimits))
 	registerCompose(reg, pool)
 	registerSteps(reg, pool)
+	registerWaits(reg)
 	return reg
 }
 
 // runWorker is the whole life of a worker process (see nodetest.Worker).
 func runWorker() int {
+	if os.Getenv(envSender) != "" {
+		return runSender()
+	}
 	slots := 20
 	if v, err := strconv.Atoi(os.Getenv(envSlots)); err == nil && v > 0 {
 		slots = v
