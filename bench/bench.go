@@ -1,5 +1,5 @@
 // Package bench measures twice's throughput and latency on a store: it
-// runs one workload (burndown, steady or latency) of no-op jobs through a
+// runs one workload (burndown, steady, latency or signal) of no-op jobs through a
 // real client and returns a Result, the one-line summary `twice bench`
 // prints. bench/compare runs the same workloads next to River's.
 //
@@ -34,6 +34,10 @@ const (
 	// ModeLatency enqueues one job at a time at Rate a second for Duration
 	// and measures each job's enqueue-to-start time.
 	ModeLatency = "latency"
+	// ModeSignal parks Rate×Duration jobs that await a signal, then sends
+	// their signals one at a time at Rate a second and measures each
+	// job's signal-to-start time.
+	ModeSignal = "signal"
 )
 
 // Defaults for Config fields left zero.
@@ -49,7 +53,7 @@ const (
 var Strategies = []string{"none", "claim-after", "transactional"}
 
 // Modes lists the workloads.
-var Modes = []string{ModeBurndown, ModeSteady, ModeLatency}
+var Modes = []string{ModeBurndown, ModeSteady, ModeLatency, ModeSignal}
 
 // insertBatch is how many jobs one EnqueueMany carries.
 const insertBatch = 1000
@@ -70,6 +74,10 @@ type Config struct {
 	// Rate is the latency mode's enqueues a second. Defaults to
 	// RateDefault.
 	Rate int
+	// Parked is how many jobs wait, parked on a signal that never comes,
+	// in the queue beside a burndown's or a steady run's work: they are
+	// parked before the timing starts. Defaults to none.
+	Parked int
 	// Workers is the worker's concurrency. Defaults to WorkersDefault.
 	Workers int
 	// FetchLimit is the client's Config.FetchLimit. Defaults to twice's
@@ -139,7 +147,7 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
 	case !slices.Contains(Modes, c.Mode):
-		return fmt.Errorf("mode %q: use burndown, steady or latency", c.Mode)
+		return fmt.Errorf("mode %q: use burndown, steady, latency or signal", c.Mode)
 	case !slices.Contains(Strategies, c.Strategy):
 		return fmt.Errorf("strategy %q: use none, claim-after or transactional", c.Strategy)
 	case c.Jobs < 0:
@@ -150,6 +158,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rate %d: give a positive number of jobs a second", c.Rate)
 	case c.Rate > 100_000:
 		return fmt.Errorf("rate %d: the latency mode enqueues one job at a time; use at most 100000 a second", c.Rate)
+	case c.Parked < 0:
+		return fmt.Errorf("parked %d: give a positive number of jobs", c.Parked)
 	case c.Workers < 0:
 		return fmt.Errorf("workers %d: give a positive number of workers", c.Workers)
 	}
@@ -172,8 +182,15 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		return nil, err
 	}
 	r := &runner{cfg: c, runID: rand.Int64N(1 << 53), strategy: strategy}
+	if c.Parked > 0 && (c.Mode == ModeBurndown || c.Mode == ModeSteady) {
+		if _, err := r.park(ctx, c.Parked); err != nil {
+			return nil, err
+		}
+	}
 	var res *Result
 	switch c.Mode {
+	case ModeSignal:
+		res, err = r.signal(ctx)
 	case ModeBurndown:
 		res, err = r.burndown(ctx)
 	case ModeSteady:

@@ -78,6 +78,9 @@ func (r *runner) client() (*twice.Client, error) {
 		}
 		return nil
 	}), &twice.KindOpts{Strategy: r.strategy})
+	if err == nil {
+		err = r.registerWait(reg)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -22,12 +22,13 @@ func (c *cli) benchCommand() *cobra.Command {
 	// Each flag and the modes it applies to.
 	applies := map[string][]string{
 		"jobs":     {bench.ModeBurndown},
-		"duration": {bench.ModeSteady, bench.ModeLatency},
-		"rate":     {bench.ModeLatency},
+		"duration": {bench.ModeSteady, bench.ModeLatency, bench.ModeSignal},
+		"rate":     {bench.ModeLatency, bench.ModeSignal},
+		"parked":   {bench.ModeBurndown, bench.ModeSteady},
 	}
 	cmd := &cobra.Command{
-		Use:   "bench burndown|steady|latency",
-		Short: "Measure throughput or latency of no-op jobs on --db",
+		Use:   "bench burndown|steady|latency|signal",
+		Short: "Measure throughput or latency of no-op jobs, or signal-to-start of waiting ones, on --db",
 		Long: `Measure how fast twice works no-op jobs on the --db database, printing a
 progress line every second on stderr and a one-line JSON summary on stdout
 (mode, strategy, jobs, seconds, jobs_per_s, p50_ms, p95_ms, p99_ms,
@@ -39,22 +40,31 @@ max_rss_mb).
             leased a job to its start)
   latency   enqueue one job at a time at --rate a second for --duration;
             p50/p95/p99 are enqueue-to-start times
+  signal    park rate × duration jobs that await a signal (kind
+            bench.wait.v1), then signal them one at a time at --rate a
+            second; p50/p95/p99 are signal-to-start times (from the call
+            of Client.Signal to the handler's resumption)
+
+With --parked N, a burndown or a steady run works beside N jobs parked on
+a signal that never comes (parked before the timing starts).
 
 The jobs are of kind bench.noop.v1 and are left in the database as
 completed jobs (retention deletes them); use a scratch database.`,
 		Example: `  twice bench burndown --db /tmp/bench.db --jobs 20000
   twice bench steady --db postgres://localhost/bench --duration 30s --strategy claim-after
-  twice bench latency --db postgres://localhost/bench --rate 500 --duration 20s`,
+  twice bench latency --db postgres://localhost/bench --rate 500 --duration 20s
+  twice bench burndown --db postgres://localhost/bench --parked 100000
+  twice bench signal --db postgres://localhost/bench --rate 200 --duration 10s`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("%s takes one mode (burndown, steady or latency), got %d arguments", cmd.CommandPath(), len(args))
+				return usagef("%s takes one mode (burndown, steady, latency or signal), got %d arguments", cmd.CommandPath(), len(args))
 			}
 			return nil
 		},
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			cfg.Mode = args[0]
 			if !slices.Contains(bench.Modes, cfg.Mode) {
-				return usagef("unknown mode %q: use burndown, steady or latency", cfg.Mode)
+				return usagef("unknown mode %q: use burndown, steady, latency or signal", cfg.Mode)
 			}
 			for flag, modes := range applies {
 				if cmd.Flags().Changed(flag) && !slices.Contains(modes, cfg.Mode) {
@@ -70,6 +80,8 @@ completed jobs (retention deletes them); use a scratch database.`,
 				return usagef("--rate %d: give a positive number of jobs a second", cfg.Rate)
 			case cfg.Workers <= 0:
 				return usagef("--workers %d: give a positive number of workers", cfg.Workers)
+			case cfg.Parked < 0:
+				return usagef("--parked %d: give a positive number of jobs, or none", cfg.Parked)
 			}
 			if err := cfg.Validate(); err != nil {
 				return &usageError{err: err}
@@ -106,7 +118,8 @@ completed jobs (retention deletes them); use a scratch database.`,
 	f := cmd.Flags()
 	f.IntVar(&cfg.Jobs, "jobs", cfg.Jobs, "burndown: how many jobs to insert and work")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "steady and latency: how long to run")
-	f.IntVar(&cfg.Rate, "rate", cfg.Rate, "latency: jobs enqueued a second")
+	f.IntVar(&cfg.Rate, "rate", cfg.Rate, "latency: jobs enqueued a second; signal: signals sent a second")
+	f.IntVar(&cfg.Parked, "parked", 0, "burndown and steady: jobs parked on a signal beside the work")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "jobs worked at once")
 	f.StringVar(&cfg.Strategy, "strategy", cfg.Strategy, "strategy of the bench kind: none, claim-after or transactional")
 	f.IntVar(&cfg.FetchLimit, "fetch-limit", 0, "most jobs one fetch takes (default: twice's FetchLimitDefault)")
