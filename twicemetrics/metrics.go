@@ -25,6 +25,7 @@ import (
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 // ScrapeTimeout bounds the store queries one scrape makes.
@@ -45,6 +46,7 @@ type Metrics struct {
 
 	limits                                            atomic.Pointer[LimitLister]
 	throttledDesc, slotsUsedDesc, slotsDesc, rateDesc *prometheus.Desc
+	waitingDesc                                       *prometheus.Desc
 }
 
 // QueueReader is what the queue gauges read of a store. Every twice store
@@ -54,6 +56,7 @@ type QueueReader interface {
 	JobOrphans(ctx context.Context, p *twicestore.JobOrphansParams) (*twicestore.JobOrphansResult, error)
 	QueueList(ctx context.Context, p *twicestore.QueueListParams) (*twicestore.QueueListResult, error)
 	QueueStranded(ctx context.Context, p *twicestore.QueueStrandedParams) (*twicestore.QueueStrandedResult, error)
+	JobCount(ctx context.Context, p *twicestore.JobCountParams) (*twicestore.JobCountResult, error)
 }
 
 // LimitLister reports the flow-control usage of the limited kinds: a
@@ -115,6 +118,7 @@ func New(store QueueReader) *Metrics {
 		slotsUsedDesc: prometheus.NewDesc("twice_limit_slots_used", "Running jobs of a kind with a concurrency limit, across all nodes.", []string{"kind"}, nil),
 		slotsDesc:     prometheus.NewDesc("twice_limit_slots", "The global concurrency limit of a kind.", []string{"kind"}, nil),
 		rateDesc:      prometheus.NewDesc("twice_limit_rate_used", "Starts of a rate-limited kind in its current window.", []string{"kind"}, nil),
+		waitingDesc:   prometheus.NewDesc("twice_jobs_waiting", "Jobs parked by their handler until a signal or a timer (twice.AwaitSignal, twice.Sleep): they hold no worker and are not stuck.", []string{"kind", "queue"}, nil),
 	}
 	m.registry.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -161,6 +165,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.slotsUsedDesc
 	ch <- m.slotsDesc
 	ch <- m.rateDesc
+	ch <- m.waitingDesc
 }
 
 // Collect implements prometheus.Collector: the counters and histograms,
@@ -193,6 +198,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.collectLimits(ctx, ch)
 	m.collectQueues(ctx, ch, now)
+	m.collectWaiting(ctx, ch)
 	orphans, err := m.store.JobOrphans(ctx, &twicestore.JobOrphansParams{AliveSince: now.Add(-ops.NodeAliveWindow)})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(m.orphanDesc, err)
@@ -200,6 +206,18 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, o := range orphans.Kinds {
 		ch <- prometheus.MustNewConstMetric(m.orphanDesc, prometheus.GaugeValue, float64(o.Count), o.Kind, o.Queue)
+	}
+}
+
+// collectWaiting reports the waiting jobs by kind and queue.
+func (m *Metrics) collectWaiting(ctx context.Context, ch chan<- prometheus.Metric) {
+	res, err := m.store.JobCount(ctx, &twicestore.JobCountParams{Filter: twicestore.JobFilter{State: twicetype.JobStateWaiting}})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(m.waitingDesc, err)
+		return
+	}
+	for _, c := range res.Counts {
+		ch <- prometheus.MustNewConstMetric(m.waitingDesc, prometheus.GaugeValue, float64(c.Count), c.Kind, c.Queue)
 	}
 }
 
