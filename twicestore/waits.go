@@ -52,9 +52,10 @@ type WaitExecutor interface {
 	JobSignalGet(ctx context.Context, p *JobSignalGetParams) (*twicetype.Signal, error)
 	// JobWakeDue resolves as timed out the waits of up to Limit waiting
 	// jobs whose RunAt is at or before Now (a Limit of zero or less: all)
-	// and makes those jobs available at Now, each in one write with its
-	// resolution; a wait a signal resolved meanwhile is not resolved
-	// again.
+	// and makes those jobs available, due from their RunAt (the time the
+	// timer fired, which the resolution records too), each in one write
+	// with its resolution; a wait a signal resolved meanwhile is not
+	// resolved again.
 	JobWakeDue(ctx context.Context, p *JobWakeDueParams) (*JobWakeDueResult, error)
 }
 

@@ -19,7 +19,10 @@ import (
 //	    WHEN 'dead' THEN 8 WHEN 'discarded' THEN 16 WHEN 'cancelled' THEN 32 ELSE 0 END
 //
 // which is UniqueBit for each state. A state added later takes the next
-// free bit.
+// free bit, unless it is a kind of one that has a bit: a waiting job (one
+// its handler parked) has started and not finished, so it holds its key
+// as a running one does, under the running bit, and the drivers spell
+// the mapping with WHEN 'waiting' THEN 2.
 type UniqueStates uint8
 
 // The bit of each state (see UniqueStates).
@@ -45,7 +48,7 @@ func (s JobState) UniqueBit() UniqueStates {
 	switch s {
 	case JobStateAvailable:
 		return UniqueAvailable
-	case JobStateRunning:
+	case JobStateRunning, JobStateWaiting:
 		return UniqueRunning
 	case JobStateCompleted:
 		return UniqueCompleted

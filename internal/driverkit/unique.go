@@ -8,7 +8,8 @@ import (
 )
 
 // UniqueHeldSQL renders the predicate of the unique index on (kind,
-// unique_key) both drivers create in their migration 014, for the jobs
+// unique_key) both drivers create (in their migration 014, and again with
+// the waiting state: PostgreSQL's 025, SQLite's 019), for the jobs
 // table (or alias) t, unqualified when t is empty: the row has a unique key, and the bit of its current
 // state (twicetype.JobState.UniqueBit) is set in its unique_states. Rendered
 // from twicetype's bits, it is the one place the drivers' queries take the

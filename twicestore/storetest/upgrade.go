@@ -75,15 +75,12 @@ func UniqueStatesUpgrade(t *testing.T, openAt func(t *testing.T, version int) Ol
 	}
 }
 
-// UniqueStatesPredicate checks that a driver's migration 014, given by its
-// version, name and text, creates the unique index with the very
-// predicate the queries render from twicetype's bits
+// UniqueStatesPredicate checks that the driver's migration that last
+// creates the unique index (given by its name and text) creates it with
+// the very predicate the queries render from twicetype's bits
 // (driverkit.UniqueHeldSQL): SQLite uses a partial index only for a WHERE
 // that repeats its terms, and the queries must agree with the index.
-func UniqueStatesPredicate(t *testing.T, version int, name, sql string) {
-	if version != 14 {
-		t.Fatalf("migration %s is version %d, want 14", name, version)
-	}
+func UniqueStatesPredicate(t *testing.T, name, sql string) {
 	if !strings.Contains(strings.Join(strings.Fields(sql), " "), driverkit.UniqueHeldSQL("")) {
 		t.Errorf("migration %s lacks the predicate\n%s", name, driverkit.UniqueHeldSQL(""))
 	}
@@ -112,6 +109,9 @@ type OldRows interface {
 func jobInEveryState(t *testing.T, old OldRows) map[twicetype.JobState]int64 {
 	ids := map[twicetype.JobState]int64{}
 	for _, st := range twicetype.AllJobStates {
+		if st == twicetype.JobStateWaiting {
+			continue // a state no old schema holds
+		}
 		ids[st] = old.InsertJobAt(t, st, 5)
 	}
 	old.InsertMarker(t, "h", "key-1", ids[twicetype.JobStateCompleted], 5)

@@ -385,7 +385,7 @@ func testWaitRetention(t *testing.T, e *env) {
 	e.finish(&twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted, FinishedAt: e.at(2 * time.Second)})
 	far := e.at(1000 * time.Hour)
 	if _, err := e.s.JobDeleteFinished(e.ctx, &twicestore.JobDeleteFinishedParams{CompletedBefore: far, DeadBefore: far,
-		DiscardedBefore: far, CancelledBefore: far}); err != nil {
+		DiscardedBefore: far, CancelledBefore: far, Limit: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	if st := e.get(waiting).State; st != twicetype.JobStateWaiting {
