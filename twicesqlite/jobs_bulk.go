@@ -156,7 +156,9 @@ func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams)
 	})
 }
 
-// JobDelete deletes matching jobs that are not running.
+// JobDelete deletes matching jobs that are not running; a waiting job is
+// deleted too, and every job's signals go with it in the same statement
+// (the trigger twice_jobs_signals_deleted of migration 019).
 func (e *executor) JobDelete(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	return e.bulk(ctx, "delete jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
 		if j.state == twicetype.JobStateRunning {
