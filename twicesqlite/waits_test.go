@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -97,7 +98,6 @@ func dumpJobs(t *testing.T, db *sql.DB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = rows.Close() }()
 	cols, err := rows.Columns()
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +108,11 @@ func dumpJobs(t *testing.T, db *sql.DB) string {
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := row.Scan(ptrs...); err != nil {
 			t.Fatal(err)
 		}
 		for i, v := range vals {
@@ -119,9 +122,6 @@ func dumpJobs(t *testing.T, db *sql.DB) string {
 			fmt.Fprintf(&sb, "%s=%v ", cols[i], v)
 		}
 		sb.WriteString("\n")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return sb.String()
 }
@@ -135,17 +135,16 @@ func schemaOf(t *testing.T, db *sql.DB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = rows.Close() }()
 	var sb strings.Builder
-	for rows.Next() {
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			t.Fatal(err)
+		}
 		var typ, name, ddl string
-		if err := rows.Scan(&typ, &name, &ddl); err != nil {
+		if err := row.Scan(&typ, &name, &ddl); err != nil {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(&sb, "%s %s: %s\n", typ, name, strings.Join(strings.Fields(ddl), " "))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return sb.String()
 }
