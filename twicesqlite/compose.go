@@ -225,7 +225,7 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 		}
 		n, _ := r.RowsAffected()
 		res.Tasks = int(n)
-		rs, err := q.QueryContext(ctx, `SELECT id FROM twice_jobs WHERE workflow_id = ? AND state IN ('available', 'running')`, p.ID)
+		rs, err := q.QueryContext(ctx, `SELECT id FROM twice_jobs WHERE workflow_id = ? AND state IN ('available', 'running', 'waiting')`, p.ID)
 		if err != nil {
 			return err
 		}

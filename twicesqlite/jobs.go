@@ -19,7 +19,8 @@ import (
 // jobColumns is the column list every job query returns, in scanJob's order.
 const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
-	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes, trace`
+	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes, trace,
+	wait_name, signal_seq`
 
 // rowScanner is one row of a result: dbrows.Scanner, so the driver's scan
 // functions serve dbrows.Collect as they are.
@@ -36,7 +37,8 @@ func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 	)
 	err := r.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &runAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace)
+		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace,
+		&j.WaitName, &j.SignalSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +236,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 	}
 	existing, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs INDEXED BY twice_jobs_unique
 		WHERE (kind, unique_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
-		AND `+driverkit.UniqueHeldSQL(""), jsonArg(pairs))
+		AND `+uniqueHeldSQL, jsonArg(pairs))
 	if err != nil {
 		return fmt.Errorf("look up duplicates: %w", err)
 	}
@@ -404,9 +406,20 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 // nothing. An error is appended to the history, which keeps its first and
 // last entries only (see keptErrors). A cancelled outcome without a note of
 // its own takes the cancel request's.
+//
+// A park (?1 'waiting') waits on ?13 until ?2, its timer; but when the
+// job's signal_seq is no longer ?12, the one its delivery was fetched
+// with, a signal or a timer resolved one of its waits while the handler
+// ran, and the job is made available at ?14 instead, so its handler runs
+// again and reads what arrived rather than waiting for a signal that
+// came already. Its finished_at is NULL, so the batch and workflow
+// triggers see a move between unfinished states.
 var finishSQL = `UPDATE twice_jobs SET
-	state = ?1,
-	run_at = CASE WHEN ?1 = 'available' THEN ?2 ELSE run_at END,
+	state = CASE WHEN ?1 = 'waiting' AND signal_seq <> ?12 THEN 'available' ELSE ?1 END,
+	run_at = CASE WHEN ?1 = 'available' THEN ?2
+		WHEN ?1 = 'waiting' THEN CASE WHEN signal_seq <> ?12 THEN ?14 ELSE ?2 END
+		ELSE run_at END,
+	wait_name = CASE WHEN ?1 = 'waiting' THEN ?13 ELSE wait_name END,
 	attempt = MAX(attempt - ?3, 0),
 	snoozes = snoozes + ?9,
 	lease_until = NULL,
@@ -443,6 +456,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		runAt, finishedAt any
 		refund, snooze    int
 		errJSON           any
+		wokeAt            any // a park's run_at should a signal have come meanwhile
 	}
 	prep := make([]prepared, len(p.Outcomes))
 	now := time.Now()
@@ -455,6 +469,20 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				runAt = now
 			}
 			pr.runAt = micros(runAt)
+		case twicetype.JobStateWaiting:
+			if err := twicestore.CheckWaitName(o.WaitName); err != nil {
+				return nil, fmt.Errorf("finish job %d: %w", o.ID, err)
+			}
+			timer := o.RunAt
+			if timer.IsZero() {
+				timer = twicestore.WaitNever
+			}
+			pr.runAt = micros(timer)
+			woke := o.FinishedAt
+			if woke.IsZero() {
+				woke = now
+			}
+			pr.wokeAt = micros(woke)
 		case twicetype.JobStateCompleted, twicetype.JobStateDead, twicetype.JobStateCancelled:
 			finished := o.FinishedAt
 			if finished.IsZero() {
@@ -462,7 +490,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 			}
 			pr.finishedAt = micros(finished)
 		default:
-			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available, dead or cancelled", o.ID, o.State)
+			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available, waiting, dead or cancelled", o.ID, o.State)
 		}
 		if o.RefundAttempt {
 			pr.refund = 1
@@ -520,7 +548,8 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				claimedHere = !cr.AlreadyProcessed
 			}
 			pr := prep[i]
-			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze, outputArg(o.Output), o.Trace)
+			r, err := update.ExecContext(ctx, string(o.State), pr.runAt, pr.refund, pr.errJSON, o.Note, pr.finishedAt, o.ID, o.Epoch, pr.snooze, outputArg(o.Output), o.Trace,
+				o.SignalSeq, o.WaitName, pr.wokeAt)
 			if err != nil {
 				return fmt.Errorf("job %d: %w", o.ID, err)
 			}

@@ -147,7 +147,10 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 // one DELETE that looks only at the oldest rows of the state above the
 // pass's cursor (a short walk of the (state, id) index; see
 // driverkit.DeleteFinishedWindow), so the write lock is held briefly
-// however many jobs have finished, even when none is old enough yet.
+// however many jobs have finished, even when none is old enough yet. Only
+// finished states are cut, so a waiting job is never pruned; the signals
+// of a deleted job go in the same DELETE (the trigger
+// twice_jobs_signals_deleted of migration 019).
 func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
 	return driverkit.DeleteFinished(p, func(c driverkit.FinishedCut, limit int) (n int, last int64, err error) {
 		err = e.write(ctx, func() error {

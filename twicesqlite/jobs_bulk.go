@@ -92,7 +92,7 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 		if j.uniqueKey != "" {
 			var holder int64
 			err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(id), 0) FROM twice_jobs INDEXED BY twice_jobs_unique
-				WHERE kind = ? AND unique_key = ? AND id <> ? AND `+driverkit.UniqueHeldSQL(""),
+				WHERE kind = ? AND unique_key = ? AND id <> ? AND `+uniqueHeldSQL,
 				j.kind, j.uniqueKey, j.id).Scan(&holder)
 			if err != nil {
 				return twicestore.JobActionResult{}, err
@@ -125,7 +125,8 @@ func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) 
 	})
 }
 
-// JobCancel cancels matching available jobs at once and records a cancel
+// JobCancel cancels matching available and waiting jobs at once (a
+// waiting job runs no handler to tell) and records a cancel
 // request on matching running ones (keeping the first request when there
 // already is one); finished jobs are left alone.
 func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams) (*twicestore.JobBulkResult, error) {
@@ -133,7 +134,7 @@ func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams)
 	note := (&twicetype.CancelRequest{By: p.By, Reason: p.Reason}).Note()
 	return e.bulk(ctx, "cancel jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
 		switch j.state {
-		case twicetype.JobStateAvailable:
+		case twicetype.JobStateAvailable, twicetype.JobStateWaiting:
 			_, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'cancelled', finished_at = ?1, lease_until = NULL,
 				cancel_requested_at = ?1, cancel_by = ?2, cancel_reason = ?3, note = ?4 WHERE id = ?5`,
 				now, p.By, p.Reason, note, j.id)
@@ -155,7 +156,9 @@ func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams)
 	})
 }
 
-// JobDelete deletes matching jobs that are not running.
+// JobDelete deletes matching jobs that are not running; a waiting job is
+// deleted too, and every job's signals go with it in the same statement
+// (the trigger twice_jobs_signals_deleted of migration 019).
 func (e *executor) JobDelete(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	return e.bulk(ctx, "delete jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
 		if j.state == twicetype.JobStateRunning {
