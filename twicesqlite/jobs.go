@@ -236,7 +236,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 	}
 	existing, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs INDEXED BY twice_jobs_unique
 		WHERE (kind, unique_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
-		AND `+uniqueHeldSQL, jsonArg(pairs))
+		AND `+driverkit.UniqueHeldSQL(""), jsonArg(pairs))
 	if err != nil {
 		return fmt.Errorf("look up duplicates: %w", err)
 	}

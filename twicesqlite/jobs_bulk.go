@@ -92,7 +92,7 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 		if j.uniqueKey != "" {
 			var holder int64
 			err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(id), 0) FROM twice_jobs INDEXED BY twice_jobs_unique
-				WHERE kind = ? AND unique_key = ? AND id <> ? AND `+uniqueHeldSQL,
+				WHERE kind = ? AND unique_key = ? AND id <> ? AND `+driverkit.UniqueHeldSQL(""),
 				j.kind, j.uniqueKey, j.id).Scan(&holder)
 			if err != nil {
 				return twicestore.JobActionResult{}, err

@@ -16,10 +16,15 @@ func TestMigration014UniqueStates(t *testing.T) {
 	storetest.UniqueStatesUpgrade(t, openOldSchema)
 }
 
-func TestMigration014PredicateMatches(t *testing.T) {
+// TestMigration019PredicateMatches: the unique index is created last by
+// migration 019 (the waiting state), with the predicate the queries render.
+func TestMigration019PredicateMatches(t *testing.T) {
 	t.Parallel()
-	m := embedded[13]
-	storetest.UniqueStatesPredicate(t, m.Version, m.Name, m.SQL)
+	m := embedded[18]
+	if m.Version != 19 {
+		t.Fatalf("migration %s is version %d, want 19", m.Name, m.Version)
+	}
+	storetest.UniqueStatesPredicate(t, m.Name, m.SQL)
 }
 
 // oldSchema is a database file held at an old migration version (times

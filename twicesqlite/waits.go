@@ -10,39 +10,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
-
-// uniqueHeldSQL is the predicate of migration 019's unique index on (kind,
-// unique_key), word for word: the row has a unique key and the bit of its
-// current state is set in its unique_states. A query that looks up holders
-// or pins the index (INDEXED BY) must use it, since SQLite uses a partial
-// index only for a WHERE that repeats its terms. It is rendered from
-// twicetype's bits, as driverkit.UniqueHeldSQL renders 014's, except that a
-// waiting job holds its key under the running bit: it is unfinished, and a
-// job must never move into holding its key (see
-// twicetype.UniqueStates.Validate), so it holds it as a running one does.
-var uniqueHeldSQL = renderUniqueHeld()
-
-func renderUniqueHeld() string {
-	var sb strings.Builder
-	sb.WriteString("unique_key <> '' AND (unique_states & CASE state")
-	for _, s := range twicetype.AllJobStates {
-		bit := s.UniqueBit()
-		if s == twicetype.JobStateWaiting {
-			bit = twicetype.UniqueRunning
-		}
-		sb.WriteString(" WHEN '" + string(s) + "' THEN " + strconv.Itoa(int(bit)))
-	}
-	sb.WriteString(" ELSE 0 END) <> 0")
-	return sb.String()
-}
 
 // signalColumns is the column list of a resolution, in scanSignal's order.
 const signalColumns = `job_id, name, payload, timed_out, at, sender`

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
 // TestUniqueIndexPredicateMatches checks that the unique index a migrated
 // database holds (migration 019's) has the very predicate the queries
-// render (uniqueHeldSQL): SQLite uses a partial index only for a WHERE
+// render (driverkit.UniqueHeldSQL): SQLite uses a partial index only for a WHERE
 // that repeats its terms, and INDEXED BY fails without it.
 func TestUniqueIndexPredicateMatches(t *testing.T) {
 	t.Parallel()
@@ -24,11 +25,11 @@ func TestUniqueIndexPredicateMatches(t *testing.T) {
 	if err := s.db.QueryRowContext(t.Context(), `SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'twice_jobs_unique'`).Scan(&ddl); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(strings.Fields(ddl), " "), uniqueHeldSQL) {
-		t.Errorf("twice_jobs_unique is\n%s\nwithout the predicate\n%s", ddl, uniqueHeldSQL)
+	if !strings.Contains(strings.Join(strings.Fields(ddl), " "), driverkit.UniqueHeldSQL("")) {
+		t.Errorf("twice_jobs_unique is\n%s\nwithout the predicate\n%s", ddl, driverkit.UniqueHeldSQL(""))
 	}
-	if !strings.Contains(uniqueHeldSQL, "WHEN 'waiting' THEN 2 ") {
-		t.Errorf("uniqueHeldSQL does not hold a waiting job's key under the running bit: %s", uniqueHeldSQL)
+	if !strings.Contains(driverkit.UniqueHeldSQL(""), "WHEN 'waiting' THEN 2 ") {
+		t.Errorf("driverkit.UniqueHeldSQL does not hold a waiting job's key under the running bit: %s", driverkit.UniqueHeldSQL(""))
 	}
 }
 
