@@ -15,6 +15,7 @@ func TestJobStates(t *testing.T) {
 		{JobStateDead, true, true},
 		{JobStateDiscarded, true, true},
 		{JobStateCancelled, true, true},
+		{JobStateWaiting, true, false},
 		{"canceled", false, false},
 		{"", false, false},
 	} {
@@ -25,8 +26,8 @@ func TestJobStates(t *testing.T) {
 			t.Errorf("%q.Finished() = %v, want %v", tc.state, got, tc.finished)
 		}
 	}
-	if len(AllJobStates) != 6 {
-		t.Errorf("AllJobStates = %v, want the six states", AllJobStates)
+	if len(AllJobStates) != 7 {
+		t.Errorf("AllJobStates = %v, want the seven states", AllJobStates)
 	}
 	for _, s := range AllJobStates {
 		if !s.Valid() {

@@ -86,11 +86,12 @@ func (u UniqueStates) Has(s JobState) bool {
 	return b != 0 && u&b == b
 }
 
-// States lists the states in u in life-cycle order.
+// States lists the states in u in life-cycle order, each bit once: the
+// waiting state, which shares the running bit, is not listed.
 func (u UniqueStates) States() []JobState {
 	var out []JobState
 	for _, s := range AllJobStates {
-		if u.Has(s) {
+		if u.Has(s) && s != JobStateWaiting {
 			out = append(out, s)
 		}
 	}
