@@ -232,3 +232,82 @@ func TestMigration025KeepsJobs(t *testing.T) {
 		t.Errorf("the key a running job held before the upgrade was taken by job %d", res.Jobs[0].Job.ID)
 	}
 }
+
+// TestParkMeetsAConcurrentSignal: a signal and a park of the same job
+// racing, in both orders, never leave the job waiting for a signal that
+// arrived: a park that waits for a signal's uncommitted write reads the
+// signal_seq it left and makes the job available; a signal that waits for
+// a park's uncommitted move finds the job waiting, and wakes it.
+func TestParkMeetsAConcurrentSignal(t *testing.T) {
+	t.Parallel()
+	for _, signalFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "SignalFirst", false: "ParkFirst"}[signalFirst], func(t *testing.T) {
+			t.Parallel()
+			s, _ := openStore(t)
+			ctx := t.Context()
+			res, err := s.JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: []*twicestore.JobInsertParams{
+				{Kind: "wait.v1", Queue: "default", MaxAttempts: 3}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := res.Jobs[0].Job.ID
+			now := time.Now()
+			f, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{"wait.v1"}, Limit: 1,
+				Node: "n", Now: now, LeaseUntil: now.Add(time.Minute)})
+			if err != nil || len(f.Jobs) != 1 {
+				t.Fatalf("fetch: %+v, %v", f, err)
+			}
+			j := f.Jobs[0]
+			park := &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{ID: id, Epoch: j.Epoch,
+				State: twicetype.JobStateWaiting, WaitName: "approve", SignalSeq: j.SignalSeq, RefundAttempt: true}}}
+			signal := &twicestore.JobSignalParams{JobID: id, Name: "approve", Payload: []byte(`1`)}
+
+			tx, err := s.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+			type outcome struct {
+				woke bool
+				err  error
+			}
+			second := make(chan outcome, 1)
+			if signalFirst {
+				if _, err := tx.JobSignal(ctx, signal); err != nil {
+					t.Fatal(err)
+				}
+				go func() {
+					fin, err := s.JobFinish(ctx, park)
+					second <- outcome{woke: err == nil && fin.Applied[0], err: err}
+				}()
+			} else {
+				if fin, err := tx.JobFinish(ctx, park); err != nil || !fin.Applied[0] {
+					t.Fatalf("park in the transaction: %+v, %v", fin, err)
+				}
+				go func() {
+					r, err := s.JobSignal(ctx, signal)
+					second <- outcome{woke: err == nil && r.Woke, err: err}
+				}()
+			}
+			select {
+			case o := <-second:
+				t.Fatalf("the second write did not wait for the first's transaction: %+v", o)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			o := <-second
+			if o.err != nil || !o.woke {
+				t.Fatalf("the second write: %+v; want it applied (the park) or waking the job (the signal)", o)
+			}
+			got, err := s.JobGet(ctx, &twicestore.JobGetParams{ID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != twicetype.JobStateAvailable || got.SignalSeq != 1 {
+				t.Errorf("job after the race: state %s, seq %d; want available, 1", got.State, got.SignalSeq)
+			}
+		})
+	}
+}
