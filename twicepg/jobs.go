@@ -768,9 +768,12 @@ RETURNING o.ord`
 // the signal's write updates the job's row, so a park that meets it waits
 // for the row and reads the count the signal left), or the wait's name
 // holds a resolution from before (a signal sent ahead of the wait). A
-// CASE evaluates it for waiting outcomes only.
+// CASE evaluates it for waiting outcomes only. The resolution is looked up
+// by a scalar subquery, one probe of the primary key per park: an EXISTS
+// may be planned as a hashed subplan, which reads all of twice_signals,
+// and a plan cached while the table was small would keep doing that.
 const parkResolvedSQL = `(j.signal_seq <> o.signal_seq
-		OR EXISTS (SELECT 1 FROM twice_signals AS s WHERE s.job_id = o.id AND s.name = o.wait_name))`
+		OR (SELECT true FROM twice_signals AS s WHERE s.job_id = o.id AND s.name = o.wait_name) IS NOT NULL)`
 
 // keptErrors is an expression for the error history arr with only its
 // first twicestore.ErrorsKeptFirst and last twicestore.ErrorsKeptLast
@@ -788,7 +791,9 @@ const cancelNoteSQL = `('cancelled' || CASE WHEN j.cancel_by <> '' THEN ' by ' |
 	CASE WHEN j.cancel_reason <> '' THEN ': ' || j.cancel_reason ELSE '' END)`
 
 // JobFinish writes a batch of outcomes, and claims their markers, in one
-// statement.
+// statement. A waiting outcome parks its job on its WaitName until its
+// RunAt (zero: twicestore.WaitNever), or makes it available at once when
+// the wait is resolved already (see finishSQL).
 func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
 	if slices.ContainsFunc(p.Outcomes, func(o *twicestore.JobOutcome) bool { return len(o.Children) > 0 }) {
 		return e.finishWithChildren(ctx, p)

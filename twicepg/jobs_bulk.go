@@ -254,7 +254,7 @@ deleted AS (
 	RETURNING j.id
 ),
 signals AS (
-	DELETE FROM twice_signals AS s USING deleted AS d WHERE s.job_id = d.id
+	DELETE FROM twice_signals WHERE job_id = ANY(ARRAY(SELECT id FROM deleted))
 )
 SELECT m.id, m.state, d.id IS NOT NULL FROM matched AS m LEFT JOIN deleted AS d ON d.id = m.id`
 
