@@ -311,3 +311,38 @@ func TestParkMeetsAConcurrentSignal(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkflowCancelTakesAWaitingJob: cancelling a workflow cancels its
+// waiting job at once, as an available one.
+func TestWorkflowCancelTakesAWaitingJob(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	ctx := t.Context()
+	w, err := s.WorkflowInsert(ctx, &twicestore.WorkflowInsertParams{Name: "wf", Tasks: []*twicestore.WorkflowTaskParams{
+		{Name: "a", Job: &twicestore.JobInsertParams{Kind: "wait.v1", Queue: "default", MaxAttempts: 3}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	f, err := s.JobFetch(ctx, &twicestore.JobFetchParams{Queue: "default", Kinds: []string{"wait.v1"}, Limit: 1,
+		Node: "n", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || len(f.Jobs) != 1 {
+		t.Fatalf("fetch: %+v, %v", f, err)
+	}
+	j := f.Jobs[0]
+	if _, err := s.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{ID: j.ID, Epoch: j.Epoch,
+		State: twicetype.JobStateWaiting, WaitName: "go", RefundAttempt: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.WorkflowCancel(ctx, &twicestore.WorkflowCancelParams{ID: w.Workflow.ID, By: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Jobs == nil || len(res.Jobs.Results) != 1 || res.Jobs.Results[0].State != twicetype.JobStateCancelled {
+		t.Fatalf("WorkflowCancel's jobs = %+v, want the waiting job cancelled", res.Jobs)
+	}
+	got, err := s.JobGet(ctx, &twicestore.JobGetParams{ID: j.ID})
+	if err != nil || got.State != twicetype.JobStateCancelled {
+		t.Fatalf("the waiting job after WorkflowCancel: %+v, %v; want cancelled", got, err)
+	}
+}
