@@ -242,7 +242,7 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 		// workflow's at the end of its statement, so taking the workflow
 		// first and then waiting for a job a completion holds deadlocked.
 		if _, err := tx.q.exec(ctx, `SELECT id FROM twice_jobs
-			WHERE workflow_id = $1 AND state IN ('available', 'running')
+			WHERE workflow_id = $1 AND state IN ('available', 'running', 'waiting')
 			ORDER BY id FOR UPDATE`, p.ID); err != nil {
 			return err
 		}
@@ -263,7 +263,7 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 			return err
 		}
 		res.Tasks = int(n)
-		ids, err := queryIDs(ctx, tx.q, `SELECT id FROM twice_jobs WHERE workflow_id = $1 AND state IN ('available', 'running')`, p.ID)
+		ids, err := queryIDs(ctx, tx.q, `SELECT id FROM twice_jobs WHERE workflow_id = $1 AND state IN ('available', 'running', 'waiting')`, p.ID)
 		if err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ import (
 var jobColumnNames = []string{"id", "kind", "queue", "priority", "args", "message_id", "idempotency_key",
 	"correlation_id", "unique_key", "state", "attempt", "max_attempts", "epoch", "run_at", "lease_until",
 	"attempted_by", "errors", "note", "created_at", "finished_at", "metadata",
-	"cancel_requested_at", "cancel_by", "cancel_reason", "snoozes", "trace"}
+	"cancel_requested_at", "cancel_by", "cancel_reason", "snoozes", "trace", "wait_name", "signal_seq"}
 
 // jobCols renders the job columns of the table or CTE named alias. The error
 // history and the metadata are read as JSON text, which pgx and database/sql both scan into a
@@ -54,7 +54,8 @@ func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
 	)
 	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace)
+		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace,
+		&j.WaitName, &j.SignalSeq)
 	if err := r.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -93,7 +94,8 @@ func newJobScanner(extra ...any) *jobScanner {
 	j := &s.j
 	s.dest = append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
 		&j.UniqueKey, &s.state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &s.leaseUntil, &j.AttemptedBy,
-		&s.errs, &j.Note, &j.CreatedAt, &s.finishedAt, &s.meta, &s.cancelAt, &s.cancelBy, &s.cancelReason, &j.Snoozes, &j.Trace)
+		&s.errs, &j.Note, &j.CreatedAt, &s.finishedAt, &s.meta, &s.cancelAt, &s.cancelBy, &s.cancelReason, &j.Snoozes, &j.Trace,
+		&j.WaitName, &j.SignalSeq)
 	return s
 }
 
@@ -189,7 +191,7 @@ FROM inserted JOIN input ON input.id = inserted.id
 UNION ALL
 SELECT 0, true, ` + jobColumns + `
 FROM twice_jobs AS j
-WHERE ` + driverkit.UniqueHeldSQL("j") + `
+WHERE ` + uniqueHeldSQL("j") + `
 	AND (j.kind, j.unique_key) IN (SELECT kind, unique_key FROM input WHERE unique_key <> '')`
 
 // insertOneSQL inserts one job without a unique key: insertSQL's work
@@ -724,6 +726,12 @@ func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]int6
 // An error is appended to the history, which keeps its first and last
 // entries only (see keptErrors). A cancelled outcome without a note of its
 // own takes the cancel request's.
+//
+// A waiting outcome (a park) moves the job to twice_jobs_waiting, on
+// wait_name until run_at (its timer), unless parkResolvedSQL says its
+// wait is resolved already: then the job is available at once, due at
+// o.finished_at (the time of the call; a park sets no finished_at), and
+// its handler runs again to read what arrived.
 var finishSQL = `WITH claimed AS (
 	INSERT INTO twice_markers (handler, key, processed_at, job_id, epoch)
 	SELECT * FROM unnest($9::text[], $10::text[], $11::timestamptz[], $12::bigint[], $13::bigint[])
@@ -732,8 +740,11 @@ var finishSQL = `WITH claimed AS (
 	ON CONFLICT (handler, key) DO NOTHING
 )
 UPDATE twice_jobs AS j SET
-	state = o.state,
-	run_at = CASE WHEN o.state = 'available' THEN o.run_at ELSE j.run_at END,
+	state = CASE WHEN o.state <> 'waiting' THEN o.state WHEN ` + parkResolvedSQL + ` THEN 'available' ELSE 'waiting' END,
+	run_at = CASE WHEN o.state = 'available' THEN o.run_at
+		WHEN o.state <> 'waiting' THEN j.run_at
+		WHEN ` + parkResolvedSQL + ` THEN o.finished_at ELSE o.run_at END,
+	wait_name = CASE WHEN o.state = 'waiting' THEN o.wait_name ELSE j.wait_name END,
 	attempt = CASE WHEN o.refund THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
 	snoozes = j.snoozes + CASE WHEN o.snooze THEN 1 ELSE 0 END,
 	lease_until = NULL,
@@ -744,11 +755,25 @@ UPDATE twice_jobs AS j SET
 	output = CASE WHEN o.state = 'completed' AND o.output IS NOT NULL THEN o.output ELSE j.output END,
 	trace = o.trace
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::text[],
-	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[], $16::text[])
-	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, trace, ord)
+	$7::text[], $8::timestamptz[], $14::boolean[], $15::text[], $16::text[], $17::text[], $18::bigint[])
+	WITH ORDINALITY AS o(id, epoch, state, run_at, refund, err, note, finished_at, snooze, output, trace,
+		wait_name, signal_seq, ord)
 WHERE j.id = ANY($1) AND o.id = j.id + 0 AND j.state IN ('available', 'running')
 	AND CASE WHEN j.state = 'running' THEN j.epoch = o.epoch ELSE false END
 RETURNING o.ord`
+
+// parkResolvedSQL is true when the wait a park (o) names is resolved
+// already, and the job must not wait: a signal or a timer resolved one
+// of the job's waits since its delivery was fetched (its signal_seq grew;
+// the signal's write updates the job's row, so a park that meets it waits
+// for the row and reads the count the signal left), or the wait's name
+// holds a resolution from before (a signal sent ahead of the wait). A
+// CASE evaluates it for waiting outcomes only. The resolution is looked up
+// by a scalar subquery, one probe of the primary key per park: an EXISTS
+// may be planned as a hashed subplan, which reads all of twice_signals,
+// and a plan cached while the table was small would keep doing that.
+const parkResolvedSQL = `(j.signal_seq <> o.signal_seq
+		OR (SELECT true FROM twice_signals AS s WHERE s.job_id = o.id AND s.name = o.wait_name) IS NOT NULL)`
 
 // keptErrors is an expression for the error history arr with only its
 // first twicestore.ErrorsKeptFirst and last twicestore.ErrorsKeptLast
@@ -766,7 +791,9 @@ const cancelNoteSQL = `('cancelled' || CASE WHEN j.cancel_by <> '' THEN ' by ' |
 	CASE WHEN j.cancel_reason <> '' THEN ': ' || j.cancel_reason ELSE '' END)`
 
 // JobFinish writes a batch of outcomes, and claims their markers, in one
-// statement.
+// statement. A waiting outcome parks its job on its WaitName until its
+// RunAt (zero: twicestore.WaitNever), or makes it available at once when
+// the wait is resolved already (see finishSQL).
 func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
 	if slices.ContainsFunc(p.Outcomes, func(o *twicestore.JobOutcome) bool { return len(o.Children) > 0 }) {
 		return e.finishWithChildren(ctx, p)
@@ -783,6 +810,8 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		refunds, snoozes    = make([]bool, n), make([]bool, n)
 		outputs             = make([]*string, n) // NULL keeps the job's output
 		traces              = make([]string, n)
+		waitNames           = make([]string, n)
+		signalSeqs          = make([]int64, n)
 		handlers, keys      []string
 		processedAts        []time.Time
 		claimants, claimEps []int64 // the job and epoch claiming each marker
@@ -804,10 +833,23 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		case twicetype.JobStateAvailable:
 			runAts[i], finishedAts[i] = nowOr(o.RunAt), now
 			e.floors.loweredAt(runAts[i])
+		case twicetype.JobStateWaiting:
+			if err := twicestore.CheckWaitName(o.WaitName); err != nil {
+				return nil, fmt.Errorf("finish job %d: park: %w", o.ID, err)
+			}
+			// finishedAts[i] is when a park whose wait is resolved
+			// already makes the job due (see finishSQL).
+			runAts[i], finishedAts[i] = o.RunAt, now
+			if runAts[i].IsZero() {
+				runAts[i] = twicestore.WaitNever
+			}
+			waitNames[i], signalSeqs[i] = o.WaitName, o.SignalSeq
+			e.floors.loweredAt(now)
 		case twicetype.JobStateCompleted, twicetype.JobStateDead, twicetype.JobStateCancelled:
 			runAts[i], finishedAts[i] = now, nowOr(o.FinishedAt)
 		default:
-			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available, dead or cancelled", o.ID, o.State)
+			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available, waiting, dead or cancelled",
+				o.ID, o.State)
 		}
 		if o.Error != nil {
 			b, err := json.Marshal(o.Error)
@@ -840,7 +882,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		claimants, claimEps = []int64{}, []int64{}
 	}
 	rs, err := e.q.query(ctx, finishSQL, ids, epochs, states, runAts, refunds, errs, notes, finishedAts,
-		handlers, keys, processedAts, claimants, claimEps, snoozes, outputs, traces)
+		handlers, keys, processedAts, claimants, claimEps, snoozes, outputs, traces, waitNames, signalSeqs)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}

@@ -207,7 +207,10 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 // instead (374 ms over 2,000,000 rows against 9 ms). The state (%[1]s) is
 // a literal: twice_jobs_state_id leaves running rows out (migration 021),
 // and only a literal state lets every plan, generic ones too, prove that
-// the index holds the rows asked for.
+// the index holds the rows asked for. signals deletes the deleted jobs'
+// waits' resolutions in the same statement, looked up by their primary
+// key's first column whatever the plan (id = ANY, as above); a waiting
+// job is never deleted (its state is no finished one).
 const deleteFinishedSQL = `WITH gone AS (
 	DELETE FROM twice_jobs WHERE id IN (
 		SELECT id FROM twice_jobs
@@ -217,6 +220,8 @@ const deleteFinishedSQL = `WITH gone AS (
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED)
 	RETURNING id
+), signals AS (
+	DELETE FROM twice_signals WHERE job_id = ANY(ARRAY(SELECT id FROM gone))
 )
 SELECT count(*), coalesce(max(id), 0) FROM gone`
 

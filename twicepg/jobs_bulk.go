@@ -75,7 +75,7 @@ held AS (
 	SELECT DISTINCT ON (r.id) r.id, h.id AS holder
 	FROM retryable AS r
 	JOIN twice_jobs AS h ON h.kind = r.kind AND h.unique_key = r.unique_key AND h.id <> r.id
-		AND ` + driverkit.UniqueHeldSQL("h") + `
+		AND ` + uniqueHeldSQL("h") + `
 	WHERE r.unique_key <> ''
 	ORDER BY r.id, h.id
 ),
@@ -198,7 +198,8 @@ func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) 
 		})
 }
 
-// cancelSQL cancels the matched available jobs at once and records the
+// cancelSQL cancels the matched available and waiting jobs at once (a
+// waiting job runs nowhere, so nothing has to stop first) and records the
 // request on the matched running ones that have none yet (the first
 // request is kept); PostgreSQL runs a data-modifying CTE whether or not the
 // query reads it. notified sends the id of each matched running job on
@@ -208,7 +209,7 @@ const cancelSQL = `WITH ` + matchedSQL + `,
 cancelled AS (
 	UPDATE twice_jobs AS j SET state = 'cancelled', finished_at = $1, lease_until = NULL,
 		cancel_requested_at = $1, cancel_by = $2, cancel_reason = $3, note = $4
-	FROM matched AS m WHERE j.id = m.id AND m.state = 'available'
+	FROM matched AS m WHERE j.id = m.id AND m.state IN ('available', 'waiting')
 	RETURNING j.id
 ),
 requested AS (
@@ -224,7 +225,7 @@ FROM matched AS m
 CROSS JOIN notified
 LEFT JOIN cancelled AS c ON c.id = m.id`
 
-// JobCancel cancels matching available jobs at once, and records a cancel
+// JobCancel cancels matching available and waiting jobs at once, and records a cancel
 // request on matching running ones (keeping the first request when there
 // already is one) and notifies the cancel channel for them, so a
 // ListenCancels on the node running each one learns at once; finished jobs
@@ -235,7 +236,7 @@ func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams)
 		[]any{nowOr(p.Now), p.By, p.Reason, note, e.notify.cancelChannel},
 		func(state twicetype.JobState, _ bool) twicestore.JobActionResult {
 			switch state {
-			case twicetype.JobStateAvailable:
+			case twicetype.JobStateAvailable, twicetype.JobStateWaiting:
 				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateCancelled}
 			case twicetype.JobStateRunning:
 				return twicestore.JobActionResult{Status: twicestore.JobActionCancelRequested, State: state}
@@ -244,11 +245,16 @@ func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams)
 		})
 }
 
-// deleteSQL deletes the matched jobs that are not running.
+// deleteSQL deletes the matched jobs that are not running, and their
+// waits' resolutions (signals), which nothing refers to once the job is
+// gone.
 const deleteSQL = `WITH ` + matchedSQL + `,
 deleted AS (
 	DELETE FROM twice_jobs AS j USING matched AS m WHERE j.id = m.id AND m.state <> 'running'
 	RETURNING j.id
+),
+signals AS (
+	DELETE FROM twice_signals WHERE job_id = ANY(ARRAY(SELECT id FROM deleted))
 )
 SELECT m.id, m.state, d.id IS NOT NULL FROM matched AS m LEFT JOIN deleted AS d ON d.id = m.id`
 

@@ -36,6 +36,9 @@ func TestUpgradeSortsJobsIntoPartitions(t *testing.T) {
 	old := openOldSchema(t, 21).(oldSchema)
 	ids := map[twicetype.JobState]int64{}
 	for _, st := range twicetype.AllJobStates {
+		if st == twicetype.JobStateWaiting {
+			continue // no twice before migration 025 parks a job
+		}
 		ids[st] = old.InsertJobAt(t, st, 5)
 	}
 	old.Upgrade(t)
