@@ -191,7 +191,7 @@ FROM inserted JOIN input ON input.id = inserted.id
 UNION ALL
 SELECT 0, true, ` + jobColumns + `
 FROM twice_jobs AS j
-WHERE ` + uniqueHeldSQL("j") + `
+WHERE ` + driverkit.UniqueHeldSQL("j") + `
 	AND (j.kind, j.unique_key) IN (SELECT kind, unique_key FROM input WHERE unique_key <> '')`
 
 // insertOneSQL inserts one job without a unique key: insertSQL's work

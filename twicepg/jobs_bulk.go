@@ -75,7 +75,7 @@ held AS (
 	SELECT DISTINCT ON (r.id) r.id, h.id AS holder
 	FROM retryable AS r
 	JOIN twice_jobs AS h ON h.kind = r.kind AND h.unique_key = r.unique_key AND h.id <> r.id
-		AND ` + uniqueHeldSQL("h") + `
+		AND ` + driverkit.UniqueHeldSQL("h") + `
 	WHERE r.unique_key <> ''
 	ORDER BY r.id, h.id
 ),

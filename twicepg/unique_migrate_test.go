@@ -16,10 +16,15 @@ func TestMigration014UniqueStates(t *testing.T) {
 	storetest.UniqueStatesUpgrade(t, openOldSchema)
 }
 
-func TestMigration014PredicateMatches(t *testing.T) {
+// TestMigration025PredicateMatches: the unique index is created last by
+// migration 025 (the waiting state), with the predicate the queries render.
+func TestMigration025PredicateMatches(t *testing.T) {
 	t.Parallel()
-	m := embedded[13]
-	storetest.UniqueStatesPredicate(t, m.Version, m.Name, m.SQL)
+	m := embedded[24]
+	if m.Version != 25 {
+		t.Fatalf("migration %s is version %d, want 25", m.Name, m.Version)
+	}
+	storetest.UniqueStatesPredicate(t, m.Name, m.SQL)
 }
 
 // oldSchema is a schema of the test's own held at an old migration

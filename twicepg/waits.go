@@ -19,49 +19,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
-
-// uniqueHeldSQL renders the predicate of twice_jobs_unique_key (migration
-// 025), for the jobs table (or alias) t, unqualified when t is empty: the
-// row has a unique key and the bit of its state is set in its
-// unique_states. It is driverkit.UniqueHeldSQL's predicate with one more
-// state: a waiting job holds its key with the bit of a running one (2),
-// as the index, the claim trigger and twice_enqueue of 025 say. A query
-// that looks up a key's holder must repeat it term for term, so that the
-// planner can use the partial index (TestUniqueHeldMatchesMigration).
-func uniqueHeldSQL(t string) string {
-	if t != "" {
-		t += "."
-	}
-	var sb strings.Builder
-	sb.WriteString(t + "unique_key <> '' AND (" + t + "unique_states & CASE " + t + "state")
-	for _, s := range uniqueBitOrder {
-		sb.WriteString(" WHEN '" + string(s) + "' THEN " + strconv.Itoa(int(uniqueBit(s))))
-	}
-	sb.WriteString(" ELSE 0 END) <> 0")
-	return sb.String()
-}
-
-// uniqueBitOrder is the order in which uniqueHeldSQL names the states:
-// migration 025's.
-var uniqueBitOrder = []twicetype.JobState{twicetype.JobStateAvailable, twicetype.JobStateRunning,
-	twicetype.JobStateWaiting, twicetype.JobStateCompleted, twicetype.JobStateDead, twicetype.JobStateDiscarded,
-	twicetype.JobStateCancelled}
-
-// uniqueBit is the bit of state s in a job's unique_states, as this
-// driver stores it: twicetype's, except that a waiting job holds its key
-// as a running one does.
-func uniqueBit(s twicetype.JobState) twicetype.UniqueStates {
-	if s == twicetype.JobStateWaiting {
-		return twicetype.UniqueRunning
-	}
-	return s.UniqueBit()
-}
 
 // signalLockSQL locks a job for a signal and reads what the signal
 // depends on. The lock orders the signal with a park (which updates the
