@@ -91,17 +91,21 @@ func ExampleAwaitSignal() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	var sent []*twice.SignalResult
 	for range 2 { // a reviewer who clicks twice
-		sent, err := client.Signal(ctx, &twice.SignalParams{JobID: res.Job.ID, Name: "approve",
+		r, err := client.Signal(ctx, &twice.SignalParams{JobID: res.Job.ID, Name: "approve",
 			Payload: Approval{Approved: true, Reviewer: "ann"}, By: "ann@payments"})
 		if err != nil {
 			panic(err)
 		}
-		fmt.Println("signal: woke", sent.Woke, "duplicate", sent.Duplicate)
+		sent = append(sent, r)
 	}
 	out, err := client.Wait(ctx, res.Job.ID)
 	if err != nil {
 		panic(err)
+	}
+	for _, r := range sent {
+		fmt.Println("signal: woke", r.Woke, "duplicate", r.Duplicate)
 	}
 	var result string
 	_ = out.Decode(&result)
@@ -109,8 +113,8 @@ func ExampleAwaitSignal() {
 	// Output:
 	// reserving 4200 cents
 	// job is waiting for approve
+	// refund approved by ann
 	// signal: woke true duplicate false
 	// signal: woke false duplicate true
-	// refund approved by ann
 	// job completed: refunded
 }
