@@ -182,9 +182,9 @@ type SignalResult struct {
 // a job waiting for it becomes available in the same write, a job that
 // has not reached the wait yet finds it there when it does, and a second
 // signal of the name (a sender's retry, a provider's duplicate webhook)
-// changes nothing and reports Duplicate. A signal for a job that does not
-// exist is refused with ErrJobNotFound, one for a finished job with
-// ErrJobFinished; a name or payload that cannot be stored with
+// changes nothing and reports Duplicate, even once the job has finished.
+// A signal for a job that does not exist is refused with ErrJobNotFound,
+// a new one for a finished job with ErrJobFinished; a name or payload that cannot be stored with
 // ErrInvalidInput. None of them stores anything. The signal is stored
 // whatever the job's kind awaits: a name it never awaits is kept, unread,
 // until the job is deleted.

@@ -90,9 +90,13 @@ func TestAwaitSignalResumes(t *testing.T) {
 			if reserves.Load() != 1 || runs.Load() != 2 {
 				t.Fatalf("the step ran %d times and the handler %d; want 1 and 2", reserves.Load(), runs.Load())
 			}
-			_, err = c.Signal(ctx, &twice.SignalParams{JobID: id, Name: "approve", Payload: approval{By: "late"}})
+			late, err := c.Signal(ctx, &twice.SignalParams{JobID: id, Name: "approve", Payload: approval{By: "late"}})
+			if err != nil || !late.Duplicate {
+				t.Fatalf("a repeat to the completed job = %+v, %v; want a duplicate", late, err)
+			}
+			_, err = c.Signal(ctx, &twice.SignalParams{JobID: id, Name: "cancel-it", Payload: approval{By: "late"}})
 			if !errors.Is(err, twice.ErrJobFinished) {
-				t.Fatalf("Signal to a completed job = %v, want ErrJobFinished", err)
+				t.Fatalf("a new signal to a completed job = %v, want ErrJobFinished", err)
 			}
 		})
 	}
@@ -136,8 +140,9 @@ func TestSignalBeforeAwaitAndTimeout(t *testing.T) {
 			t.Fatalf("job %d output %q, %v; want %q", id, got, err, want)
 		}
 	}
-	if _, err := w.Signal(ctx, &twice.SignalParams{JobID: late.Job.ID, Name: "approve"}); !errors.Is(err, twice.ErrJobFinished) {
-		t.Fatalf("a signal after the timeout completed the job = %v, want ErrJobFinished", err)
+	r, err := w.Signal(ctx, &twice.SignalParams{JobID: late.Job.ID, Name: "approve"})
+	if err != nil || !r.Duplicate || !r.Existing.TimedOut {
+		t.Fatalf("a signal after the timeout = %+v, %v; want a duplicate of the timeout", r, err)
 	}
 }
 

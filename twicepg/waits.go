@@ -103,15 +103,21 @@ func (e *executor) JobSignal(ctx context.Context, p *twicestore.JobSignalParams)
 			return err
 		}
 		if twicetype.JobState(state).Finished() {
-			return twicestore.ErrJobFinished
+			// A repeat of a signal the job took is a duplicate, whenever
+			// it comes; a new one is refused.
+			existing, err := scanSignal(tx.q.queryRow(ctx, signalGetSQL, p.JobID, p.Name))
+			if isNoRows(err) {
+				return twicestore.ErrJobFinished
+			}
+			res.Existing = existing
+			return err
 		}
 		n, err := tx.q.exec(ctx, signalInsertSQL, p.JobID, p.Name, payload, now, p.Sender)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			existing, err := scanSignal(tx.q.queryRow(ctx, `SELECT `+signalColumns+` FROM twice_signals
-				WHERE job_id = $1 AND name = $2`, p.JobID, p.Name))
+			existing, err := scanSignal(tx.q.queryRow(ctx, signalGetSQL, p.JobID, p.Name))
 			if err != nil {
 				return fmt.Errorf("read the resolution the wait has: %w", err)
 			}
@@ -131,11 +137,13 @@ func (e *executor) JobSignal(ctx context.Context, p *twicestore.JobSignalParams)
 	return res, nil
 }
 
+// signalGetSQL reads the resolution of one wait of one job.
+const signalGetSQL = `SELECT ` + signalColumns + ` FROM twice_signals WHERE job_id = $1 AND name = $2`
+
 // JobSignalGet returns the resolution of wait p.Name of job p.JobID, or
 // an error wrapping twicestore.ErrNotFound when it has none yet.
 func (e *executor) JobSignalGet(ctx context.Context, p *twicestore.JobSignalGetParams) (*twicetype.Signal, error) {
-	sig, err := scanSignal(e.q.queryRow(ctx, `SELECT `+signalColumns+` FROM twice_signals
-		WHERE job_id = $1 AND name = $2`, p.JobID, p.Name))
+	sig, err := scanSignal(e.q.queryRow(ctx, signalGetSQL, p.JobID, p.Name))
 	if isNoRows(err) {
 		return nil, fmt.Errorf("signal %q of job %d: %w", p.Name, p.JobID, twicestore.ErrNotFound)
 	}

@@ -76,7 +76,13 @@ func (e *executor) JobSignal(ctx context.Context, p *twicestore.JobSignalParams)
 			return err
 		}
 		if twicetype.JobState(state).Finished() {
-			return twicestore.ErrJobFinished
+			// A repeat of a signal the job took is a duplicate, whenever
+			// it comes; a new one is refused.
+			res.Existing, err = getSignal(ctx, q, p.JobID, p.Name)
+			if errors.Is(err, twicestore.ErrNotFound) {
+				return twicestore.ErrJobFinished
+			}
+			return err
 		}
 		r, err := q.ExecContext(ctx, signalInsertSQL, p.JobID, p.Name, payload, now, p.Sender)
 		if err != nil {

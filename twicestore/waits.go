@@ -43,7 +43,9 @@ type WaitExecutor interface {
 	// Existing. A job that waits on p.Name becomes available at p.Now in
 	// the same write (Woke). A signal for a name the job does not wait
 	// on yet is stored for the wait that comes. ErrNotFound for no such
-	// job, ErrJobFinished for a finished one, a CheckSignal error for a
+	// job, ErrJobFinished for a finished one (unless the signal is a
+	// repeat of one it took: that is a duplicate, with Existing), a
+	// CheckSignal error for a
 	// name or payload that cannot be stored; none of them stores
 	// anything. Any other resolution of the job grows its SignalSeq.
 	JobSignal(ctx context.Context, p *JobSignalParams) (*JobSignalResult, error)

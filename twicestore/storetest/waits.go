@@ -152,6 +152,16 @@ func testWaitDuplicate(t *testing.T, e *env) {
 	if sig, _ := e.signalGet(id, "approve"); sig == nil || string(sig.Payload) != `{"n":1}` {
 		t.Fatalf("JobSignalGet after a duplicate = %+v, want the first payload", sig)
 	}
+	// Once the job finished, a repeat is still a duplicate; a new name is
+	// refused.
+	j := e.fetchOne(e.at(time.Second), waitKind)
+	e.finish(&twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateCompleted, FinishedAt: e.at(3 * time.Second)})
+	if res := e.signal(id, "approve", `{"n":3}`, e.at(4*time.Second)); res.Existing == nil || string(res.Existing.Payload) != `{"n":1}` {
+		t.Fatalf("a repeat after the job completed = %+v, want the first signal as Existing", res)
+	}
+	if _, err := e.s.JobSignal(e.ctx, &twicestore.JobSignalParams{JobID: id, Name: "other", Now: e.at(4 * time.Second)}); !errors.Is(err, twicestore.ErrJobFinished) {
+		t.Fatalf("a new signal after the job completed = %v, want ErrJobFinished", err)
+	}
 }
 
 // testWaitTimeout: the timer resolves the wait as timed out when its
