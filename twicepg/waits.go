@@ -153,29 +153,31 @@ func (e *executor) JobSignalGet(ctx context.Context, p *twicestore.JobSignalGetP
 	return sig, nil
 }
 
-// wakeDueSQL resolves, as timed out, the waits whose timer passed ($1),
-// up to $2 of them (NULL: all), the timers that fire first first. due
-// reads twice_jobs_waiting_timer and locks the jobs, skipping those
-// another transaction holds (a signal resolving the same wait, which
-// leaves the job no longer waiting, or a cancel): under the lock the job
-// is still waiting, so its wait has no resolution from a signal, and none
-// can come until this statement's transaction ends. resolved inserts the
-// timeouts, dated when the timer was set to fire; woken makes each job
+// wakeSQL resolves, as timed out, the waits of the waiting jobs that
+// match which (the timers that passed $1, or the jobs $4 whatever their
+// timer), up to $2 of them (NULL: all), the timers that fire first first.
+// due locks the jobs, skipping those another transaction holds (a signal
+// resolving the same wait, which leaves the job no longer waiting, or a
+// cancel): under the lock the job is still waiting, so its wait has no
+// resolution from a signal, and none can come until this statement's
+// transaction ends. resolved inserts the timeouts, dated when the timer
+// fired (its time, or $1 when it fires early); woken makes each job
 // available, due at that time too, in the generation new jobs enter, and
 // counts the resolution in its signal_seq. notified wakes the queues of
 // the woken jobs ($3, the insert channel).
-const wakeDueSQL = `WITH due AS (
-	SELECT id, wait_name, run_at FROM twice_jobs
-	WHERE state = 'waiting' AND run_at <= $1
+func wakeSQL(which string) string {
+	return `WITH due AS (
+	SELECT id, wait_name, least(run_at, $1::timestamptz) AS fired FROM twice_jobs
+	WHERE state = 'waiting' AND ` + which + `
 	ORDER BY run_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ), resolved AS (
 	INSERT INTO twice_signals (job_id, name, payload, timed_out, at)
-	SELECT id, wait_name, NULL, true, run_at FROM due ORDER BY id
+	SELECT id, wait_name, NULL, true, fired FROM due ORDER BY id
 	ON CONFLICT (job_id, name) DO NOTHING
 ), woken AS (
-	UPDATE twice_jobs AS j SET state = 'available', run_at = d.run_at, signal_seq = j.signal_seq + 1,
+	UPDATE twice_jobs AS j SET state = 'available', run_at = d.fired, signal_seq = j.signal_seq + 1,
 		gen = twice_jobs_gen()
 	FROM due AS d
 	WHERE j.id = ANY(ARRAY(SELECT id FROM due)) AND j.id = d.id AND j.state = 'waiting'
@@ -184,6 +186,14 @@ const wakeDueSQL = `WITH due AS (
 	SELECT count(pg_notify($3, q.queue)) AS n FROM (SELECT DISTINCT queue FROM woken) AS q
 )
 SELECT woken.id FROM woken CROSS JOIN notified`
+}
+
+// wakeDueSQL fires the timers that passed; wakeIDsSQL those of the jobs
+// given, early.
+var (
+	wakeDueSQL = wakeSQL(`run_at <= $1 AND $4::bigint[] IS NULL`)
+	wakeIDsSQL = wakeSQL(`id = ANY($4::bigint[])`)
+)
 
 // wakeTries bounds how often JobWakeDue runs wakeDueSQL on its own when
 // jobs it was about to lock were moved meanwhile: a signal that woke a
@@ -200,7 +210,11 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 	now := nowOr(p.Now)
 	alone := autocommitsQuerier(e.q)
 	for try := 1; ; try++ {
-		ids, err := queryIDs(ctx, e.q, wakeDueSQL, now, limitArg(p.Limit), e.notify.channel)
+		query, ids := wakeDueSQL, []int64(nil)
+		if p.IDs != nil {
+			query, ids = wakeIDsSQL, p.IDs
+		}
+		ids, err := queryIDs(ctx, e.q, query, now, limitArg(p.Limit), e.notify.channel, ids)
 		if isMoved(err) && alone && try < wakeTries && ctx.Err() == nil {
 			continue
 		}

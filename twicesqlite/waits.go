@@ -137,18 +137,25 @@ const wakeDueSQL = `SELECT id FROM twice_jobs INDEXED BY twice_jobs_wait_due
 WHERE state = 'waiting' AND run_at <= ? ORDER BY run_at, id LIMIT ?`
 
 // wakeTimeoutSQL resolves the wait of each job of the JSON id list as
-// timed out, at the time its timer was due (its run_at), unless a signal
+// timed out, at the time its timer fired (its run_at, or the given time
+// when it fires early), unless a signal
 // of the wait's name resolved it first: ON CONFLICT leaves that one.
 const wakeTimeoutSQL = `INSERT INTO twice_signals (job_id, name, payload, timed_out, at, sender)
-SELECT id, wait_name, NULL, 1, run_at, '' FROM twice_jobs
+SELECT id, wait_name, NULL, 1, min(run_at, ?), '' FROM twice_jobs
 WHERE id IN (SELECT value FROM json_each(?)) AND state = 'waiting'
 ON CONFLICT (job_id, name) DO NOTHING`
 
+// wakeIDsSQL selects the waiting jobs of the JSON id list, whose timers
+// fire early (JobWakeDueParams.IDs).
+const wakeIDsSQL = `SELECT id FROM twice_jobs
+WHERE id IN (SELECT value FROM json_each(?)) AND state = 'waiting' ORDER BY run_at, id LIMIT ?`
+
 // wakeJobsSQL makes each waiting job of the JSON id list available, due
-// at its timer's time (run_at stays), and counts the timer in signal_seq.
+// at the time its timer fired (run_at stays, or becomes the given time
+// when it fires early), and counts the timer in signal_seq.
 // It leaves finished_at alone: the batch and workflow triggers, which a
 // move between unfinished states does not concern, do not fire.
-const wakeJobsSQL = `UPDATE twice_jobs SET state = 'available', signal_seq = signal_seq + 1
+const wakeJobsSQL = `UPDATE twice_jobs SET state = 'available', signal_seq = signal_seq + 1, run_at = min(run_at, ?)
 WHERE id IN (SELECT value FROM json_each(?)) AND state = 'waiting'`
 
 // JobWakeDue resolves as timed out the waits of up to Limit waiting jobs
@@ -162,7 +169,11 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 	now := micros(nowOr(p.Now))
 	res := &twicestore.JobWakeDueResult{}
 	err := e.inTx(ctx, func(q dbtx) error {
-		rows, err := q.QueryContext(ctx, wakeDueSQL, now, limit)
+		query, args := wakeDueSQL, []any{now, limit}
+		if p.IDs != nil {
+			query, args = wakeIDsSQL, []any{jsonArg(p.IDs), limit}
+		}
+		rows, err := q.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -171,10 +182,10 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 			return err
 		}
 		list := jsonArg(ids)
-		if _, err := q.ExecContext(ctx, wakeTimeoutSQL, list); err != nil {
+		if _, err := q.ExecContext(ctx, wakeTimeoutSQL, now, list); err != nil {
 			return err
 		}
-		if _, err := q.ExecContext(ctx, wakeJobsSQL, list); err != nil {
+		if _, err := q.ExecContext(ctx, wakeJobsSQL, now, list); err != nil {
 			return err
 		}
 		res.Woken = ids

@@ -53,10 +53,11 @@ type WaitExecutor interface {
 	// or ErrNotFound when it has none yet.
 	JobSignalGet(ctx context.Context, p *JobSignalGetParams) (*twicetype.Signal, error)
 	// JobWakeDue resolves as timed out the waits of up to Limit waiting
-	// jobs whose RunAt is at or before Now (a Limit of zero or less: all)
-	// and makes those jobs available, due from their RunAt (the time the
-	// timer fired, which the resolution records too), each in one write
-	// with its resolution; a wait a signal resolved meanwhile is not
+	// jobs whose RunAt is at or before Now (a Limit of zero or less: all;
+	// with IDs, those jobs whatever their RunAt) and makes those jobs
+	// available, due from the time their timer fired (their RunAt, or Now
+	// for one fired early), which the resolution records too, each in one
+	// write with its resolution; a wait a signal resolved meanwhile is not
 	// resolved again.
 	JobWakeDue(ctx context.Context, p *JobWakeDueParams) (*JobWakeDueResult, error)
 }
@@ -135,6 +136,11 @@ type JobSignalGetParams struct {
 type JobWakeDueParams struct {
 	Now   time.Time
 	Limit int
+	// IDs, when not nil, fires the timers of these waiting jobs at Now,
+	// whatever their RunAt, and no other: a test that does not wait for a
+	// timer, an operator who ends a wait early. A wait that has no timer
+	// (WaitNever) times out too.
+	IDs []int64
 }
 
 // JobWakeDueResult lists the jobs whose timer woke them.

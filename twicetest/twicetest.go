@@ -408,7 +408,7 @@ func (r *runner[T]) await(store twicestore.Store, scenario string, deadOK bool, 
 }
 
 // answer resolves the wait of a waiting job: with Case.Signals' payload
-// for its name, sent twice, or else by firing its timer.
+// for its name, sent twice, or else by firing its timer now.
 func (r *runner[T]) answer(store twicestore.Store, scenario string, row *twicetype.JobRow) {
 	t := r.t
 	t.Helper()
@@ -427,7 +427,7 @@ func (r *runner[T]) answer(store twicestore.Store, scenario string, row *twicety
 			}
 		}
 	case row.RunAt.Before(twicestore.WaitNever):
-		if _, err := store.JobWakeDue(ctx, &twicestore.JobWakeDueParams{Now: row.RunAt}); err != nil {
+		if _, err := store.JobWakeDue(ctx, &twicestore.JobWakeDueParams{Now: time.Now(), IDs: []int64{row.ID}}); err != nil {
 			t.Fatalf("twicetest: scenario %q: fire the timer of job %d: %v", scenario, row.ID, err)
 		}
 	default:

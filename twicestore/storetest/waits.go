@@ -201,6 +201,28 @@ func testWaitTimeout(t *testing.T, e *env) {
 	if got := wake(e.at(3 * time.Hour)); len(got) != 0 {
 		t.Fatalf("a second JobWakeDue woke %v", got)
 	}
+	// A timer fired early, by id: due at once, resolved at that time; a
+	// wait without a timer too; another waiting job is left alone.
+	early := e.insertOne(e.job(waitKind)).ID
+	e.park(e.at(4*time.Hour), "review", e.at(100*time.Hour))
+	never := e.insertOne(e.job(waitKind)).ID
+	e.park(e.at(4*time.Hour), "review", time.Time{})
+	other := e.insertOne(e.job(waitKind)).ID
+	e.park(e.at(4*time.Hour), "review", e.at(5*time.Hour))
+	byID, err := e.s.JobWakeDue(e.ctx, &twicestore.JobWakeDueParams{Now: e.at(4 * time.Hour), IDs: []int64{early, never, id}})
+	if err != nil || len(byID.Woken) != 2 {
+		t.Fatalf("JobWakeDue by ids = %+v, %v; want the two waiting ones woken", byID, err)
+	}
+	for _, w := range []int64{early, never} {
+		j := e.get(w)
+		sig, err := e.signalGet(w, "review")
+		if j.State != twicetype.JobStateAvailable || !j.RunAt.Equal(e.at(4*time.Hour)) || err != nil || !sig.TimedOut || !sig.At.Equal(e.at(4*time.Hour)) {
+			t.Fatalf("job %d fired early: state %s run at %v, resolution %+v %v; want available now, timed out now", w, j.State, j.RunAt, sig, err)
+		}
+	}
+	if st := e.get(other).State; st != twicetype.JobStateWaiting {
+		t.Fatalf("a job not named was woken: %s", st)
+	}
 }
 
 // testWaitRace: a signal and the timer of the same wait, at once, on
