@@ -239,7 +239,7 @@ func TestClusterWaitsThroughKill(t *testing.T) {
 			select {
 			case <-stopKills:
 				return
-			case <-time.After(1500 * time.Millisecond):
+			case <-time.After(700 * time.Millisecond):
 			}
 			c.kill(victim)
 			n++
@@ -278,7 +278,7 @@ func TestClusterWaitsThroughKill(t *testing.T) {
 	if err := c.admin.QueryRow(ctx, `SELECT min(run_at) FROM twice_jobs WHERE kind = 'cluster.race.v1'`).Scan(&firstDue); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(firstDue) - 200*time.Millisecond)
+	time.Sleep(time.Until(firstDue) - 600*time.Millisecond)
 	sendAll("cluster.race.v1", "race")
 	waitCount("senders done", `SELECT count(*) FROM senders_done`, 3, 2*time.Minute)
 	waitCount("race jobs completed", `SELECT count(*) FROM twice_jobs WHERE kind = 'cluster.race.v1' AND state = 'completed'`, jobs, 2*time.Minute)
