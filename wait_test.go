@@ -216,3 +216,56 @@ func TestAwaitBadTimeout(t *testing.T) {
 		t.Fatalf("errors = %+v, want one naming twice.NoTimeout", row.Errors)
 	}
 }
+
+type reviewTask struct{ Step string }
+
+func (reviewTask) Kind() string { return "wait.review-task.v1" }
+
+// TestWorkflowTaskWaits: a workflow task that awaits a signal parks like
+// any job; its dependant does not start until the signal resumed it and
+// it completed, and the workflow counts it as unfinished meanwhile.
+func TestWorkflowTaskWaits(t *testing.T) {
+	for name, open := range stepStores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := open(t)
+			reg := twice.NewRegistry()
+			ran := make(chan string, 4)
+			twice.MustRegister(reg, twice.HandlerFunc[reviewTask](func(ctx context.Context, job *twice.Job[reviewTask]) error {
+				if job.Args.Step == "review" {
+					if _, err := twice.AwaitSignal[bool](ctx, "approve", twice.NoTimeout); err != nil {
+						return err
+					}
+				}
+				ran <- job.Args.Step
+				return nil
+			}), nil)
+			c := startClient(t, store, testConfig(reg))
+			ctx := t.Context()
+			res, err := c.EnqueueWorkflow(ctx, twice.NewWorkflow("refund 7").
+				Add("review", reviewTask{"review"}, nil).
+				Add("pay", reviewTask{"pay"}, nil, "review"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			review := res.Jobs[0].ID
+			waitJob(t, store, review, "waiting", isState(twicetype.JobStateWaiting))
+			wf, err := c.WorkflowGet(ctx, res.Workflow.ID)
+			if err != nil || wf.Workflow.State != twicetype.WorkflowRunning || wf.Workflow.Completed != 0 {
+				t.Fatalf("workflow while its task waits = %+v, %v; want running, nothing completed", wf, err)
+			}
+			select {
+			case step := <-ran:
+				t.Fatalf("%s ran while review waits", step)
+			default:
+			}
+			if _, err := c.Signal(ctx, &twice.SignalParams{JobID: review, Name: "approve", Payload: true}); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"review", "pay"} {
+				if got := <-ran; got != want {
+					t.Fatalf("ran %s, want %s next", got, want)
+				}
+			}
+		})
+	}
+}
