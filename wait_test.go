@@ -269,3 +269,42 @@ func TestWorkflowTaskWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestSwitchHoldsAWokenJob: a job woken while its kind is switched off is
+// held like any other (available, not run) and runs once the switch is
+// back on.
+func TestSwitchHoldsAWokenJob(t *testing.T) {
+	store := newStore(t)
+	reg := twice.NewRegistry()
+	var reserves, runs atomic.Int32
+	if err := twice.Register(reg, refundHandler(&reserves, &runs, twice.NoTimeout), nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(reg)
+	cfg.TogglePollInterval = 20 * time.Millisecond
+	c := startClient(t, store, cfg)
+	ctx := t.Context()
+	res, err := c.Enqueue(ctx, refundArgs{RefundID: "held"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Job.ID
+	waitJob(t, store, id, "waiting", isState(twicetype.JobStateWaiting))
+	set := func(on bool) {
+		t.Helper()
+		if err := c.ToggleSet(ctx, &twice.ToggleSetParams{Kind: refundArgs{}.Kind(), Enabled: on, By: "test", Reason: "incident"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(false)
+	time.Sleep(100 * time.Millisecond) // the switch reaches the worker (polled every 20 ms)
+	if _, err := c.Signal(ctx, &twice.SignalParams{JobID: id, Name: "approve", Payload: approval{Approved: true, By: "ann"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // fifteen polls: a worker that ran it would have
+	if row := waitJob(t, store, id, "available", isState(twicetype.JobStateAvailable)); runs.Load() != 1 {
+		t.Fatalf("the woken job ran while its kind was off: %d runs, state %s", runs.Load(), row.State)
+	}
+	set(true)
+	waitJob(t, store, id, "completed", isState(twicetype.JobStateCompleted))
+}
