@@ -67,7 +67,7 @@ func (r *runner) park(ctx context.Context, n int) ([]int64, error) {
 			batch = batch[:0]
 		}
 	}
-	stop := r.progress(ctx, func(el time.Duration) string { return fmt.Sprintf("parking %d jobs", n) })
+	stop := r.progress(ctx, func(time.Duration) string { return fmt.Sprintf("parking %d jobs", n) })
 	defer stop()
 	if err := c.Start(ctx); err != nil {
 		return nil, err

@@ -35,11 +35,11 @@ const waitKind = "storetest.wait.v1"
 func (e *env) park(now time.Time, name string, timeout time.Time) *twicetype.JobRow {
 	e.t.Helper()
 	j := e.fetchOne(now, waitKind)
-	e.parkFetched(j, now, name, timeout)
+	e.parkFetched(j, name, timeout)
 	return j
 }
 
-func (e *env) parkFetched(j *twicetype.JobRow, now time.Time, name string, timeout time.Time) {
+func (e *env) parkFetched(j *twicetype.JobRow, name string, timeout time.Time) {
 	e.t.Helper()
 	if got := e.finish(parkOutcome(j, name, timeout)); !got[0] {
 		e.t.Fatalf("park of job %d on %q not applied", j.ID, name)
@@ -127,7 +127,7 @@ func testWaitSignalThenAwait(t *testing.T, e *env) {
 	}
 	// A signal of another name does not wake a job waiting on this one.
 	j = e.fetchOne(e.at(time.Hour), waitKind)
-	e.parkFetched(j, e.at(time.Hour), "shipped", time.Time{})
+	e.parkFetched(j, "shipped", time.Time{})
 	if res := e.signal(j.ID, "other", `1`, e.at(2*time.Hour)); res.Woke {
 		t.Fatal("a signal of another name woke the job")
 	}
@@ -234,7 +234,7 @@ func testWaitRace(t *testing.T, e *env) {
 		ids = append(ids, e.insertOne(e.job(waitKind)).ID)
 	}
 	for _, j := range e.fetch(e.base, n, "node-a", waitKind) {
-		e.parkFetched(j, e.base, "race", e.at(time.Minute))
+		e.parkFetched(j, "race", e.at(time.Minute))
 	}
 	results := make([]*twicestore.JobSignalResult, n)
 	var woken []int64
@@ -313,7 +313,7 @@ func testWaitNoSlot(t *testing.T, e *env) {
 		if len(j) != 1 {
 			t.Fatalf("the limited fetch found %d jobs, want 1 (the parked ones hold no slot)", len(j))
 		}
-		e.parkFetched(j[0], e.base, "later", time.Time{})
+		e.parkFetched(j[0], "later", time.Time{})
 	}
 	fresh := e.insertOne(e.job(waitKind)).ID
 	got := e.fetchLimited(e.at(time.Second), 1, limits, waitKind).Jobs
@@ -346,7 +346,7 @@ func testWaitFenced(t *testing.T, e *env) {
 	if got := e.finish(parkOutcome(&stale, "approve", time.Time{})); got[0] {
 		t.Fatal("a park with a stale epoch applied")
 	}
-	e.parkFetched(j, e.base, "approve", time.Time{})
+	e.parkFetched(j, "approve", time.Time{})
 	if res := e.rescue(e.at(1000*time.Hour), 0); len(res.Requeued)+len(res.Dead)+len(res.Cancelled) != 0 {
 		t.Fatalf("a rescue touched a waiting job: %+v", res)
 	}
