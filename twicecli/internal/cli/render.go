@@ -119,6 +119,15 @@ func (k *kindBook) state(j *twicetype.JobRow, now time.Time) string {
 	return string(j.State)
 }
 
+// runAtCell is a listing's RUN AT: for a waiting job, when its wait
+// times out, "-" when it has no timeout.
+func runAtCell(j *twicetype.JobRow) string {
+	if j.State == twicetype.JobStateWaiting && !j.RunAt.Before(twicestore.WaitNever) {
+		return "-"
+	}
+	return formatTime(j.RunAt)
+}
+
 // waitUntil says until when a waiting job waits: its timeout, or none.
 func waitUntil(j *twicetype.JobRow) string {
 	if !j.RunAt.Before(twicestore.WaitNever) {
@@ -176,13 +185,14 @@ func (k *kindBook) args(j *twicetype.JobRow) shownArgs {
 // The state column tells apart what "available" hides, so a waiting job is
 // never mistaken for a stuck one: scheduled (its run_at is still to come),
 // paused (due, in a paused queue); and a running job with a pending cancel
-// is cancelling.
+// is cancelling. A job its handler parked is waiting, with its wait's
+// timeout as its run time and the signal it waits for as its note.
 func (k *kindBook) printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNOTE / LAST ERROR")
 	for _, j := range jobs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-			j.ID, terminalText(j.Kind), terminalText(j.Queue), k.state(j, now), j.Attempt, j.MaxAttempts, formatTime(j.RunAt),
+			j.ID, terminalText(j.Kind), terminalText(j.Queue), k.state(j, now), j.Attempt, j.MaxAttempts, runAtCell(j),
 			terminalText(firstLine(noteOrError(j), 70)))
 	}
 	return tw.Flush()
