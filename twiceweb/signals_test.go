@@ -120,6 +120,9 @@ func TestDashboardApprovesAWaitingJob(t *testing.T) {
 		!strings.Contains(body, `id="approve"`) || !strings.Contains(body, `id="reject"`) {
 		t.Fatalf("the waiting job's page: %d, want what it waits for and the approve and reject buttons:\n%s", status, body)
 	}
+	if status, body := b.get(apiMount + "/jobs?state=waiting"); status != http.StatusOK || !strings.Contains(body, "for approve") || !strings.Contains(body, "no timeout") {
+		t.Fatalf("the waiting jobs' list: %d, want the job waiting for approve with no timeout:\n%s", status, body)
+	}
 	form := url.Values{"id": {ids}, "name": {"approve"}, "decision": {"approve"}}
 	if status, body := b.post(page, apiMount+"/jobs/signal", form); status != http.StatusBadRequest || !strings.Contains(body, "a reason is required") {
 		t.Fatalf("approve without a reason: %d, want 400:\n%s", status, body)
