@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicetype"
 	"github.com/twicejobs/twice/twiceweb"
@@ -201,5 +203,32 @@ func TestAPISignals(t *testing.T) {
 	other := fmt.Sprintf("/jobs/%d/signals/other", id2)
 	if r := w.call("POST", other, apiToken, `{"approved":false}`).want(t, 409); r.problemType() != "job-state-conflict" {
 		t.Fatalf("a new signal for a finished job: %s", r.raw)
+	}
+}
+
+// TestBrowserApprove: in a real browser, a reviewer types why, clicks
+// Approve on a waiting job's page, confirms, and the job runs with the
+// decision.
+func TestBrowserApprove(t *testing.T) {
+	t.Parallel()
+	w := newWaitEnv(t)
+	ctx := newChrome(t)
+	id := w.enqueue(refundArgs{N: 3})
+	w.waiting(id)
+	page := w.srv.URL + apiMount + "/jobs/" + strconv.FormatInt(id, 10)
+	do(t, ctx, "approve",
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(chromedp.ID("waiting-for")),
+		chromedp.SendKeys(chromedp.CSS(`#decide input[name="reason"]`), "refund within policy"),
+		chromedp.Click(chromedp.ID("approve")),
+		chromedp.WaitVisible(chromedp.ID("confirm")),
+	)
+	screenshot(t, ctx, "confirm-approve")
+	if st := w.state(id); st != twicetype.JobStateWaiting {
+		t.Fatalf("the job is %s before the approval was confirmed", st)
+	}
+	do(t, ctx, "confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("job-state")))
+	if out := w.output(id); !strings.Contains(out, `"approved":true`) || !strings.Contains(out, "refund within policy") {
+		t.Fatalf("the job's output %s, want the approval typed in the browser", out)
 	}
 }
