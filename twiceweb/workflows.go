@@ -52,7 +52,9 @@ func (h *Handler) workflows(r *http.Request) (string, any, error) {
 // roots down to the last task.
 type workflowData struct {
 	Workflow *twicetype.Workflow
-	Levels   [][]workflowTaskRow
+	// Counts tell cancelled tasks from dead ones (Workflow.Dead holds both).
+	Counts twice.WorkflowCounts
+	Levels [][]workflowTaskRow
 }
 
 func (workflowData) page() string { return "workflow" }
@@ -93,15 +95,18 @@ func (h *Handler) workflow(r *http.Request) (string, any, error) {
 		level[t.Name] = l
 		return l
 	}
-	d := workflowData{Workflow: info.Workflow}
+	d := workflowData{Workflow: info.Workflow, Counts: info.Counts()}
 	for _, t := range info.Tasks {
 		l := depth(t)
 		for len(d.Levels) <= l {
 			d.Levels = append(d.Levels, nil)
 		}
 		row := workflowTaskRow{WorkflowTask: t, State: string(t.State)}
-		if t.Job != nil {
+		switch {
+		case t.Job != nil:
 			row.State = string(t.Job.State)
+		case t.State == twicetype.WorkflowTaskWaiting:
+			row.State = "pending" // for its dependencies; a parked job is "waiting"
 		}
 		d.Levels[l] = append(d.Levels[l], row)
 	}

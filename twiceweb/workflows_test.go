@@ -39,7 +39,7 @@ func TestWorkflowPages(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("workflow page: %d\n%s", code, body)
 	}
-	for _, want := range []string{"level 0", "level 2", `data-task-state="fetch">available`, `data-task-state="load">waiting`,
+	for _, want := range []string{"level 0", "level 2", `data-task-state="fetch">available`, `data-task-state="load">pending`,
 		"1 to go", `href="/jobs/` + strconv.FormatInt(res.Jobs[0].ID, 10) + `"`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("workflow page lacks %q:\n%s", want, body)

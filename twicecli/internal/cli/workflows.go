@@ -147,8 +147,9 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tasks := make([]workflowTaskJSON, len(info.Tasks))
-			for i, t := range info.Tasks {
+			ordered := info.TasksInOrder()
+			tasks := make([]workflowTaskJSON, len(ordered))
+			for i, t := range ordered {
 				tj := workflowTaskJSON{Name: t.Name, Kind: t.Kind, Deps: t.Deps, State: string(t.State), Pending: t.Pending}
 				if tj.Deps == nil {
 					tj.Deps = []string{}
@@ -164,9 +165,9 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 					TaskList []workflowTaskJSON `json:"task_list"`
 				}{newWorkflowJSON(info.Workflow), tasks})
 			}
-			w := info.Workflow
-			fmt.Fprintf(c.stdout, "workflow %d %q: %s, %d/%d tasks completed, %d dead, on dead: %s\n",
-				w.ID, w.Name, workflowState(w), w.Completed, w.Tasks, w.Dead, terminalText(w.OnDead))
+			w, n := info.Workflow, info.Counts()
+			fmt.Fprintf(c.stdout, "workflow %d %q: %s, %d/%d tasks completed, %d dead, %d cancelled, on dead: %s\n",
+				w.ID, w.Name, workflowState(w), n.Completed, w.Tasks, n.Dead, n.Cancelled, terminalText(w.OnDead))
 			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TASK\tKIND\tSTATE\tJOB\tWAITS FOR")
 			for _, t := range tasks {
@@ -174,13 +175,15 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 				if t.JobID != 0 {
 					job = fmt.Sprint(t.JobID)
 				}
+				state := t.State
 				if len(t.Deps) > 0 {
 					deps = strings.Join(t.Deps, ",")
-					if t.State == string(twicetype.WorkflowTaskWaiting) {
+					if t.JobID == 0 && t.State == string(twicetype.WorkflowTaskWaiting) {
 						deps += fmt.Sprintf(" (%d pending)", t.Pending)
+						state = "pending" // for its dependencies; a parked job is "waiting"
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", terminalText(t.Name), terminalText(t.Kind), t.State, job, terminalText(deps))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", terminalText(t.Name), terminalText(t.Kind), state, job, terminalText(deps))
 			}
 			return tw.Flush()
 		}),

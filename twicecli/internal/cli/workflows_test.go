@@ -36,7 +36,7 @@ func TestWorkflowsCommands(t *testing.T) {
 		t.Fatalf("workflows ls:\n%s", out)
 	}
 	out := s.ok("workflows", "show", "1").stdout
-	for _, want := range []string{`workflow 1 "import": running, 0/2`, "fetch", "available", "load", "waiting", "fetch (1 pending)"} {
+	for _, want := range []string{`workflow 1 "import": running, 0/2`, "fetch", "available", "load", "pending", "fetch (1 pending)"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("workflows show lacks %q:\n%s", want, out)
 		}
