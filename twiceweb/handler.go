@@ -415,6 +415,7 @@ func (h *Handler) routes() {
 		"POST /jobs/delete":       h.deleteJob,
 		"POST /jobs/retry":        h.retryJob,
 		"POST /jobs/signal":       h.signalJob,
+		"POST /workflows/cancel":  h.cancelWorkflow,
 		"POST /queues/pause":      h.pauseQueue,
 		"POST /queues/resume":     h.resumeQueue,
 		"POST /switches/set":      h.setSwitch,

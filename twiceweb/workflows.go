@@ -1,8 +1,10 @@
 package twiceweb
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicetype"
@@ -111,4 +113,35 @@ func (h *Handler) workflow(r *http.Request) (string, any, error) {
 		d.Levels[l] = append(d.Levels[l], row)
 	}
 	return "Workflow " + info.Workflow.Name, d, nil
+}
+
+// cancelWorkflow cancels a workflow once confirmed: its tasks that have not
+// started are cancelled, and its unfinished jobs as JobCancel cancels them
+// (a running one is asked to stop).
+func (h *Handler) cancelWorkflow(r *http.Request, who string) (string, *confirmation, error) {
+	s := strings.TrimSpace(r.PostForm.Get("id"))
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return "", nil, badInputf("id %q is not a workflow id: give a positive integer", s)
+	}
+	reason, err := formReason(r, "cancel the workflow")
+	if err != nil {
+		return "", nil, err
+	}
+	page := "/workflows/" + strconv.FormatInt(id, 10)
+	if ok, c := confirmed(r, &confirmation{
+		Message: fmt.Sprintf("Cancel workflow %d?", id),
+		Detail: "Its tasks that have not started are cancelled and never run; its unfinished jobs are cancelled " +
+			"(a running one is asked to stop, and ends cancelled unless it finishes first). " + fmt.Sprintf("Reason given: %q.", reason),
+		Button: fmt.Sprintf("Yes, cancel workflow %d", id), Cancel: page,
+	}); !ok {
+		return "", c, nil
+	}
+	res, err := h.client.WorkflowCancel(r.Context(), id, who, reason)
+	if err != nil {
+		return "", nil, err
+	}
+	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", "cancel workflow",
+		"what", fmt.Sprintf("workflow %d (%d tasks not started)", id, res.Tasks), "reason", reason)
+	return page, nil, nil
 }

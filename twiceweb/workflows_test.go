@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -94,5 +95,37 @@ func TestWorkflowListPages(t *testing.T) {
 	}
 	if code, body := b.get("/workflows?before=x"); code != http.StatusBadRequest || !strings.Contains(body, "before") {
 		t.Errorf("GET /workflows?before=x: %d, want 400 saying what before must be\n%s", code, body)
+	}
+}
+
+// TestWorkflowCancelFromDashboard: a running workflow's page cancels it,
+// with a reason and a confirmation; the tasks not started are cancelled
+// and the page counts them as cancelled, not dead.
+func TestWorkflowCancelFromDashboard(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c, err := twice.NewClient(e.store, twice.Config{Registry: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnqueueWorkflow(t.Context(), twice.NewWorkflow("nightly import").
+		Add("fetch", okArgs{N: 1}, nil).Add("load", okArgs{N: 2}, nil, "fetch")); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+	if status, body := b.post("/workflows/1", "/workflows/cancel", url.Values{"id": {"1"}}); status != http.StatusBadRequest || !strings.Contains(body, "a reason is required") {
+		t.Fatalf("cancel without a reason: %d:\n%s", status, body)
+	}
+	status, body := b.confirm("/workflows/1", "/workflows/cancel", url.Values{"id": {"1"}, "reason": {"wrong input file"}}, "Cancel workflow 1?")
+	if status != http.StatusOK || !strings.Contains(body, `data-workflow-state="1">cancelled`) || !strings.Contains(body, "0 dead, 2 cancelled") {
+		t.Fatalf("confirmed cancel: %d, want the workflow cancelled with both tasks counted as cancelled:\n%s", status, body)
+	}
+	if strings.Contains(body, `id="cancel-workflow"`) {
+		t.Fatalf("a cancelled workflow still offers to cancel:\n%s", body)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, `action="cancel workflow"`) || !strings.Contains(logs, "wrong input file") {
+		t.Fatalf("the cancel was not logged with who and why:\n%s", logs)
 	}
 }
