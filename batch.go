@@ -191,3 +191,28 @@ func (c *Client) BatchGet(ctx context.Context, id int64) (*twicetype.Batch, erro
 	}
 	return b, nil
 }
+
+// BatchListOpts select a page of batches; nil lists the newest 100.
+type BatchListOpts struct {
+	// Unfinished lists only the batches whose jobs are not all finished
+	// (or that are still open).
+	Unfinished bool
+	Before     int64 // next page: ids below this one
+	Limit      int   // Defaults to 100.
+}
+
+// BatchList lists batches newest first, with their counters.
+func (c *Client) BatchList(ctx context.Context, opts *BatchListOpts) ([]*twicetype.Batch, error) {
+	var o BatchListOpts
+	if opts != nil {
+		o = *opts
+	}
+	if o.Limit < 0 || o.Before < 0 {
+		return nil, fmt.Errorf("twice: list batches: %w", invalidf("limit %d and before %d must not be negative", o.Limit, o.Before))
+	}
+	res, err := c.store.BatchList(ctx, &twicestore.BatchListParams{Unfinished: o.Unfinished, Before: o.Before, Limit: o.Limit})
+	if err != nil {
+		return nil, fmt.Errorf("twice: %w", err)
+	}
+	return res.Batches, nil
+}

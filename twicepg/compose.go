@@ -441,6 +441,21 @@ func (e *executor) BatchGet(ctx context.Context, p *twicestore.BatchGetParams) (
 	return b, nil
 }
 
+// BatchList lists one page of batches, newest first.
+func (e *executor) BatchList(ctx context.Context, p *twicestore.BatchListParams) (*twicestore.BatchListResult, error) {
+	before, limit := p.Page()
+	rs, err := e.q.query(ctx, `SELECT `+batchColumns+` FROM twice_batches
+		WHERE id < $1 AND (NOT $2 OR finished_at IS NULL) ORDER BY id DESC LIMIT $3`, before, p.Unfinished, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	bs, err := dbrows.Collect(rs, scanBatch)
+	if err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	return &twicestore.BatchListResult{Batches: bs}, nil
+}
+
 // JobChildren lists the jobs a job's completion inserted.
 func (e *executor) JobChildren(ctx context.Context, p *twicestore.JobChildrenParams) ([]*twicetype.JobRow, error) {
 	jobs, err := queryJobs(ctx, e.q, `SELECT `+jobColumns+` FROM twice_jobs AS j WHERE j.parent_id = $1 ORDER BY j.id`, p.ParentID)

@@ -53,6 +53,9 @@ type Composer interface {
 	BatchSeal(ctx context.Context, p *BatchSealParams) (*twicetype.Batch, error)
 	// BatchGet returns a batch's counters, or ErrNotFound.
 	BatchGet(ctx context.Context, p *BatchGetParams) (*twicetype.Batch, error)
+	// BatchList lists batches newest first, a page at a time; with
+	// Unfinished, only those whose callback is still to come.
+	BatchList(ctx context.Context, p *BatchListParams) (*BatchListResult, error)
 
 	// JobChildren lists the jobs a job's completion inserted (its
 	// continuations, and a batch's callback for the batch job that
@@ -233,6 +236,28 @@ func (p *WorkflowListParams) Page() (before int64, limit int) {
 		before = 1<<63 - 1
 	}
 	return before, limit
+}
+
+// BatchListParams select one page of batches.
+type BatchListParams struct {
+	// Unfinished lists only batches not finished yet (FinishedAt zero).
+	Unfinished bool
+	// Before, when set, lists batches with a lower id (the next page).
+	Before int64
+	// Limit is the page's size; WorkflowListLimitDefault when zero.
+	Limit int
+}
+
+// Page is the page's bounds: the id to list below (the largest when
+// Before is not set) and the limit.
+func (p *BatchListParams) Page() (before int64, limit int) {
+	w := WorkflowListParams{Before: p.Before, Limit: p.Limit}
+	return w.Page()
+}
+
+// BatchListResult is one page of batches, newest first.
+type BatchListResult struct {
+	Batches []*twicetype.Batch
 }
 
 // OnDeadPolicy is the workflow's policy for a dead task, the default

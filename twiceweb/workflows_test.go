@@ -129,3 +129,29 @@ func TestWorkflowCancelFromDashboard(t *testing.T) {
 		t.Fatalf("the cancel was not logged with who and why:\n%s", logs)
 	}
 }
+
+// TestBatchesPage: the Batches page lists a batch with its counters and
+// what became of its callback.
+func TestBatchesPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c, err := twice.NewClient(e.store, twice.Config{Registry: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnqueueBatch(t.Context(), twice.NewBatch(okArgs{N: 9}, nil).Add(okArgs{N: 1}, nil).Add(okArgs{N: 2}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+	code, body := b.get("/batches")
+	for _, want := range []string{`data-batch-state="1">running`, "2/2", "web.ok.v1", "when the batch finishes", `href="/batches" class="active"`} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("batches page: %d, lacks %q:\n%s", code, want, body)
+		}
+	}
+	if code, _ := b.get("/batches?before=x"); code != http.StatusBadRequest {
+		t.Fatalf("a bad before: %d, want 400", code)
+	}
+}

@@ -30,6 +30,7 @@ var composeTests = []test{
 	{"BatchOnSuccess", testBatchOnSuccess},
 	{"BatchOpenAddSeal", testBatchOpen},
 	{"BatchFailedFinishes", testBatchFailedFinishes},
+	{"BatchListPages", testBatchList},
 }
 
 // kindIDs lists the ids of the jobs of kind, ascending.
@@ -670,4 +671,42 @@ func testWorkflowTaskRunAt(t *testing.T, e *env) {
 	}
 	e.fetchOne(e.at(time.Second), "storetest.task.prompt.v1")
 	e.fetchOne(hour, "storetest.task.waits.v1")
+}
+
+// testBatchList: batches list newest first, a page at a time, and the
+// unfinished ones alone on request.
+func testBatchList(t *testing.T, e *env) {
+	var ids []int64
+	for i := range 3 {
+		res, _ := e.batch(false, false, 1)
+		ids = append(ids, res.Batch.ID)
+		if i == 0 { // the oldest finishes
+			j := e.fetchOne(e.base, "storetest.member.v1")
+			e.complete(j, e.base)
+		}
+	}
+	list := func(p *twicestore.BatchListParams) []int64 {
+		t.Helper()
+		res, err := e.s.BatchList(e.ctx, p)
+		if err != nil {
+			t.Fatalf("BatchList: %v", err)
+		}
+		var got []int64
+		for _, b := range res.Batches {
+			got = append(got, b.ID)
+		}
+		return got
+	}
+	if got := list(&twicestore.BatchListParams{}); !slices.Equal(got, []int64{ids[2], ids[1], ids[0]}) {
+		t.Fatalf("BatchList = %v, want %v newest first", got, ids)
+	}
+	if got := list(&twicestore.BatchListParams{Limit: 2}); !slices.Equal(got, []int64{ids[2], ids[1]}) {
+		t.Fatalf("first page of 2 = %v", got)
+	}
+	if got := list(&twicestore.BatchListParams{Limit: 2, Before: ids[1]}); !slices.Equal(got, []int64{ids[0]}) {
+		t.Fatalf("next page = %v", got)
+	}
+	if got := list(&twicestore.BatchListParams{Unfinished: true}); !slices.Equal(got, []int64{ids[2], ids[1]}) {
+		t.Fatalf("unfinished = %v, want the two whose member has not finished", got)
+	}
 }
