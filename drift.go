@@ -214,7 +214,8 @@ func nextVersion(kind string) string {
 //     with another type, is incompatible too (that worker may still
 //     enqueue it). Fields the args add, sensitive flags that changed, and
 //     differences with a stale entry (or this node's own last publish) are
-//     compatible, reported for the log.
+//     compatible, reported for the log. With no entry, a field no scanned
+//     job carries is reported as added.
 //
 // A field made required cannot happen: twice has no required args
 // fields, and a job without a field decodes it as its zero value. A
@@ -316,8 +317,18 @@ func (c *Client) checkKindArgs(ctx context.Context, e *kindEntry, pub *twicetype
 			}
 		}
 	}
-	if err := c.scanKindArgs(ctx, &k, ours, &d); err != nil {
+	carried, err := c.scanKindArgs(ctx, &k, ours, &d)
+	if err != nil {
 		return k, err
+	}
+	if pub == nil && k.JobsScanned > 0 {
+		// No catalog entry to say what was added: a field no stored job
+		// carries is new (or always omitted, which reads the same).
+		for _, g := range ours {
+			if !carried[g.Name] {
+				d.get(g.Name, "added").Now = g.Type
+			}
+		}
 	}
 	k.Changes = d.changes
 	incompatible := false
@@ -343,20 +354,22 @@ func (c *Client) checkKindArgs(ctx context.Context, e *kindEntry, pub *twicetype
 
 // scanKindArgs reads the kind's stored jobs that will still be decoded,
 // newest first, up to ArgsScanLimit, and counts in d the keys the args
-// do not declare and the values of a type a field refuses.
-func (c *Client) scanKindArgs(ctx context.Context, k *KindArgs, ours []ArgField, d *argsDiff) error {
+// do not declare and the values of a type a field refuses. It returns
+// the names of the fields some job carries.
+func (c *Client) scanKindArgs(ctx context.Context, k *KindArgs, ours []ArgField, d *argsDiff) (carried map[string]bool, err error) {
+	carried = map[string]bool{}
 	for _, state := range argsScanStates {
 		var before int64
 		for {
 			if k.JobsScanned >= ArgsScanLimit {
 				k.ScanCapped = true
-				return nil
+				return carried, nil
 			}
 			limit := min(argsScanPage, ArgsScanLimit-k.JobsScanned)
 			res, err := c.store.JobList(ctx, &twicestore.JobListParams{
 				Filter: twicestore.JobFilter{Kind: k.Kind, State: state}, BeforeID: before, Limit: limit})
 			if err != nil {
-				return fmt.Errorf("twice: check args of kind %q: list %s jobs: %w", k.Kind, state, err)
+				return nil, fmt.Errorf("twice: check args of kind %q: list %s jobs: %w", k.Kind, state, err)
 			}
 			for _, row := range res.Jobs {
 				k.JobsScanned++
@@ -375,6 +388,7 @@ func (c *Client) scanKindArgs(ctx context.Context, k *KindArgs, ours []ArgField,
 						}
 						continue
 					}
+					carried[g.Name] = true
 					if got, ok := jsonValueFits(m.value, g.Type); !ok {
 						ch := d.get(g.Name, "type")
 						ch.Jobs++
@@ -390,7 +404,7 @@ func (c *Client) scanKindArgs(ctx context.Context, k *KindArgs, ours []ArgField,
 			}
 		}
 	}
-	return nil
+	return carried, nil
 }
 
 // findField finds the field a JSON key decodes into, as encoding/json

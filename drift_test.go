@@ -222,8 +222,9 @@ func TestCheckArgsReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := rep.Kinds[0]; k.Verdict != twice.ArgsUnchanged || k.JobsScanned != 2 {
-		t.Errorf("jobs missing an added field: %+v, want unchanged over 2 jobs", k)
+	if k := rep.Kinds[0]; k.Verdict != twice.ArgsCompatible || k.JobsScanned != 2 || len(k.Changes) != 1 ||
+		k.Changes[0] != (twice.ArgsChange{Field: "memo", Change: "added", Now: "string", Compatible: true}) {
+		t.Errorf("jobs missing an added field: %+v, want memo added over 2 jobs", k)
 	}
 
 	if _, err := c.CheckArgs(t.Context(), "drift.nope.v1"); !errors.Is(err, twice.ErrInvalidInput) {
