@@ -160,7 +160,7 @@ func (ch ArgsChange) describe() string {
 	}
 	var who []string
 	if ch.Jobs > 0 {
-		who = append(who, fmt.Sprintf("%d waiting %s carry it", ch.Jobs, plural(ch.Jobs, "job", "jobs")))
+		who = append(who, fmt.Sprintf("%d waiting %s", ch.Jobs, plural(ch.Jobs, "job carries it", "jobs carry it")))
 	}
 	if ch.LiveNode != "" {
 		who = append(who, fmt.Sprintf("live worker %q publishes it", ch.LiveNode))
