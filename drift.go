@@ -210,7 +210,8 @@ func nextVersion(kind string) string {
 //     renamed field) or a value of a JSON type the field refuses makes
 //     them fail, and is incompatible;
 //   - the kind's catalog entry: when its publisher is another node whose
-//     heartbeat is recent, a field the entry has and the args lack, or
+//     heartbeat is recent (it published within the liveness window and has
+//     not stopped cleanly since), a field the entry has and the args lack, or
 //     with another type, is incompatible too (that worker may still
 //     enqueue it). Fields the args add, sensitive flags that changed, and
 //     differences with a stale entry (or this node's own last publish) are
@@ -251,15 +252,47 @@ func (c *Client) CheckArgs(ctx context.Context, kinds ...string) (*ArgsReport, e
 	for i := range cat.Kinds {
 		published[cat.Kinds[i].Kind] = &cat.Kinds[i]
 	}
-	aliveSince := c.now().Add(-nodeAliveWindow)
+	live, err := c.liveArgsPublishers(ctx, entries, published)
+	if err != nil {
+		return nil, err
+	}
 	for _, e := range entries {
-		k, err := c.checkKindArgs(ctx, e, published[e.kind], aliveSince)
+		k, err := c.checkKindArgs(ctx, e, published[e.kind], live)
 		if err != nil {
 			return nil, err
 		}
 		rep.Kinds = append(rep.Kinds, k)
 	}
 	return rep, nil
+}
+
+// liveArgsPublishers returns the nodes other than this one whose catalog
+// entries for the checked kinds come from a live worker: published within
+// the liveness window by a node whose heartbeat is recent. The node list
+// is read only when such an entry exists, and rules out a node that
+// stopped cleanly a moment ago (a restart), which left the node list.
+func (c *Client) liveArgsPublishers(ctx context.Context, entries []*kindEntry, published map[string]*twicetype.KindInfo) (map[string]bool, error) {
+	aliveSince := c.now().Add(-nodeAliveWindow)
+	recent := false
+	for _, e := range entries {
+		if p := published[e.kind]; p != nil && p.Node != c.cfg.NodeID && !p.LastSeen.Before(aliveSince) {
+			recent = true
+		}
+	}
+	if !recent {
+		return nil, nil
+	}
+	nodes, err := c.store.NodeList(ctx, &twicestore.NodeListParams{AliveSince: aliveSince})
+	if err != nil {
+		return nil, fmt.Errorf("twice: check args: list the live nodes: %w", err)
+	}
+	live := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if n.ID != c.cfg.NodeID {
+			live[n.ID] = true
+		}
+	}
+	return live, nil
 }
 
 // argsDiff collects one kind's changes by field and change, in the order
@@ -284,7 +317,7 @@ func (d *argsDiff) get(field, change string) *ArgsChange {
 
 // checkKindArgs compares one kind's args with its catalog entry (nil:
 // none) and its stored jobs.
-func (c *Client) checkKindArgs(ctx context.Context, e *kindEntry, pub *twicetype.KindInfo, aliveSince time.Time) (KindArgs, error) {
+func (c *Client) checkKindArgs(ctx context.Context, e *kindEntry, pub *twicetype.KindInfo, liveNodes map[string]bool) (KindArgs, error) {
 	k := KindArgs{Kind: e.kind, AllowedReason: e.opts.ArgsChangeAllowed}
 	ours := ArgFields(e.argsType)
 	if ours == nil || shapeOf(e.argsType).customDecode {
@@ -294,7 +327,7 @@ func (c *Client) checkKindArgs(ctx context.Context, e *kindEntry, pub *twicetype
 	var d argsDiff
 	if pub != nil && pub.Args != nil {
 		live := ""
-		if pub.Node != c.cfg.NodeID && !pub.LastSeen.Before(aliveSince) {
+		if liveNodes[pub.Node] && !pub.LastSeen.Before(c.now().Add(-nodeAliveWindow)) {
 			live = pub.Node
 		}
 		for _, f := range pub.Args {

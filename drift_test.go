@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -88,6 +89,24 @@ func driftClient(t *testing.T, store twicestore.Store, reg *twice.Registry, node
 	return c
 }
 
+// startLive starts c and waits for its first node heartbeat, after which
+// the drift guard counts it as a live worker.
+func startLive(t *testing.T, store twicestore.Store, c *twice.Client) {
+	t.Helper()
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Cond(t, "node "+c.NodeID()+" listed", func() bool {
+		nodes, err := store.NodeList(t.Context(), &twicestore.NodeListParams{AliveSince: time.Now().Add(-time.Minute)})
+		for _, n := range nodes {
+			if err == nil && n.ID == c.NodeID() {
+				return true
+			}
+		}
+		return false
+	}, nil)
+}
+
 func TestDriftStartGuard(t *testing.T) {
 	t.Parallel()
 	for name, open := range stepStores(t) {
@@ -155,10 +174,7 @@ func TestDriftStartGuard(t *testing.T) {
 			t.Run("live worker with the old field refuses the start", func(t *testing.T) {
 				t.Parallel()
 				store := open(t)
-				old := driftClient(t, store, driftRegistry[driftOrder](t, nil), "old", nil)
-				if err := old.Start(t.Context()); err != nil {
-					t.Fatal(err)
-				}
+				startLive(t, store, driftClient(t, store, driftRegistry[driftOrder](t, nil), "old", nil))
 				err := driftClient(t, store, driftRegistry[driftRenamed](t, nil), "new", nil).Start(t.Context())
 				if !errors.Is(err, twice.ErrArgsIncompatible) || !strings.Contains(err.Error(), `field "note" was removed or renamed, but live worker "old" publishes it`) {
 					t.Fatalf("Start: %v, want the live worker named", err)
@@ -177,6 +193,25 @@ func TestDriftStartGuard(t *testing.T) {
 				}
 				if err := driftClient(t, store, driftRegistry[driftRenamed](t, nil), "node-1", nil).Start(t.Context()); err != nil {
 					t.Fatalf("Start of the same node with no job waiting: %v", err)
+				}
+			})
+
+			t.Run("another node that stopped cleanly is no live worker", func(t *testing.T) {
+				t.Parallel()
+				store := open(t)
+				old := driftClient(t, store, driftRegistry[driftOrder](t, nil), "old", nil)
+				if err := old.Start(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if err := old.Stop(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				var log syncBuffer
+				if err := driftClient(t, store, driftRegistry[driftRenamed](t, nil), "new", &log).Start(t.Context()); err != nil {
+					t.Fatalf("Start after the old node stopped, no job waiting: %v", err)
+				}
+				if !strings.Contains(log.String(), `field \"note\" was removed or renamed`) || !strings.Contains(log.String(), "level=INFO") {
+					t.Errorf("no info line about the removed field:\n%s", log.String())
 				}
 			})
 
