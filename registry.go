@@ -94,6 +94,16 @@ type KindOpts struct {
 	// (see UniqueOpts); an enqueue's own EnqueueOpts.Unique replaces it.
 	// Defaults to none: only an explicit EnqueueOpts.UniqueKey dedupes.
 	Unique *UniqueOpts
+
+	// ArgsChangeAllowed says, with the reason, that an incompatible change
+	// of the kind's args (a field removed or renamed, or of another JSON
+	// type, while stored jobs or a live worker still carry it: see
+	// Client.CheckArgs) is deliberate: Start then logs the change and the
+	// reason as a warning and starts, instead of refusing to. The jobs
+	// that carry the old shape may fail; register a new version instead
+	// unless they were dealt with. Defaults to empty: such a change
+	// refuses the start.
+	ArgsChangeAllowed string
 }
 
 // kindEntry is a registered kind: its options and a type-erased runner that

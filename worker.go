@@ -89,6 +89,9 @@ func (w *worker) start(ctx context.Context) error {
 		return fmt.Errorf("twice: start: %w", err)
 	}
 	w.switches.warnUnknown(ctx, "startup", w.switches.keys())
+	if err := c.guardArgs(ctx); err != nil {
+		return fmt.Errorf("twice: start: %w", err)
+	}
 	if err := c.publishCatalog(ctx); err != nil {
 		c.logger.WarnContext(ctx, "publishing the kind catalog failed; the node heartbeat retries", logattr.Component, "nodes", logattr.Err, err)
 	}
