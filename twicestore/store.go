@@ -165,6 +165,8 @@ type Executor interface {
 	StepExecutor
 	// WaitExecutor: durable waits' signals and timers.
 	WaitExecutor
+	// ReplayPreviewer: what a retry would do, read in bulk (replay.go).
+	ReplayPreviewer
 
 	// ToggleSet stores a kill switch, replacing the one for the same kind
 	// (compared case-insensitively; stored lower-cased), and appends the
