@@ -175,8 +175,8 @@ type JobResult struct {
 	// it; it ends cancelled unless it finishes first.
 	CancelRequested bool
 	// Err says why nothing changed: it wraps ErrJobNotFound,
-	// ErrJobFinished, ErrJobRunning, ErrJobNotRetryable or
-	// ErrUniqueConflict. Nil when Changed.
+	// ErrJobFinished, ErrJobRunning, ErrJobNotRetryable,
+	// ErrUniqueConflict or ErrRetryUncertain. Nil when Changed.
 	Err error
 }
 
@@ -257,7 +257,7 @@ func (c *Client) JobDeleteTx(ctx context.Context, tx any, p *JobActionParams) (*
 // holds (ErrUniqueConflict); the others are retried all the same. A job
 // whose effect may have happened (ReplayUncertain: its own ClaimBefore
 // claim, or a step claimed without a receipt) is skipped with an error
-// wrapping ErrEffectUncertain, unless p.Force, with a Reason; see
+// wrapping ErrRetryUncertain, unless p.Force, with a Reason; see
 // JobRetryPreview for what a retry would do before it does it.
 func (c *Client) JobRetry(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
 	return c.jobAction(ctx, c.store, actionRetry, p, true)

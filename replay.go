@@ -12,6 +12,7 @@ package twice
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -187,10 +188,7 @@ func (c *Client) retrySkippingUncertain(ctx context.Context, exec twicestore.Exe
 			forced = append(forced, j.ID)
 			rest = append(rest, j.ID)
 		default:
-			skipped = append(skipped, JobResult{ID: j.ID, State: j.State, Err: fmt.Errorf(
-				"job %d: %w: it holds its own ClaimBefore claim or a step claimed without a receipt (%d); "+
-					"check whether the effect happened, then settle it (`twice markers release`, StepSettle) or discard the job, "+
-					"or retry it with Force and a Reason", j.ID, ErrEffectUncertain, j.StepsOpen)})
+			skipped = append(skipped, JobResult{ID: j.ID, State: j.State, Err: uncertainErr(&j)})
 		}
 	}
 	if len(forced) > 0 {
@@ -216,6 +214,24 @@ func (c *Client) retrySkippingUncertain(ctx context.Context, exec twicestore.Exe
 	filter.IDs = ids
 	res, err := exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
 	return res, skipped, err
+}
+
+// ErrRetryUncertain is why JobRetry skips a job whose effect may have
+// happened (ReplayUncertain): it holds its own ClaimBefore claim, or a step
+// claimed without a receipt. Check whether the effect happened, then
+// settle the claim (`twice markers release`, StepSettle) and retry, or
+// discard the job, or retry it with Force and a Reason.
+var ErrRetryUncertain = errors.New("twice: the job's effect may have happened, so it was not retried")
+
+// uncertainErr says why j was skipped and what to do.
+func uncertainErr(j *twicestore.ReplayJob) error {
+	what := "its own claim-before claim of its marker"
+	if j.StepsOpen > 0 {
+		what = fmt.Sprintf("%d step(s) claimed without a receipt", j.StepsOpen)
+	}
+	return fmt.Errorf("job %d: %w (%s): check whether the effect happened, then settle it "+
+		"(twice markers release, or the step's settle) or discard the job, or retry it forced with a reason "+
+		"(Force and Reason; --force --reason in the CLI)", j.ID, ErrRetryUncertain, what)
 }
 
 // sortResults orders an action's results by job id.

@@ -119,8 +119,8 @@ func TestJobRetryPreview(t *testing.T) {
 		for _, r := range res.Jobs {
 			switch r.ID {
 			case uncertain.ID:
-				if r.Changed || !errors.Is(r.Err, twice.ErrEffectUncertain) {
-					t.Errorf("uncertain job: %+v, want skipped with ErrEffectUncertain", r)
+				if r.Changed || !errors.Is(r.Err, twice.ErrRetryUncertain) {
+					t.Errorf("uncertain job: %+v, want skipped with ErrRetryUncertain", r)
 				}
 			case blocked.ID:
 				if r.Changed || !errors.Is(r.Err, twice.ErrUniqueConflict) {
