@@ -191,11 +191,8 @@ func (c *Client) retrySkippingUncertain(ctx context.Context, exec twicestore.Exe
 			skipped = append(skipped, JobResult{ID: j.ID, State: j.State, Err: uncertainErr(&j)})
 		}
 	}
-	if len(forced) > 0 {
-		c.logAction(ctx, "jobs retried despite an uncertain effect", byOr(p.By), p.Reason, "ids", forced)
-	}
 	if len(skipped) == 0 {
-		res, err := exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+		res, err := c.retryForced(ctx, exec, filter, forced, p, now)
 		return res, nil, err
 	}
 	// Narrow the retry to the others: the ids asked for, or the jobs the
@@ -214,6 +211,44 @@ func (c *Client) retrySkippingUncertain(ctx context.Context, exec twicestore.Exe
 	filter.IDs = ids
 	res, err := exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
 	return res, skipped, err
+}
+
+// retryForced retries filter's jobs and records on each forced one that it
+// was retried despite an uncertain effect, by whom and why, in the job's
+// error history, in the same transaction: on the store, one the client
+// begins; otherwise the caller's.
+func (c *Client) retryForced(ctx context.Context, exec twicestore.Executor, filter twicestore.JobFilter, forced []int64,
+	p *JobActionParams, now time.Time) (*twicestore.JobBulkResult, error) {
+	if len(forced) == 0 {
+		return exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+	}
+	store, owned := exec.(twicestore.Store)
+	if owned {
+		tx, err := store.Begin(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("retry jobs: %w", err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+		exec = tx
+	}
+	res, err := exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	retried := slices.DeleteFunc(slices.Clone(forced), func(id int64) bool { _, found := slices.BinarySearch(res.IDs, id); return !found })
+	if len(retried) > 0 {
+		entry := twicetype.AttemptError{At: now, Error: fmt.Sprintf("retried by %s despite an uncertain effect (forced): %s", byOr(p.By), p.Reason)}
+		if err := exec.JobHistoryAppend(ctx, &twicestore.JobHistoryAppendParams{IDs: retried, Entry: entry}); err != nil {
+			return nil, fmt.Errorf("retry jobs: %w", err)
+		}
+		c.logAction(ctx, "jobs retried despite an uncertain effect", byOr(p.By), p.Reason, "ids", retried)
+	}
+	if owned {
+		if err := exec.(twicestore.Tx).Commit(ctx); err != nil {
+			return nil, fmt.Errorf("retry jobs: %w", err)
+		}
+	}
+	return res, nil
 }
 
 // ErrRetryUncertain is why JobRetry skips a job whose effect may have

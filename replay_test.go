@@ -163,6 +163,13 @@ func TestJobRetryPreview(t *testing.T) {
 		if charges.Load() != 0 {
 			t.Errorf("%d charges after the forced retry, want 0 (state %s)", charges.Load(), row.State)
 		}
+		recorded := false
+		for _, e := range row.Errors {
+			recorded = recorded || e.Error == "retried by ops@test despite an uncertain effect (forced): checked the provider: no charge"
+		}
+		if !recorded {
+			t.Errorf("the forced retry is not in the job's history: %+v", row.Errors)
+		}
 	})
 }
 

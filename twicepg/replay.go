@@ -2,6 +2,7 @@ package twicepg
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -82,4 +83,18 @@ func (e *executor) JobRetryPreview(ctx context.Context, p *twicestore.JobRetryPr
 	}
 	p.Classify(jobs)
 	return &twicestore.JobRetryPreviewResult{Jobs: jobs}, nil
+}
+
+// JobHistoryAppend appends one entry to the error history of each job of
+// p.IDs in one statement.
+func (e *executor) JobHistoryAppend(ctx context.Context, p *twicestore.JobHistoryAppendParams) error {
+	entry, err := json.Marshal(p.Entry)
+	if err != nil {
+		return fmt.Errorf("append to job history: %w", err)
+	}
+	if _, err := e.q.exec(ctx, `UPDATE twice_jobs AS j SET errors = `+keptErrors("j.errors || jsonb_build_array($2::jsonb)")+`
+		WHERE j.id = ANY($1::bigint[])`, p.IDs, string(entry)); err != nil {
+		return fmt.Errorf("append to job history: %w", err)
+	}
+	return nil
 }

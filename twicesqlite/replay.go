@@ -2,6 +2,7 @@ package twicesqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -74,4 +75,23 @@ func (e *executor) JobRetryPreview(ctx context.Context, p *twicestore.JobRetryPr
 	}
 	p.Classify(jobs)
 	return &twicestore.JobRetryPreviewResult{Jobs: jobs}, nil
+}
+
+// JobHistoryAppend appends one entry to the error history of each job of
+// p.IDs in one statement.
+func (e *executor) JobHistoryAppend(ctx context.Context, p *twicestore.JobHistoryAppendParams) error {
+	entry, err := json.Marshal(p.Entry)
+	if err != nil {
+		return fmt.Errorf("append to job history: %w", err)
+	}
+	err = e.write(ctx, func() error {
+		_, err := e.db.ExecContext(ctx, `UPDATE twice_jobs SET errors = `+
+			keptErrors("json_insert(errors, '$[#]', json(?1))", "json_array_length(errors) + 1")+`
+			WHERE id IN (SELECT value FROM json_each(?2))`, string(entry), jsonArg(p.IDs))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("append to job history: %w", err)
+	}
+	return nil
 }

@@ -7,9 +7,10 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// ReplayPreviewer is the part of Executor that previews a retry: what a
-// replay of finished jobs would do, read in bulk, before anything runs.
-type ReplayPreviewer interface {
+// Replayer is the part of Executor that previews a retry (what a replay
+// of finished jobs would do, read in bulk, before anything runs) and
+// records an operator's forced retry on the jobs it forced.
+type Replayer interface {
 	// JobRetryPreview reads, for up to Limit jobs the filter matches in a
 	// state a retry takes (dead, discarded, cancelled, and completed with
 	// Completed), in ascending id order after AfterID, what decides a
@@ -19,6 +20,18 @@ type ReplayPreviewer interface {
 	// few statements per call, never one per job, so an incident's
 	// thousands of jobs are previewed in seconds.
 	JobRetryPreview(ctx context.Context, p *JobRetryPreviewParams) (*JobRetryPreviewResult, error)
+	// JobHistoryAppend appends Entry to the error history of each job of
+	// IDs, kept as an attempt's error is (ErrorsKeptFirst, ErrorsKeptLast):
+	// a retry forced past an uncertain effect stays on the job, with who
+	// and why, for whoever reads it after the next failure. An id that
+	// names no job is skipped.
+	JobHistoryAppend(ctx context.Context, p *JobHistoryAppendParams) error
+}
+
+// JobHistoryAppendParams name the jobs and the entry to append.
+type JobHistoryAppendParams struct {
+	IDs   []int64
+	Entry twicetype.AttemptError
 }
 
 // ReplayKind is what a preview must know of a kind that the store does

@@ -13,6 +13,7 @@ var replayTests = []test{
 	{"Classes", testReplayClasses},
 	{"CompletedOnAsk", testReplayCompleted},
 	{"PagesAndFilters", testReplayPages},
+	{"HistoryAppend", testReplayHistory},
 }
 
 // replayKinds are the kinds the replay checks preview, with handler names
@@ -197,5 +198,22 @@ func testReplayPages(t *testing.T, e *env) {
 	if _, err := e.s.JobRetryPreview(e.ctx, &twicestore.JobRetryPreviewParams{
 		Kinds: map[string]twicestore.ReplayKind{"x.v1": {Strategy: "sometimes"}}}); err == nil {
 		t.Error("a preview naming an unknown strategy succeeded")
+	}
+}
+
+// testReplayHistory: JobHistoryAppend adds its entry after the job's
+// errors, to each job named, and skips an id that names no job.
+func testReplayHistory(t *testing.T, e *env) {
+	a := e.kill(e.insertOne(e.job("replay.after.v1")).Kind, e.base)
+	b := e.deadJob("replay.after.v1", nil, nil)
+	entry := twicetype.AttemptError{At: e.at(time.Minute), Error: "retried by ops@host despite an uncertain effect: checked"}
+	if err := e.s.JobHistoryAppend(e.ctx, &twicestore.JobHistoryAppendParams{IDs: []int64{a.ID, b.ID, 999999}, Entry: entry}); err != nil {
+		t.Fatalf("JobHistoryAppend: %v", err)
+	}
+	for _, j := range []*twicetype.JobRow{a, b} {
+		got := e.get(j.ID).Errors
+		if len(got) != len(j.Errors)+1 || got[len(got)-1].Error != entry.Error || !got[len(got)-1].At.Equal(entry.At) {
+			t.Errorf("job %d errors after an append = %+v, want %d with the entry last", j.ID, got, len(j.Errors)+1)
+		}
 	}
 }
