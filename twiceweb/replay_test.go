@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twicejobs/twice/twiceweb"
 	"github.com/twicejobs/twice/twicetype"
+	"github.com/twicejobs/twice/twiceweb"
 )
 
 // TestRetryConfirmationPreviews (issue 25 item 5): the dead page's bulk
