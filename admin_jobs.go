@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twicejobs/twice/internal/freetext"
@@ -147,6 +148,11 @@ type JobActionParams struct {
 	Filter *JobFilter
 	By     string
 	Reason string
+	// Force makes JobRetry retry jobs whose effect is uncertain
+	// (ReplayUncertain) too, which it otherwise skips; it needs a Reason,
+	// logged with By and the forced jobs' ids. Only JobRetry and
+	// JobRetryPreview take it.
+	Force bool
 }
 
 // JobActionResult tells what a cancel, delete or retry did to each job.
@@ -169,8 +175,8 @@ type JobResult struct {
 	// it; it ends cancelled unless it finishes first.
 	CancelRequested bool
 	// Err says why nothing changed: it wraps ErrJobNotFound,
-	// ErrJobFinished, ErrJobRunning, ErrJobNotRetryable or
-	// ErrUniqueConflict. Nil when Changed.
+	// ErrJobFinished, ErrJobRunning, ErrJobNotRetryable,
+	// ErrUniqueConflict or ErrRetryUncertain. Nil when Changed.
 	Err error
 }
 
@@ -248,7 +254,11 @@ func (c *Client) JobDeleteTx(ctx context.Context, tx any, p *JobActionParams) (*
 // their attempts reset and their error history kept. A running job is
 // refused (ErrJobRunning), as is one waiting to run or completed
 // (ErrJobNotRetryable), and one whose unique key another job of its kind
-// holds (ErrUniqueConflict); the others are retried all the same.
+// holds (ErrUniqueConflict); the others are retried all the same. A job
+// whose effect may have happened (ReplayUncertain: its own ClaimBefore
+// claim, or a step claimed without a receipt) is skipped with an error
+// wrapping ErrRetryUncertain, unless p.Force, with a Reason; see
+// JobRetryPreview for what a retry would do before it does it.
 func (c *Client) JobRetry(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
 	return c.jobAction(ctx, c.store, actionRetry, p, true)
 }
@@ -286,36 +296,26 @@ func (c *Client) JobDiscardTx(ctx context.Context, tx any, p *JobActionParams) (
 // heartbeat, NOTIFY, the poll) pick it up once it commits.
 func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action jobAction, p *JobActionParams, committed bool) (*JobActionResult, error) {
 	op := jobActionNames[action] + " jobs"
-	if p == nil || (len(p.IDs) == 0 && p.Filter == nil) {
-		return nil, fmt.Errorf("twice: %s: %w", op, invalidf("no jobs selected: name them by id, or give a filter"))
+	filter, err := c.selection(op, p)
+	if err != nil {
+		return nil, err
 	}
-	for _, id := range p.IDs {
-		if id <= 0 {
-			return nil, fmt.Errorf("twice: %s: %w", op, invalidf("job id %d is not positive", id))
-		}
+	if p.Force && action != actionRetry {
+		return nil, fmt.Errorf("twice: %s: %w", op, invalidf("Force applies to a retry only"))
 	}
-	if err := checkFields(byField(p.By), reasonField(p.Reason)); err != nil {
-		return nil, fmt.Errorf("twice: %s: %w", op, err)
-	}
-	var f JobFilter
-	if p.Filter != nil {
-		f = *p.Filter
-		if err := f.validate(); err != nil {
-			return nil, fmt.Errorf("twice: %s: %w", op, err)
-		}
-	}
-	now := c.now()
+	now := filter.Now
 	by := byOr(p.By)
-	filter := f.store(p.IDs, now)
-	var res *twicestore.JobBulkResult
-	var err error
+	var (
+		res     *twicestore.JobBulkResult
+		skipped []JobResult
+	)
 	switch action {
 	case actionCancel:
 		res, err = exec.JobCancel(ctx, &twicestore.JobCancelParams{Filter: filter, By: by, Reason: p.Reason, Now: now})
 	case actionDelete:
 		res, err = exec.JobDelete(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
 	case actionRetry:
-		res, err = exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+		res, skipped, err = c.retrySkippingUncertain(ctx, exec, p, filter, now)
 	case actionDiscard:
 		res, err = exec.JobDiscard(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
 	}
@@ -325,6 +325,10 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 	out := &JobActionResult{Jobs: make([]JobResult, len(res.Results))}
 	for i, r := range res.Results {
 		out.Jobs[i] = jobResult(action, r)
+	}
+	if len(skipped) > 0 {
+		out.Jobs = append(out.Jobs, skipped...)
+		sortResults(out.Jobs)
 	}
 	if changed := out.Changed(); len(changed) > 0 {
 		c.logAction(ctx, "jobs "+jobActionDone[action], by, p.Reason, "ids", changed)
@@ -343,6 +347,34 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 		}
 	}
 	return out, nil
+}
+
+// selection checks an action's params and returns the store's filter for
+// them, its Now set to the current time.
+func (c *Client) selection(op string, p *JobActionParams) (twicestore.JobFilter, error) {
+	if p == nil || (len(p.IDs) == 0 && p.Filter == nil) {
+		return twicestore.JobFilter{}, fmt.Errorf("twice: %s: %w", op, invalidf("no jobs selected: name them by id, or give a filter"))
+	}
+	for _, id := range p.IDs {
+		if id <= 0 {
+			return twicestore.JobFilter{}, fmt.Errorf("twice: %s: %w", op, invalidf("job id %d is not positive", id))
+		}
+	}
+	if err := checkFields(byField(p.By), reasonField(p.Reason)); err != nil {
+		return twicestore.JobFilter{}, fmt.Errorf("twice: %s: %w", op, err)
+	}
+	if p.Force && strings.TrimSpace(p.Reason) == "" {
+		return twicestore.JobFilter{}, fmt.Errorf("twice: %s: %w", op,
+			invalidf("Force without a Reason: say why jobs whose effect may have happened should run again"))
+	}
+	var f JobFilter
+	if p.Filter != nil {
+		f = *p.Filter
+		if err := f.validate(); err != nil {
+			return twicestore.JobFilter{}, fmt.Errorf("twice: %s: %w", op, err)
+		}
+	}
+	return f.store(p.IDs, c.now()), nil
 }
 
 var jobActionDone = [...]string{"cancelled", "deleted", "retried", "discarded"}

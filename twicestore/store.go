@@ -165,6 +165,9 @@ type Executor interface {
 	StepExecutor
 	// WaitExecutor: durable waits' signals and timers.
 	WaitExecutor
+	// Replayer: what a retry would do, read in bulk, and a forced
+	// retry's record (replay.go).
+	Replayer
 
 	// ToggleSet stores a kill switch, replacing the one for the same kind
 	// (compared case-insensitively; stored lower-cased), and appends the

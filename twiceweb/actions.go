@@ -155,6 +155,8 @@ func (h *Handler) bulkDead(r *http.Request, who, verb string) (string, *confirma
 	detail := "Retried jobs go back to their queue with their attempts reset and their error history kept."
 	if verb == "discard" {
 		detail = "Discarded jobs are never run again; they are deleted after the discarded-job retention."
+	} else if r.PostForm.Get("confirm") != "yes" { // the confirmation page previews; the confirmed post acts
+		detail += h.retryPreviewDetail(r, f.IDs, &twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue})
 	}
 	if ok, c := confirmed(r, &confirmation{
 		Message: fmt.Sprintf("%s %s?", strings.ToUpper(verb[:1])+verb[1:], what),

@@ -128,6 +128,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Catalog", catalogTests},
 		{"Limits", limitTests},
 		{"Steps", stepTests},
+		{"Replay", replayTests},
 		{"Waits", waitTests},
 		{"Unstorable", unstorableTests},
 		{"Compose", composeTests},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -65,9 +66,20 @@ refused, as is one whose unique key an unfinished job of its kind holds;
 the others are retried all the same, each with its own result line.
 
 With --all it retries every dead job the filters select (--state
-discarded or cancelled for those).`,
+discarded or cancelled for those).
+
+--dry-run changes nothing: it classifies each job the retry would take and
+prints the count and a sample of ids per class: no-op (its marker exists,
+so the replay calls no effect), will-run (no marker: the effect happens
+again), uncertain (its own claim-before claim, or a step claimed without a
+receipt: the effect may have happened) and blocked (another job holds its
+unique key). With --state completed it classifies completed jobs too,
+which a retry refuses. The real retry skips the uncertain jobs, each with
+a line saying how to settle it, unless --force with a --reason.`,
 		example: `  twice jobs retry 42 43
-  twice jobs retry --all --state cancelled --kind invoice.send.v1`,
+  twice jobs retry --all --state cancelled --kind invoice.send.v1
+  twice jobs retry --all --kind invoice.send.v1 --dry-run
+  twice jobs retry 42 --force --reason "checked the provider: no charge"`,
 		apply:     (*twice.Client).JobRetry,
 		allStates: []twicetype.JobState{twicetype.JobStateDead},
 	}
@@ -78,6 +90,9 @@ type jobActionFlags struct {
 	listFlags
 	all        bool
 	reason, by string
+	// dryRun and force are retry's: preview the classes, or retry the
+	// uncertain jobs too.
+	dryRun, force bool
 }
 
 func (c *cli) jobActionCommand(act jobAction) *cobra.Command {
@@ -96,6 +111,10 @@ func (c *cli) jobActionCommand(act jobAction) *cobra.Command {
 	fl.BoolVar(&f.all, "all", false, "every job the filters select")
 	fl.StringVar(&f.reason, "reason", "", "why, recorded and logged with who acted")
 	fl.StringVar(&f.by, "by", "", "who acts (default $USER@hostname)")
+	if act.name == retryJobAction.name {
+		fl.BoolVar(&f.dryRun, "dry-run", false, "print what the retry would do to each class of job (no-op, will-run, uncertain, blocked); change nothing")
+		fl.BoolVar(&f.force, "force", false, "retry jobs whose effect is uncertain too (needs --reason)")
+	}
 	return cmd
 }
 
@@ -108,6 +127,9 @@ func (c *cli) runJobAction(cmd *cobra.Command, act jobAction, f *jobActionFlags,
 		return usagef("give job IDs or --all, not both")
 	case !f.all && len(args) == 0:
 		return usagef("give the IDs of the jobs to %s, or --all (narrowed with --state, --kind, --queue, --node, --due or --scheduled)", act.name)
+	}
+	if f.force && strings.TrimSpace(f.reason) == "" {
+		return usagef("--force needs --reason: say why jobs whose effect may have happened should run again")
 	}
 	by, err := byFlag(cmd, f.by)
 	if err != nil {
@@ -143,13 +165,25 @@ func (c *cli) runJobAction(cmd *cobra.Command, act jobAction, f *jobActionFlags,
 		return err
 	}
 	defer done()
-	var results []twice.JobResult
+	asJSON, _ := cmd.Flags().GetBool("json") // the jobs command's persistent flag
+	var (
+		results  []twice.JobResult
+		previews []*twice.RetryPreview
+	)
 	for _, st := range states {
-		p := &twice.JobActionParams{IDs: ids, By: by, Reason: f.reason}
+		p := &twice.JobActionParams{IDs: ids, By: by, Reason: f.reason, Force: f.force}
 		if f.all || narrowed {
 			sf := *filter
 			sf.State = st
 			p.Filter = &sf
+		}
+		if f.dryRun {
+			pv, err := client.JobRetryPreview(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			previews = append(previews, pv)
+			continue
 		}
 		res, err := act.apply(client, cmd.Context(), p)
 		if err != nil {
@@ -172,9 +206,99 @@ func (c *cli) runJobAction(cmd *cobra.Command, act jobAction, f *jobActionFlags,
 			return err
 		}
 	}
+	if f.dryRun {
+		pv := mergePreviews(previews)
+		if pv.Total == 0 && f.all {
+			if err := checkFilterNames(cmd.Context(), client, filter); err != nil {
+				return err
+			}
+		}
+		return c.printRetryPreview(pv, asJSON)
+	}
 	slices.SortFunc(results, func(a, b twice.JobResult) int { return cmp.Compare(a.ID, b.ID) })
-	asJSON, _ := cmd.Flags().GetBool("json") // the jobs command's persistent flag
 	return c.printJobResults(act, results, ids, asJSON)
+}
+
+// mergePreviews adds up the previews of the states --all retries.
+func mergePreviews(ps []*twice.RetryPreview) *twice.RetryPreview {
+	out := &twice.RetryPreview{Counts: map[twice.ReplayClass]int{}, Samples: map[twice.ReplayClass][]int64{}}
+	for _, p := range ps {
+		out.Total += p.Total
+		out.Completed += p.Completed
+		out.Forced = p.Forced
+		for cl, n := range p.Counts {
+			out.Counts[cl] += n
+		}
+		for cl, ids := range p.Samples {
+			out.Samples[cl] = append(out.Samples[cl], ids...)
+		}
+	}
+	for cl, ids := range out.Samples {
+		slices.Sort(ids)
+		out.Samples[cl] = ids[:min(len(ids), twice.RetryPreviewSamples)]
+	}
+	return out
+}
+
+// replayClassHelp says what each class means for the operator, and what to
+// do about it.
+var replayClassHelp = map[twice.ReplayClass]string{
+	twice.ReplayNoop:      "its marker exists: the replay completes without calling the effect",
+	twice.ReplayWillRun:   "no marker: the effect happens again",
+	twice.ReplayUncertain: "the effect may have happened: skipped; settle it first (twice markers release, a step's settle) or --force --reason",
+	twice.ReplayBlocked:   "another job holds its unique key: the retry leaves it",
+}
+
+// retryPreviewJSON is a dry run with --json.
+type retryPreviewJSON struct {
+	Total     int                   `json:"total"`
+	Completed int                   `json:"completed,omitempty"`
+	Classes   []retryPreviewClassJS `json:"classes"`
+}
+
+type retryPreviewClassJS struct {
+	Class  string  `json:"class"`
+	Count  int     `json:"count"`
+	Sample []int64 `json:"sample"`
+}
+
+// printRetryPreview prints a dry run's counts and samples per class, and
+// says that nothing changed.
+func (c *cli) printRetryPreview(pv *twice.RetryPreview, asJSON bool) error {
+	if asJSON {
+		out := retryPreviewJSON{Total: pv.Total, Completed: pv.Completed, Classes: []retryPreviewClassJS{}}
+		for _, cl := range twice.ReplayClasses {
+			out.Classes = append(out.Classes, retryPreviewClassJS{Class: string(cl), Count: pv.Counts[cl], Sample: append([]int64{}, pv.Samples[cl]...)})
+		}
+		return writeJSON(c.stdout, out)
+	}
+	if pv.Total == 0 {
+		fmt.Fprintln(c.stdout, "no jobs match: a retry would change nothing")
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "a retry would take %d jobs (dry run: nothing changed):\n", pv.Total)
+	for _, cl := range twice.ReplayClasses {
+		line := fmt.Sprintf("  %-9s %7d  %s", cl, pv.Counts[cl], replayClassHelp[cl])
+		if cl == twice.ReplayUncertain && pv.Forced {
+			line = fmt.Sprintf("  %-9s %7d  %s", cl, pv.Counts[cl], "the effect may have happened: retried anyway (--force)")
+		}
+		if ids := pv.Samples[cl]; len(ids) > 0 {
+			s := make([]string, len(ids))
+			for i, id := range ids {
+				s[i] = strconv.FormatInt(id, 10)
+			}
+			more := ""
+			if pv.Counts[cl] > len(ids) {
+				more = ", …"
+			}
+			line += " (jobs " + strings.Join(s, ", ") + more + ")"
+		}
+		fmt.Fprintln(c.stdout, line)
+	}
+	if pv.Completed > 0 {
+		fmt.Fprintf(c.stdout, "%d of them are completed, which a retry refuses: enqueue their work again for the will-run ones you mean to repeat\n", pv.Completed)
+	}
+	return nil
 }
 
 // jobResultJSON is one job's result with --json.
