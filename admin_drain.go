@@ -2,6 +2,7 @@ package twice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -133,7 +134,12 @@ func (c *Client) KindDrain(ctx context.Context, kind string) (*KindDrainReport, 
 	if err != nil {
 		return nil, fmt.Errorf("twice: kind drain of %q: %w", kind, err)
 	}
-	if total == 0 && !slices.Contains(known, kind) {
+	if err := c.drainWorkflows(ctx, r); err != nil {
+		return nil, fmt.Errorf("twice: kind drain of %q: %w", kind, err)
+	}
+	// A kind only a workflow task not yet enqueued names is known too: a
+	// workflow stored it, so it is no typo.
+	if total == 0 && r.WorkflowTasks == 0 && !slices.Contains(known, kind) {
 		// Only on this error path: the kinds that have jobs are candidates
 		// for "did you mean" too (a retired kind has jobs and nothing else).
 		all, err := c.store.JobCount(ctx, &twicestore.JobCountParams{Filter: twicestore.JobFilter{Now: now}})
@@ -148,9 +154,6 @@ func (c *Client) KindDrain(ctx context.Context, kind string) (*KindDrainReport, 
 	}
 
 	if err := c.drainJobs(ctx, r, now); err != nil {
-		return nil, fmt.Errorf("twice: kind drain of %q: %w", kind, err)
-	}
-	if err := c.drainWorkflows(ctx, r); err != nil {
 		return nil, fmt.Errorf("twice: kind drain of %q: %w", kind, err)
 	}
 	schedules, err := c.ScheduleList(ctx)
@@ -287,8 +290,11 @@ func (c *Client) drainWorkflows(ctx context.Context, r *KindDrainReport) error {
 		for _, w := range page.Workflows {
 			before = w.ID
 			got, err := c.store.WorkflowGet(ctx, &twicestore.WorkflowGetParams{ID: w.ID})
-			if err != nil {
+			if errors.Is(err, twicestore.ErrNotFound) {
 				continue // finished and pruned since the listing: it holds nothing
+			}
+			if err != nil {
+				return err
 			}
 			holds := false
 			for _, t := range got.Tasks {

@@ -180,3 +180,40 @@ func TestKindDrainBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestKindDrainWorkflowTask: a task of the kind in a running workflow,
+// waiting for a dependency, holds the kind though no job of it exists yet;
+// once the workflow is cancelled it holds nothing.
+func TestKindDrainWorkflowTask(t *testing.T) {
+	for name, open := range stepStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := open(t)
+			c := drainClient(t, store)
+			now := time.Now()
+			job := func(kind string) *twicestore.JobInsertParams {
+				return &twicestore.JobInsertParams{Kind: kind, Queue: "default", Args: []byte(`{}`), MessageID: kind, Key: kind,
+					MaxAttempts: 1, RunAt: now, CreatedAt: now}
+			}
+			wf, err := store.WorkflowInsert(ctx, &twicestore.WorkflowInsertParams{Name: "signup", CreatedAt: now,
+				Tasks: []*twicestore.WorkflowTaskParams{
+					{Name: "first", Job: job("drain.new.v2")},
+					{Name: "then", Deps: []string{"first"}, Job: job(drainKind)},
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := drainReport(t, c)
+			want := fmt.Sprintf("not safe: 1 task in open workflows (workflow %d)", wf.Workflow.ID)
+			if r.Safe || r.Reason != want || r.WorkflowTasks != 1 {
+				t.Fatalf("a waiting workflow task: reason %q, want %q", r.Reason, want)
+			}
+			if _, err := c.WorkflowCancel(ctx, wf.Workflow.ID, "test", "drain"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.KindDrain(ctx, drainKind); !errors.Is(err, twice.ErrUnknownKind) {
+				t.Fatalf("after the cancel nothing names the kind: err = %v, want ErrUnknownKind", err)
+			}
+		})
+	}
+}
