@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicecli/internal/demo"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -74,50 +77,74 @@ func TestKindsDrain(t *testing.T) {
 	wantError(t, s.run("kinds", "drain", emailKind, "--interval", "0s"), ExitUsage, "--interval")
 	wantError(t, s.run("kinds"), ExitUsage, "drain")
 
-	// --wait returns once the last running job finishes.
+	// --wait returns once the last running job finishes: it reports the
+	// running job first (a progress line on stderr), then, once the job
+	// completes through the store, the verdict.
 	running := runningJob(t, s)
-	done := make(chan result, 1)
+	reg, err := demo.NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &progressWriter{first: make(chan struct{})}
+	var stdout bytes.Buffer
+	code := make(chan int, 1)
 	go func() {
-		done <- runCLI(t, t.Context(), "kinds", "drain", "ads.image-watermark.v1", "--wait", "--interval", "20ms", "--db", s.db)
+		code <- Main(t.Context(), Options{Registry: reg}, []string{"kinds", "drain", "ads.image-watermark.v1", "--wait", "--interval", "20ms", "--db", s.db}, &stdout, stderr)
 	}()
-	waitProgress := time.After(time.Minute)
-	for polls := 0; ; polls++ {
-		// Let the wait see the running job once or more, then finish it.
-		r = s.run("kinds", "drain", "ads.image-watermark.v1")
-		if r.code != ExitFailure {
-			t.Fatalf("drain with a running job: exit %d\n%s", r.code, r.stderr)
-		}
-		if polls == 2 {
-			finishJob(t, s.db, running)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	<-stderr.first
+	if p := stderr.String(); !strings.Contains(p, fmt.Sprintf("not safe: 1 running (job %d)", running)) {
+		t.Errorf("--wait's progress line: %q", p)
 	}
-	select {
-	case r = <-done:
-	case <-waitProgress:
-		t.Fatal("--wait did not return after the last job finished")
-	}
-	if r.code != ExitOK || !strings.HasSuffix(r.stdout, "safe to remove\n") {
-		t.Errorf("--wait: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	finishJob(t, s.db, running)
+	if c := <-code; c != ExitOK || !strings.HasSuffix(stdout.String(), "safe to remove\n") {
+		t.Errorf("--wait: exit %d\nstdout: %s\nstderr: %s", c, stdout.String(), stderr.String())
 	}
 }
 
 // TestKindsDrainWaitCancel: Ctrl-C (the context ending) stops a --wait
-// that would never end, with exit 1 and one line saying so.
+// that would never end, with exit 1 and a line saying so.
 func TestKindsDrainWaitCancel(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	later := s.enqueue(emailKind, `{"user_id": 1}`, "--delay", "1h")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan result, 1)
-	go func() {
-		done <- runCLI(t, ctx, "kinds", "drain", emailKind, "--wait", "--interval", "10ms", "--db", s.db)
-	}()
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	r := <-done
-	if r.code != ExitFailure || !strings.Contains(r.stderr, "stopped waiting") || !strings.Contains(r.stderr, fmt.Sprintf("(job %d)", later)) {
-		t.Errorf("cancelled --wait: exit %d\nstderr: %s", r.code, r.stderr)
+	reg, err := demo.NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := &progressWriter{first: make(chan struct{})}
+	var stdout bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, Options{Registry: reg}, []string{"kinds", "drain", emailKind, "--wait", "--interval", "10ms", "--db", s.db}, &stdout, stderr)
+	}()
+	<-stderr.first // the wait is under way: it printed its first progress line
+	cancel()
+	if c := <-code; c != ExitFailure || !strings.Contains(stderr.String(), "stopped waiting") ||
+		!strings.Contains(stderr.String(), fmt.Sprintf("(job %d)", later)) {
+		t.Errorf("cancelled --wait: exit %d\nstderr: %s", c, stderr.String())
+	}
+}
+
+// progressWriter collects what a command writes to stderr and closes
+// first on its first write.
+type progressWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	first chan struct{}
+	once  sync.Once
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.once.Do(func() { close(w.first) })
+	return w.buf.Write(p)
+}
+
+func (w *progressWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
