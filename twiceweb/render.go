@@ -57,7 +57,7 @@ type pages struct {
 	set map[string]*template.Template
 }
 
-var pageNames = []string{"overview", "jobs", "job", "dead", "recurring", "switches", "history", "queues", "limits", "orphans", "markers", "confirm", "error", "workflows", "workflow", "batches"}
+var pageNames = []string{"overview", "jobs", "job", "dead", "recurring", "switches", "history", "queues", "limits", "orphans", "markers", "confirm", "error", "workflows", "workflow", "batches", "drain"}
 
 func parsePages() (*pages, error) {
 	p := &pages{set: map[string]*template.Template{}}

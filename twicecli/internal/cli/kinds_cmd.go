@@ -10,6 +10,6 @@ func (c *cli) kindsCommand() *cobra.Command {
 		Use:   "kinds",
 		Short: "Job kinds across deploys: check args against the jobs that wait, drain a version before removing it",
 	})
-	cmd.AddCommand(c.kindsCheckCommand())
+	cmd.AddCommand(c.kindsCheckCommand(), c.kindsDrainCommand())
 	return cmd
 }
