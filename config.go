@@ -177,8 +177,8 @@ type Config struct {
 	// WaitTokenKey signs the wait tokens handlers hand out (WaitToken) and
 	// checks the ones that come back (Client.SignalByToken): a secret of
 	// at least 32 random bytes, the same in every process that mints or
-	// takes tokens. Changing it voids the tokens out. Defaults to none:
-	// WaitToken then fails, saying to set it.
+	// takes tokens. Changing it voids the tokens out; WaitToken without it
+	// fails, saying to set it. Defaults to none.
 	WaitTokenKey []byte
 	// Redeliver delivers every job a second time, sometimes concurrently,
 	// so a handler that does not converge fails in development rather than

@@ -3,12 +3,14 @@ package twice_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -271,8 +273,8 @@ func TestWorkflowTaskWaits(t *testing.T) {
 }
 
 // TestSwitchHoldsAWokenJob: a job woken while its kind is switched off is
-// held like any other (available, not run) and runs once the switch is
-// back on.
+// held like any other (available, not run, no attempt spent) and runs once
+// the switch is back on.
 func TestSwitchHoldsAWokenJob(t *testing.T) {
 	store := newStore(t)
 	reg := twice.NewRegistry()
@@ -280,8 +282,12 @@ func TestSwitchHoldsAWokenJob(t *testing.T) {
 	if err := twice.Register(reg, refundHandler(&reserves, &runs, twice.NoTimeout), nil); err != nil {
 		t.Fatal(err)
 	}
+	twice.MustRegister(reg, twice.HandlerFunc[pingArgs](func(context.Context, *twice.Job[pingArgs]) error { return nil }),
+		&twice.KindOpts{Strategy: twice.None})
+	logs := &syncBuffer{}
 	cfg := testConfig(reg)
 	cfg.TogglePollInterval = 20 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	c := startClient(t, store, cfg)
 	ctx := t.Context()
 	res, err := c.Enqueue(ctx, refundArgs{RefundID: "held"}, nil)
@@ -297,13 +303,20 @@ func TestSwitchHoldsAWokenJob(t *testing.T) {
 		}
 	}
 	set(false)
-	time.Sleep(100 * time.Millisecond) // the switch reaches the worker (polled every 20 ms)
+	waitfor.Cond(t, "the worker to switch the kind off", func() bool { return strings.Contains(logs.String(), "kind switched off") }, logs.String)
 	if _, err := c.Signal(ctx, &twice.SignalParams{JobID: id, Name: "approve", Payload: approval{Approved: true, By: "ann"}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // fifteen polls: a worker that ran it would have
-	if row := waitJob(t, store, id, "available", isState(twicetype.JobStateAvailable)); runs.Load() != 1 {
-		t.Fatalf("the woken job ran while its kind was off: %d runs, state %s", runs.Load(), row.State)
+	// A job of another kind, enqueued after the signal, runs: the worker
+	// fetched since, and left the woken job where it is.
+	ping, err := c.Enqueue(ctx, pingArgs{N: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, ping.Job.ID, "completed", isState(twicetype.JobStateCompleted))
+	row := waitJob(t, store, id, "available", isState(twicetype.JobStateAvailable))
+	if runs.Load() != 1 || row.Attempt != 0 {
+		t.Fatalf("the woken job ran while its kind was off: %d runs, attempt %d", runs.Load(), row.Attempt)
 	}
 	set(true)
 	waitJob(t, store, id, "completed", isState(twicetype.JobStateCompleted))

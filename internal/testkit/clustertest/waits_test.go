@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twiceweb"
 )
@@ -210,14 +211,10 @@ func TestClusterWaitsThroughKill(t *testing.T) {
 	}
 	waitCount := func(what, q string, n int, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for c.count(q) < n {
-			if time.Now().After(deadline) {
-				c.workers.LogStderr(20)
-				t.Fatalf("%s: %d of %d after %s", what, c.count(q), n, within)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitfor.CondWithin(t, within, what, func() bool { return c.count(q) >= n }, func() string {
+			c.workers.LogStderr(20)
+			return fmt.Sprintf("%d of %d", c.count(q), n)
+		})
 	}
 	sendAll := func(kind, name string) {
 		for i := range 3 {
