@@ -51,8 +51,8 @@ CREATE TABLE twice_signals (
 -- not free the key for another job, which the job would then meet again
 -- when it wakes. Every place that maps a state to its bit of
 -- unique_states (twicetype.UniqueStates) takes 'waiting' as 'running's
--- bit, 2, in the same words (twicepg's uniqueHeldSQL renders them for the
--- queries, and its tests compare the two): the index on (kind,
+-- bit, 2, in the same words (driverkit.UniqueHeldSQL renders them for the
+-- queries, and twicepg's tests compare the two): the index on (kind,
 -- unique_key), the claim trigger's condition, the claims' follow-up of
 -- updates, and twice_enqueue's look-up of a key's holder. Rebuilding the
 -- index reads the table once; only rows with a key go in it.

@@ -101,7 +101,7 @@ CREATE INDEX twice_jobs_batch ON twice_jobs (batch_id, id) WHERE batch_id IS NOT
 
 -- 014's unique index, with a waiting job holding its key under the
 -- running bit. The queries repeat this predicate word for word
--- (uniqueHeldSQL), so the planner can use the partial index.
+-- (driverkit.UniqueHeldSQL), so the planner can use the partial index.
 CREATE UNIQUE INDEX twice_jobs_unique ON twice_jobs (kind, unique_key)
     WHERE unique_key <> '' AND (unique_states & CASE state WHEN 'available' THEN 1 WHEN 'running' THEN 2
         WHEN 'waiting' THEN 2 WHEN 'completed' THEN 4 WHEN 'dead' THEN 8 WHEN 'discarded' THEN 16
