@@ -211,9 +211,10 @@ const (
 	actionDelete
 	actionRetry
 	actionDiscard
+	actionRunNow
 )
 
-var jobActionNames = [...]string{"cancel", "delete", "retry", "discard"}
+var jobActionNames = [...]string{"cancel", "delete", "retry", "discard", "run now"}
 
 // JobCancel cancels jobs. A job waiting to run (due or scheduled) ends
 // cancelled at once, with who and why recorded on it. A running job gets a
@@ -289,6 +290,24 @@ func (c *Client) JobDiscardTx(ctx context.Context, tx any, p *JobActionParams) (
 	return c.jobAction(ctx, exec, actionDiscard, p, false)
 }
 
+// JobRunNow makes jobs waiting for a later run time due now: a scheduled
+// job, or a retry waiting out its backoff, runs at the next fetch, with its
+// attempts as they are. A job already due is done too. A running,
+// finished or waiting job (parked on a signal: send it instead) is refused
+// with its state; the others run now all the same.
+func (c *Client) JobRunNow(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
+	return c.jobAction(ctx, c.store, actionRunNow, p, true)
+}
+
+// JobRunNowTx is JobRunNow in the caller's transaction.
+func (c *Client) JobRunNowTx(ctx context.Context, tx any, p *JobActionParams) (*JobActionResult, error) {
+	exec, err := c.adminExec("run jobs now", tx)
+	if err != nil {
+		return nil, err
+	}
+	return c.jobAction(ctx, exec, actionRunNow, p, false)
+}
+
 // jobAction runs one bulk action on exec. committed reports that exec is
 // the store, so the action is committed when it returns: only then may
 // this process act on it at once (cancel a handler running here, wake the
@@ -318,6 +337,8 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 		res, skipped, err = c.retrySkippingUncertain(ctx, exec, p, filter, now)
 	case actionDiscard:
 		res, err = exec.JobDiscard(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+	case actionRunNow:
+		res, err = exec.JobRunNow(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("twice: %w", err) // the store's error names the action
@@ -342,7 +363,7 @@ func (c *Client) jobAction(ctx context.Context, exec twicestore.Executor, action
 			// A handler running in this process stops now, not at the next
 			// lease heartbeat.
 			c.worker.running.cancel(j.ID, c.logger)
-		case action == actionRetry && j.Changed:
+		case (action == actionRetry || action == actionRunNow) && j.Changed:
 			c.notify()
 		}
 	}
@@ -377,7 +398,7 @@ func (c *Client) selection(op string, p *JobActionParams) (twicestore.JobFilter,
 	return f.store(p.IDs, c.now()), nil
 }
 
-var jobActionDone = [...]string{"cancelled", "deleted", "retried", "discarded"}
+var jobActionDone = [...]string{"cancelled", "deleted", "retried", "discarded", "made due now"}
 
 // jobResult turns the store's verdict on one job into the API's, with the
 // error that says what to do.
@@ -396,12 +417,18 @@ func jobResult(action jobAction, r twicestore.JobActionResult) JobResult {
 		out.Err = fmt.Errorf("job %d: %w (job %d): retry it once that job no longer holds the key (finished outside its ByStates, or deleted)", r.ID, ErrUniqueConflict, r.HolderID)
 	case twicestore.JobActionWrongState:
 		switch {
+		case action == actionRunNow && r.State == twicetype.JobStateRunning:
+			out.Err = fmt.Errorf("job %d is running already: %w", r.ID, ErrJobRunning)
 		case r.State == twicetype.JobStateRunning:
 			out.Err = fmt.Errorf("job %d: %w: cancel it first, or wait for it to finish", r.ID, ErrJobRunning)
 		case action == actionRetry:
 			out.Err = fmt.Errorf("job %d is %s: %w", r.ID, r.State, ErrJobNotRetryable)
 		case action == actionDiscard:
 			out.Err = fmt.Errorf("job %d is %s: %w", r.ID, r.State, ErrJobNotDead)
+		case action == actionRunNow && r.State == twicetype.JobStateWaiting:
+			out.Err = fmt.Errorf("job %d is waiting for a signal, not a time: send it the signal (Client.Signal, twice jobs signal) to run it", r.ID)
+		case action == actionRunNow:
+			out.Err = fmt.Errorf("job %d is %s: only a job waiting to run (scheduled, or a retry waiting out its backoff) can run now", r.ID, r.State)
 		case action == actionCancel && r.State.Finished():
 			out.Err = fmt.Errorf("job %d is %s: %w; nothing to cancel", r.ID, r.State, ErrJobFinished)
 		default:

@@ -198,6 +198,35 @@ func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) 
 		})
 }
 
+// runNowSQL makes the matched available jobs due at $1 (a job already
+// due keeps its run time) and wakes their queues ($2, the insert
+// channel); joining notified makes it run.
+const runNowSQL = `WITH ` + matchedSQL + `,
+changed AS (
+	UPDATE twice_jobs AS j SET run_at = least(j.run_at, $1)
+	FROM matched AS m WHERE j.id = m.id AND m.state = 'available'
+	RETURNING j.id, j.queue
+),
+notified AS (
+	SELECT count(pg_notify($2, q.queue)) AS n FROM (SELECT DISTINCT queue FROM changed) AS q
+)
+SELECT m.id, m.state, c.id IS NOT NULL FROM matched AS m LEFT JOIN changed AS c ON c.id = m.id CROSS JOIN notified`
+
+// JobRunNow makes matching available jobs due at Now.
+func (e *executor) JobRunNow(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	res, err := e.bulk(ctx, "run jobs now", p.Filter, runNowSQL, []any{nowOr(p.Now), e.notify.channel},
+		func(state twicetype.JobState, changed bool) twicestore.JobActionResult {
+			if changed {
+				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: state}
+		})
+	if err == nil {
+		e.floors.dropAll() // the jobs moved ahead of where the floors start
+	}
+	return res, err
+}
+
 // cancelSQL cancels the matched available and waiting jobs at once (a
 // waiting job runs nowhere, so nothing has to stop first) and records the
 // request on the matched running ones that have none yet (the first

@@ -125,6 +125,21 @@ func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) 
 	})
 }
 
+// JobRunNow makes matching available jobs due at Now; a job already due
+// keeps its run time.
+func (e *executor) JobRunNow(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	now := micros(nowOr(p.Now))
+	return e.bulk(ctx, "run jobs now", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
+		if j.state != twicetype.JobStateAvailable {
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}, nil
+		}
+		if _, err := q.ExecContext(ctx, `UPDATE twice_jobs SET run_at = min(run_at, ?) WHERE id = ?`, now, j.id); err != nil {
+			return twicestore.JobActionResult{}, err
+		}
+		return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}, nil
+	})
+}
+
 // JobCancel cancels matching available and waiting jobs at once (a
 // waiting job runs no handler to tell) and records a cancel
 // request on matching running ones (keeping the first request when there

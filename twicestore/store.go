@@ -101,6 +101,12 @@ type Executor interface {
 	// UniqueStates with discarded have dead too, so a discarded job held
 	// its key already while dead.
 	JobDiscard(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
+	// JobRunNow makes available jobs due at Now: a scheduled job, or a
+	// retry waiting out its backoff, runs at the next fetch. A job already
+	// due keeps its run time (and counts as done). A job in any other
+	// state is left alone (JobActionWrongState): a waiting job waits for
+	// its signal, not for a time.
+	JobRunNow(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
 	// JobCancel cancels jobs. An available job (due or scheduled) becomes
 	// cancelled at once, finished at Now, with the request recorded as its
 	// Cancel and its Note. A running job gets the request recorded and

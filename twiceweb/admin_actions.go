@@ -86,6 +86,13 @@ func (h *Handler) signalJob(r *http.Request, who string) (string, *confirmation,
 	return page, nil, nil
 }
 
+// runJobNow makes a scheduled job, or a retry waiting out its backoff, due
+// now, once confirmed.
+func (h *Handler) runJobNow(r *http.Request, who string) (string, *confirmation, error) {
+	return h.jobAction(r, who, "run now", h.client.JobRunNow,
+		"The job becomes due now and runs at the next fetch, its attempts as they are.")
+}
+
 func (h *Handler) deleteJob(r *http.Request, who string) (string, *confirmation, error) {
 	return h.jobAction(r, who, "delete", h.client.JobDelete,
 		"The job and its history are deleted: it never runs again and its page is gone. A running job cannot be deleted: cancel it first.")

@@ -417,6 +417,7 @@ func (h *Handler) routes() {
 		"POST /jobs/delete":       h.deleteJob,
 		"POST /jobs/retry":        h.retryJob,
 		"POST /jobs/signal":       h.signalJob,
+		"POST /jobs/run-now":      h.runJobNow,
 		"POST /workflows/cancel":  h.cancelWorkflow,
 		"POST /queues/pause":      h.pauseQueue,
 		"POST /queues/resume":     h.resumeQueue,

@@ -269,6 +269,8 @@ type jobData struct {
 	Redacted     []string
 	ArgsHidden   bool // the kind is in no catalog: no field can be recognised as sensitive
 	LatestErrors []twicetype.AttemptError
+	// Now tells a scheduled job (run time after it), which can run now.
+	Now time.Time
 }
 
 func (jobData) page() string { return "job" }
@@ -282,7 +284,7 @@ func (h *Handler) job(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	d := jobData{Job: j}
+	d := jobData{Job: j, Now: time.Now()}
 	kc, err := h.catalog(r.Context())
 	if err != nil {
 		return "", nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicetype"
 	"github.com/twicejobs/twice/twiceweb"
 )
@@ -230,5 +231,35 @@ func TestBrowserApprove(t *testing.T) {
 	do(t, ctx, "confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("job-state")))
 	if out := w.output(id); !strings.Contains(out, `"approved":true`) || !strings.Contains(out, "refund within policy") {
 		t.Fatalf("the job's output %s, want the approval typed in the browser", out)
+	}
+}
+
+// TestDashboardRunsAScheduledJobNow: a scheduled job's page offers Run
+// now; confirmed, the job is due and a worker runs it.
+func TestDashboardRunsAScheduledJobNow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c, err := twice.NewClient(e.store, twice.Config{Registry: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Enqueue(t.Context(), okArgs{N: 7}, &twice.EnqueueOpts{Delay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := strconv.FormatInt(res.Job.ID, 10)
+	srv := httptest.NewServer(e.handler(twiceweb.Options{}))
+	defer srv.Close()
+	b := newBrowser(t, srv.URL)
+	if _, body := b.get("/jobs/" + ids); !strings.Contains(body, `id="run-now"`) {
+		t.Fatalf("a scheduled job's page has no Run now:\n%s", body)
+	}
+	status, body := b.confirm("/jobs/"+ids, "/jobs/run-now", url.Values{"id": {ids}, "reason": {"customer waiting"}}, "Run now job "+ids+"?")
+	if status != http.StatusOK || strings.Contains(body, `id="run-now"`) {
+		t.Fatalf("confirmed run-now: %d, want the job page without Run now (it is due):\n%s", status, body)
+	}
+	e.start()
+	if n := waitfor.Recv(t, e.ran, "the job to run"); n != 7 {
+		t.Fatalf("ran job %d, want 7", n)
 	}
 }

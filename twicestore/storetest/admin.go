@@ -23,6 +23,7 @@ var adminTests = []test{
 	{"DeleteFinished", testDeleteFinished},
 	{"DeleteFinishedLooksAtTheOldestOnly", testDeleteFinishedWindow},
 	{"DeleteFinishedGoesOnFromItsCursor", testDeleteFinishedCursor},
+	{"RunNow", testRunNow},
 }
 
 func testGetNotFound(t *testing.T, e *env) {
@@ -426,5 +427,50 @@ func testDeleteFinished(t *testing.T, e *env) {
 	}
 	if e.get(available.ID).State != twicetype.JobStateAvailable || e.get(running.ID).State != twicetype.JobStateRunning {
 		t.Fatal("an unfinished job was touched")
+	}
+}
+
+// testRunNow: a scheduled job and a retry waiting out its backoff become
+// due at Now and are fetched then; a job already due keeps its run time;
+// running, finished and waiting jobs are left alone as the wrong state.
+func testRunNow(t *testing.T, e *env) {
+	const kind = "storetest.runnow.v1"
+	later := e.job(kind)
+	later.RunAt = e.at(time.Hour)
+	scheduled := e.insertOne(later).ID
+	due := e.insertOne(e.job(kind)).ID
+	retry := e.insertOne(e.job(kind)).ID
+	running := e.insertOne(e.job(kind)).ID
+	for _, j := range e.fetch(e.base, 3, "node-a", kind) { // due, retry, running
+		switch j.ID {
+		case retry: // fails, and waits out a backoff of an hour
+			e.finish(&twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateAvailable, RunAt: e.at(time.Hour),
+				Error: &twicetype.AttemptError{Attempt: 1, At: e.base, Error: "boom"}})
+		case due:
+			e.finish(&twicestore.JobOutcome{ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateAvailable, RunAt: e.base, RefundAttempt: true})
+		}
+	}
+	now := e.at(time.Minute)
+	res, err := e.s.JobRunNow(e.ctx, &twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{scheduled, due, retry, running, 1 << 40}}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]twicestore.JobActionStatus{scheduled: twicestore.JobActionDone, due: twicestore.JobActionDone,
+		retry: twicestore.JobActionDone, running: twicestore.JobActionWrongState, 1 << 40: twicestore.JobActionNotFound}
+	if len(res.Results) != len(want) {
+		t.Fatalf("JobRunNow results = %+v, want one per id", res.Results)
+	}
+	for _, r := range res.Results {
+		if r.Status != want[r.ID] {
+			t.Errorf("job %d: %s, want %s", r.ID, r.Status, want[r.ID])
+		}
+	}
+	for id, at := range map[int64]time.Time{scheduled: now, retry: now, due: e.base} {
+		if j := e.get(id); !j.RunAt.Equal(at) || j.State != twicetype.JobStateAvailable {
+			t.Errorf("job %d after run-now: %s at %v, want available at %v", id, j.State, j.RunAt, at)
+		}
+	}
+	if got := ids(e.fetch(now, 10, "node-b", kind)); len(got) != 3 {
+		t.Fatalf("fetched at the run-now time: %v, want the three available jobs", got)
 	}
 }

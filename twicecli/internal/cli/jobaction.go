@@ -83,6 +83,22 @@ a line saying how to settle it, unless --force with a --reason.`,
 		apply:     (*twice.Client).JobRetry,
 		allStates: []twicetype.JobState{twicetype.JobStateDead},
 	}
+	runNowAction = jobAction{
+		name: "run-now", done: "due now",
+		short: "Make scheduled jobs, and retries waiting out their backoff, due now",
+		long: `Make jobs waiting for a later run time due now: a scheduled job, or a
+retry waiting out its backoff, runs at the next fetch, its attempts as
+they are. A job already due is done too. A running, finished or waiting
+job (parked on a signal: send it with 'jobs signal' instead) is refused;
+the others run now all the same, each with its own result line.
+
+With --all it makes every available job the filters select due now
+(--scheduled for only those not due yet).`,
+		example: `  twice jobs run-now 42 --reason "customer is on the phone"
+  twice jobs run-now --all --kind invoice.send.v1 --scheduled --reason "incident 7 fixed"`,
+		apply:     (*twice.Client).JobRunNow,
+		allStates: []twicetype.JobState{twicetype.JobStateAvailable},
+	}
 )
 
 // jobActionFlags are what an action command is given beside the ids.

@@ -96,7 +96,7 @@ func (c *cli) jobsCommand() *cobra.Command {
 	var l listFlags
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List jobs, newest first; show, cancel, delete, retry or signal them",
+		Short: "List jobs, newest first; show, cancel, delete, retry, run now or signal them",
 		Long: `List jobs, newest first. A job waiting for a later run time shows as
 scheduled, apart from the available jobs that are due; a listing shows only
 the first line of a job's last error ('jobs show' shows every attempt's).
@@ -121,7 +121,7 @@ always redacted.`,
 	l.register(cmd, true)
 	cmd.PersistentFlags().BoolVar(&l.json, "json", false, "print JSON")
 	cmd.PersistentFlags().BoolVar(&l.showArgs, "show-args", false, "show the args of kinds neither this binary nor any worker's catalog describes (their sensitive fields cannot be redacted)")
-	cmd.AddCommand(c.jobsShowCommand(&l), c.jobActionCommand(cancelAction), c.jobActionCommand(deleteAction), c.jobActionCommand(retryJobAction),
+	cmd.AddCommand(c.jobsShowCommand(&l), c.jobActionCommand(cancelAction), c.jobActionCommand(deleteAction), c.jobActionCommand(retryJobAction), c.jobActionCommand(runNowAction),
 		c.jobsSignalCommand())
 	return cmd
 }

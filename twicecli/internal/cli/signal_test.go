@@ -74,3 +74,33 @@ func TestJobsSignal(t *testing.T) {
 		t.Errorf("a repeat printed %s (%v), want a duplicate naming the first", r.stdout, err)
 	}
 }
+
+// TestJobsRunNow: a scheduled job becomes due now; a running job is
+// refused with its state; a waiting one is told to take its signal.
+func TestJobsRunNow(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	later := s.enqueue(emailKind, `{"user_id": 1}`, "--delay", "1h")
+	running := runningJob(t, s)
+	ids := func(n int64) string { return strconv.FormatInt(n, 10) }
+	if j := jobJSONOf(t, s, later); !j.Scheduled {
+		t.Fatalf("the delayed job is not scheduled: %+v", j)
+	}
+	r := s.run("jobs", "run-now", ids(later), ids(running), "--reason", "customer is on the phone")
+	wantError(t, r, ExitFailure, "job "+ids(running)+" is running already")
+	if !strings.Contains(r.stdout, "job "+ids(later)+": due now") {
+		t.Fatalf("run-now printed:\n%s", r.stdout)
+	}
+	if j := jobJSONOf(t, s, later); j.Scheduled || j.State != "available" {
+		t.Fatalf("after run-now the job is %s, scheduled %v; want due now", j.State, j.Scheduled)
+	}
+}
+
+func jobJSONOf(t *testing.T, s *setup, id int64) jobJSON {
+	t.Helper()
+	var j jobJSON
+	if err := json.Unmarshal([]byte(s.ok("jobs", "show", strconv.FormatInt(id, 10), "--json").stdout), &j); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
