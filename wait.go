@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/twicejobs/twice/internal/freetext"
@@ -75,7 +74,7 @@ func AwaitSignal[T any](ctx context.Context, name string, timeout time.Duration)
 	var v T
 	if err := json.Unmarshal(sig.Payload, &v); err != nil {
 		return zero, Permanent(fmt.Errorf("twice: signal %q: its payload %s does not decode into %T: %w",
-			name, short(sig.Payload), zero, err))
+			name, freetext.QuoteShort(string(sig.Payload)), zero, err))
 	}
 	return v, nil
 }
@@ -125,17 +124,13 @@ func awaitWait(ctx context.Context, fn, name string, timeout time.Duration) (*tw
 // checkWaitName refuses a wait's name that no driver can store, as bad
 // input.
 func checkWaitName(name string) error {
-	if err := twicestore.CheckWaitName(name); err != nil {
-		return invalidf("twice: %s: name a wait with short text, such as \"approval\"", strings.TrimSuffix(err.Error(), ": "+twicestore.ErrUnstorable.Error()))
+	if name == "" {
+		return invalidf("twice: wait: a wait needs a name (the signal it waits for): name it with short text, such as \"approval\"")
+	}
+	if err := freetext.Check("wait name", name, MaxNameBytes); err != nil {
+		return invalidf("twice: %v: name a wait with short text, such as \"approval\"", err)
 	}
 	return nil
-}
-
-func short(b []byte) string {
-	if len(b) > 64 {
-		return string(b[:64]) + "..."
-	}
-	return string(b)
 }
 
 // Decision is the payload of the dashboard's approve and reject buttons

@@ -336,29 +336,15 @@ func writeJSON(w http.ResponseWriter, status int, b []byte) {
 // silently), no unknown field, no value of the wrong type, at most
 // apiMaxBodyBytes. An empty body leaves v as it is when optional.
 func decodeBody(r *http.Request, v any, optional bool) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, apiMaxBodyBytes+1))
+	body, err := readJSONBody(r)
 	if err != nil {
-		return badRequest("the request body could not be read: send it again")
+		return err
 	}
-	if len(body) > apiMaxBodyBytes {
-		return &problem{Type: "body-too-large", Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-			Detail: fmt.Sprintf("the request body is over %d KiB: send less (job args are capped far below)", apiMaxBodyBytes>>10)}
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	if body == nil {
 		if optional {
 			return nil
 		}
 		return badRequest("the request has no body: send a JSON object")
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return &problem{Type: "unsupported-media-type", Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType,
-				Detail: fmt.Sprintf("the body is %s: send JSON with Content-Type: application/json", strconv.QuoteToASCII(ct))}
-		}
-	}
-	if !utf8.Valid(body) {
-		return badRequest("the request body is not valid UTF-8: encode it as UTF-8 JSON")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -369,6 +355,34 @@ func decodeBody(r *http.Request, v any, optional bool) error {
 		return badRequest("the body holds more than one JSON value: send one object")
 	}
 	return nil
+}
+
+// readJSONBody reads r's body as every JSON route takes it: at most
+// apiMaxBodyBytes, application/json (or +json) when a type is given, and
+// UTF-8. It returns nil for an empty body.
+func readJSONBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, apiMaxBodyBytes+1))
+	if err != nil {
+		return nil, badRequest("the request body could not be read: send it again")
+	}
+	if len(body) > apiMaxBodyBytes {
+		return nil, &problem{Type: "body-too-large", Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
+			Detail: fmt.Sprintf("the request body is over %d KiB: send less (job args and signal payloads are capped far below)", apiMaxBodyBytes>>10)}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return nil, &problem{Type: "unsupported-media-type", Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType,
+				Detail: fmt.Sprintf("the body is %s: send JSON with Content-Type: application/json", strconv.QuoteToASCII(ct))}
+		}
+	}
+	if !utf8.Valid(body) {
+		return nil, badRequest("the request body is not valid UTF-8: encode it as UTF-8 JSON")
+	}
+	return body, nil
 }
 
 // jsonError says what is wrong with a body encoding/json refused.

@@ -1,14 +1,9 @@
 package twiceweb
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
-	"mime"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twicejobs/twice"
@@ -83,30 +78,18 @@ func (a *api) signalByToken(r *http.Request, _ *caller) (int, any, error) {
 	return http.StatusOK, signalJSON(res), nil
 }
 
-// readPayload reads a signal's body: one JSON value, UTF-8, at most
-// apiMaxBodyBytes; an empty body is null. The payload policy (its size
-// cap, no secret-looking keys) is the library's.
+// readPayload reads a signal's body as every JSON route does
+// (readJSONBody): one JSON value; an empty body is null. The payload
+// policy (its size cap, no secret-looking keys) is the library's.
 func readPayload(r *http.Request) (json.RawMessage, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, apiMaxBodyBytes+1))
-	if err != nil {
-		return nil, badRequest("the request body could not be read: send it again")
-	}
-	if len(body) > apiMaxBodyBytes {
-		return nil, &problem{Type: "body-too-large", Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-			Detail: "the request body is over " + strconv.Itoa(apiMaxBodyBytes>>10) + " KiB: send an id, not the document"}
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	body, err := readJSONBody(r)
+	switch {
+	case err != nil:
+		return nil, err
+	case body == nil:
 		return json.RawMessage("null"), nil
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return nil, &problem{Type: "unsupported-media-type", Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType,
-				Detail: "the body is " + strconv.QuoteToASCII(ct) + ": send JSON with Content-Type: application/json"}
-		}
-	}
-	if !json.Valid(body) {
-		return nil, badRequest("the request body is not one JSON value (or not UTF-8): send JSON, such as {\"approved\": true}")
+	case !json.Valid(body):
+		return nil, badRequest("the request body is not one JSON value: send JSON, such as {\"approved\": true}")
 	}
 	return json.RawMessage(body), nil
 }

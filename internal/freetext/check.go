@@ -31,11 +31,11 @@ func Check(field, s string, limit int) error {
 	bad := UnstorableAt(s) // the one rule Clean applies too
 	switch {
 	case bad >= 0 && s[bad] != 0:
-		return fmt.Errorf("%s %s is not valid UTF-8: use UTF-8 text", field, quoteShort(s))
+		return fmt.Errorf("%s %s is not valid UTF-8: use UTF-8 text", field, QuoteShort(s))
 	case bad >= 0:
-		return fmt.Errorf("%s %s contains a NUL byte: remove it", field, quoteShort(s))
+		return fmt.Errorf("%s %s contains a NUL byte: remove it", field, QuoteShort(s))
 	case len(s) > limit:
-		return fmt.Errorf("%s %s is %d bytes, over the %d-byte limit: use a shorter one", field, quoteShort(s), len(s), limit)
+		return fmt.Errorf("%s %s is %d bytes, over the %d-byte limit: use a shorter one", field, QuoteShort(s), len(s), limit)
 	}
 	return nil
 }
@@ -60,9 +60,9 @@ func CheckAll(fields ...Field) error {
 	return nil
 }
 
-// quoteShort quotes s for an error message, cut to a readable length: a
+// QuoteShort quotes s for an error message, cut to a readable length: a
 // 10,000-character name must not make a 10,000-character error.
-func quoteShort(s string) string {
+func QuoteShort(s string) string {
 	const maxQuoted = 40
 	if len(s) <= maxQuoted {
 		return fmt.Sprintf("%q", s)
