@@ -87,9 +87,13 @@ type ArgsChange struct {
 	// LiveNode is the live worker (another node, heartbeat within the
 	// liveness window) whose catalog entry has the field as Was says.
 	LiveNode string `json:"live_node,omitempty"`
+	// Binary is the worker binary checked against (CheckArgsAgainst's
+	// schema's Binary) whose args have the field as Was says: the build
+	// deployed now, whose jobs may carry it.
+	Binary string `json:"binary,omitempty"`
 	// Compatible reports that no job fails and no live worker disagrees:
-	// Jobs is 0 and LiveNode empty, or the change is an addition or a
-	// sensitive flag.
+	// Jobs is 0 and LiveNode and Binary empty, or the change is an
+	// addition or a sensitive flag.
 	Compatible bool `json:"compatible"`
 }
 
@@ -164,6 +168,9 @@ func (ch ArgsChange) describe() string {
 	}
 	if ch.LiveNode != "" {
 		who = append(who, fmt.Sprintf("live worker %q publishes it", ch.LiveNode))
+	}
+	if ch.Binary != "" {
+		who = append(who, fmt.Sprintf("binary %s has it", ch.Binary))
 	}
 	if len(who) > 0 {
 		s += ", but " + strings.Join(who, " and ")
@@ -315,6 +322,60 @@ func (d *argsDiff) get(field, change string) *ArgsChange {
 	return &d.changes[len(d.changes)-1]
 }
 
+// compare records in d how the args ours differ from prev, the fields
+// as they were: a field prev has and ours lacks (removed), of a type ours
+// cannot read (type), with another sensitive flag, or one ours adds.
+// who marks the removed and type changes with whoever carries the old
+// shape.
+func (d *argsDiff) compare(ours, prev []ArgField, who func(*ArgsChange)) {
+	for _, f := range prev {
+		g := findField(ours, f.Name)
+		switch {
+		case g == nil:
+			ch := d.get(f.Name, "removed")
+			ch.Was = f.Type
+			who(ch)
+		case !typeReads(f.Type, g.Type):
+			ch := d.get(g.Name, "type")
+			ch.Was, ch.Now = f.Type, g.Type
+			who(ch)
+		case f.Sensitive != g.Sensitive:
+			ch := d.get(g.Name, "sensitive")
+			ch.Now = map[bool]string{true: "sensitive", false: "not sensitive"}[g.Sensitive]
+		}
+	}
+	for _, g := range ours {
+		if findField(prev, g.Name) == nil {
+			d.get(g.Name, "added").Now = g.Type
+		}
+	}
+}
+
+// conclude sets k's changes from d and its verdict: incompatible when a
+// removal or type change is carried by jobs, a live worker or the binary
+// checked against; new when nothing was there to compare with.
+func (k *KindArgs) conclude(d *argsDiff, nothingBefore bool) {
+	k.Changes = d.changes
+	incompatible := false
+	for i := range k.Changes {
+		ch := &k.Changes[i]
+		ch.Compatible = ch.Change == "added" || ch.Change == "sensitive" || (ch.Jobs == 0 && ch.LiveNode == "" && ch.Binary == "")
+		incompatible = incompatible || !ch.Compatible
+	}
+	switch {
+	case incompatible && k.AllowedReason != "":
+		k.Verdict = ArgsAllowed
+	case incompatible:
+		k.Verdict = ArgsIncompatible
+	case len(k.Changes) > 0:
+		k.Verdict = ArgsCompatible
+	case nothingBefore:
+		k.Verdict = ArgsNew
+	default:
+		k.Verdict = ArgsUnchanged
+	}
+}
+
 // checkKindArgs compares one kind's args with its catalog entry (nil:
 // none) and its stored jobs.
 func (c *Client) checkKindArgs(ctx context.Context, e *kindEntry, pub *twicetype.KindInfo, liveNodes map[string]bool) (KindArgs, error) {
@@ -330,25 +391,7 @@ func (c *Client) checkKindArgs(ctx context.Context, e *kindEntry, pub *twicetype
 		if liveNodes[pub.Node] && !pub.LastSeen.Before(c.now().Add(-nodeAliveWindow)) {
 			live = pub.Node
 		}
-		for _, f := range pub.Args {
-			g := findField(ours, f.Name)
-			switch {
-			case g == nil:
-				ch := d.get(f.Name, "removed")
-				ch.Was, ch.LiveNode = f.Type, live
-			case !typeReads(f.Type, g.Type):
-				ch := d.get(g.Name, "type")
-				ch.Was, ch.Now, ch.LiveNode = f.Type, g.Type, live
-			case f.Sensitive != g.Sensitive:
-				ch := d.get(g.Name, "sensitive")
-				ch.Now = map[bool]string{true: "sensitive", false: "not sensitive"}[g.Sensitive]
-			}
-		}
-		for _, g := range ours {
-			if findField(pub.Args, g.Name) == nil {
-				d.get(g.Name, "added").Now = g.Type
-			}
-		}
+		d.compare(ours, pub.Args, func(ch *ArgsChange) { ch.LiveNode = live })
 	}
 	carried, err := c.scanKindArgs(ctx, &k, ours, &d)
 	if err != nil {
@@ -363,25 +406,7 @@ func (c *Client) checkKindArgs(ctx context.Context, e *kindEntry, pub *twicetype
 			}
 		}
 	}
-	k.Changes = d.changes
-	incompatible := false
-	for i := range k.Changes {
-		ch := &k.Changes[i]
-		ch.Compatible = ch.Change == "added" || ch.Change == "sensitive" || (ch.Jobs == 0 && ch.LiveNode == "")
-		incompatible = incompatible || !ch.Compatible
-	}
-	switch {
-	case incompatible && k.AllowedReason != "":
-		k.Verdict = ArgsAllowed
-	case incompatible:
-		k.Verdict = ArgsIncompatible
-	case len(k.Changes) > 0:
-		k.Verdict = ArgsCompatible
-	case pub == nil && k.JobsScanned == 0:
-		k.Verdict = ArgsNew
-	default:
-		k.Verdict = ArgsUnchanged
-	}
+	k.conclude(&d, pub == nil && k.JobsScanned == 0)
 	return k, nil
 }
 

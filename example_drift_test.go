@@ -75,3 +75,28 @@ func ExampleClient_CheckArgs() {
 	//   currency_code added: 0 jobs, compatible true
 	// true
 }
+
+// Check a new build's args against the build deployed now, with no
+// database, as a CI pipeline does with 'NEW kinds check --against OLD':
+// the deployed build's schema (what 'kinds schema' prints) still has
+// currency, which the new build renamed.
+func ExampleRegistry_CheckArgsAgainst() {
+	deployed := twice.NewRegistry()
+	twice.MustRegister(deployed, twice.HandlerFunc[InvoiceSend](func(context.Context, *twice.Job[InvoiceSend]) error { return nil }), nil)
+	schema := deployed.ArgsSchema()
+	schema.Binary = "./worker-deployed"
+
+	next := twice.NewRegistry()
+	twice.MustRegister(next, twice.HandlerFunc[InvoiceSendNext](func(context.Context, *twice.Job[InvoiceSendNext]) error { return nil }), nil)
+	rep, err := next.CheckArgsAgainst(schema)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(rep.Kinds[0].Verdict)
+	fmt.Println(rep.Kinds[0].Summary())
+	fmt.Println(errors.Is(rep.Err(), twice.ErrArgsIncompatible))
+	// Output:
+	// incompatible
+	// field "currency" was removed or renamed, but binary ./worker-deployed has it; field "currency_code" was added (string)
+	// true
+}

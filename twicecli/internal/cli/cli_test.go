@@ -17,7 +17,12 @@ import (
 	_ "github.com/twicejobs/twice/twicesqlite" // registers the "sqlite" driver for snapshots
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if name := os.Getenv(testWorkerEnv); name != "" {
+		os.Exit(runTestWorker(name)) // this process plays a team's worker binary
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // result is what one in-process run of the CLI produced.
 type result struct {

@@ -26,23 +26,34 @@ func (c *cli) kindsCheckCommand() *cobra.Command {
 			"catalog. A field those have and this binary lacks (removed or renamed), or of another JSON\n" +
 			"type, is incompatible: exit 1, naming the kind, the field and the jobs that carry it, unless\n" +
 			"the kind is registered with KindOpts.ArgsChangeAllowed. Added fields and sensitive flags are\n" +
-			"compatible: exit 0 with a summary.",
-		Example: "  twice kinds check\n  twice kinds check order.paid.v1 --json",
+			"compatible: exit 0 with a summary.\n\n" +
+			"With --against BINARY, no database is read: the args are checked against what BINARY (the\n" +
+			"worker build deployed now, another twice worker binary) registers, as 'BINARY kinds schema'\n" +
+			"prints it; a field it has and this binary lacks, or of another type, is incompatible, since\n" +
+			"its jobs carry it.",
+		Example: "  twice kinds check\n  twice kinds check order.paid.v1 --json\n  ./worker-new kinds check --against ./worker-deployed",
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			if against != "catalog" {
-				return usagef("--against %q: only catalog is supported (the database's catalog and waiting jobs)", against)
-			}
 			if len(c.reg.Kinds()) == 0 {
 				return usagef("this binary registers no kinds, so there are no args to check: run the check from your worker's binary (built with twicecli.Main(registry))")
 			}
-			client, done, err := c.openClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			rep, err := client.CheckArgs(cmd.Context(), args...)
-			if err != nil {
-				return err
+			var rep *twice.ArgsReport
+			if against == "catalog" {
+				client, done, err := c.openClient(cmd)
+				if err != nil {
+					return err
+				}
+				defer done()
+				if rep, err = client.CheckArgs(cmd.Context(), args...); err != nil {
+					return err
+				}
+			} else {
+				prev, err := readArgsSchema(cmd.Context(), against)
+				if err != nil {
+					return err
+				}
+				if rep, err = c.reg.CheckArgsAgainst(prev, args...); err != nil {
+					return err
+				}
 			}
 			if asJSON {
 				if err := writeJSON(c.stdout, rep); err != nil {
@@ -58,7 +69,7 @@ func (c *cli) kindsCheckCommand() *cobra.Command {
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&against, "against", "catalog", "what to check against: catalog (the database's kind catalog and waiting jobs)")
+	cmd.Flags().StringVar(&against, "against", "catalog", "what to check against: catalog (the database's kind catalog and waiting jobs), or the path of the twice worker binary deployed now")
 	return cmd
 }
 

@@ -105,7 +105,7 @@ func TestKindsCheckBadInput(t *testing.T) {
 	}
 	bin := payoutBinary[payoutOld](t, nil)
 	wantError(t, do(bin, "kinds", "check", "payout.nope.v1"), ExitUsage, `"payout.nope.v1"`, "does not register it")
-	wantError(t, do(bin, "kinds", "check", "--against", "./worker"), ExitUsage, "only catalog is supported")
+	wantError(t, do(bin, "kinds", "check", "--against", "./worker"), ExitUsage, "running './worker kinds schema' failed", "give the path of a twice worker binary")
 	wantError(t, do(Options{}, "kinds", "check"), ExitUsage, "registers no kinds")
 	wantError(t, do(bin, "kinds"), ExitUsage, "missing subcommand")
 }

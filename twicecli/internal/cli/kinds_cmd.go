@@ -10,6 +10,6 @@ func (c *cli) kindsCommand() *cobra.Command {
 		Use:   "kinds",
 		Short: "Job kinds across deploys: check args against the jobs that wait, drain a version before removing it",
 	})
-	cmd.AddCommand(c.kindsCheckCommand(), c.kindsDrainCommand())
+	cmd.AddCommand(c.kindsCheckCommand(), c.kindsDrainCommand(), c.kindsSchemaCommand())
 	return cmd
 }
