@@ -41,10 +41,12 @@ const kindDrainScanMax = 10_000
 // Dead jobs do hold it: they are kept to be retried, and a retry needs the
 // handler. Discard or delete them to release the kind.
 //
-// Batches are not inspected: the store has no listing of open batches, so
-// a batch whose callback is of this kind and has not fired yet is not
-// reported (the callback job counts once it is inserted). Workflow tasks
-// are, by reading the running workflows (up to 10,000 of them).
+// Tasks not yet enqueued and callbacks not yet inserted hold the kind
+// too: KindDrain reads the running workflows and the unfinished batches
+// (up to 10,000 of each) for a task of the kind still waiting for its
+// dependencies, or a callback of the kind still to come. A finished
+// OnSuccess batch that failed got no callback; retrying its dead jobs may
+// still bring it, and those dead jobs hold their own kinds.
 type KindDrainReport struct {
 	// Kind is the kind version the report is about, lower-cased.
 	Kind string `json:"kind"`
@@ -71,6 +73,12 @@ type KindDrainReport struct {
 	// Workflows are the running workflows with a task of the kind not yet
 	// enqueued, by id.
 	Workflows []int64 `json:"workflows,omitempty"`
+	// BatchCallbacks counts the unfinished batches (open, or sealed with
+	// jobs pending) whose callback is of the kind: it is inserted when
+	// their last job finishes.
+	BatchCallbacks int `json:"batch_callbacks"`
+	// Batches are those batches, by id.
+	Batches []int64 `json:"batches,omitempty"`
 	// JobIDs holds, per state name (waiting, scheduled, retrying, running,
 	// parked, dead), the ids of the first few jobs of that class, ascending.
 	JobIDs map[string][]int64 `json:"job_ids,omitempty"`
@@ -137,9 +145,12 @@ func (c *Client) KindDrain(ctx context.Context, kind string) (*KindDrainReport, 
 	if err := c.drainWorkflows(ctx, r); err != nil {
 		return nil, fmt.Errorf("twice: kind drain of %q: %w", kind, err)
 	}
-	// A kind only a workflow task not yet enqueued names is known too: a
-	// workflow stored it, so it is no typo.
-	if total == 0 && r.WorkflowTasks == 0 && !slices.Contains(known, kind) {
+	if err := c.drainBatches(ctx, r); err != nil {
+		return nil, fmt.Errorf("twice: kind drain of %q: %w", kind, err)
+	}
+	// A kind only a workflow task not yet enqueued or a batch callback not
+	// yet inserted names is known too: the store holds it, so it is no typo.
+	if total == 0 && r.WorkflowTasks == 0 && r.BatchCallbacks == 0 && !slices.Contains(known, kind) {
 		// Only on this error path: the kinds that have jobs are candidates
 		// for "did you mean" too (a retired kind has jobs and nothing else).
 		all, err := c.store.JobCount(ctx, &twicestore.JobCountParams{Filter: twicestore.JobFilter{Now: now}})
@@ -316,6 +327,32 @@ func (c *Client) drainWorkflows(ctx context.Context, r *KindDrainReport) error {
 	return nil
 }
 
+// drainBatches finds the unfinished batches whose callback is of r.Kind:
+// the callback job does not exist yet, but the batch will insert it.
+func (c *Client) drainBatches(ctx context.Context, r *KindDrainReport) error {
+	var before int64
+	for read := 0; read < kindDrainScanMax; {
+		page, err := c.store.BatchList(ctx, &twicestore.BatchListParams{
+			Unfinished: true, Before: before, Limit: twicestore.WorkflowListLimitDefault})
+		if err != nil {
+			return err
+		}
+		for _, b := range page.Batches {
+			before = b.ID
+			if b.CallbackJobID == 0 && strings.EqualFold(b.CallbackKind, r.Kind) {
+				r.BatchCallbacks++
+				r.Batches = append(r.Batches, b.ID)
+			}
+		}
+		read += len(page.Batches)
+		if len(page.Batches) < twicestore.WorkflowListLimitDefault {
+			break
+		}
+	}
+	slices.Sort(r.Batches)
+	return nil
+}
+
 // verdict says whether anything holds the kind, and what.
 func (r *KindDrainReport) verdict() (bool, string) {
 	var held []string
@@ -344,6 +381,11 @@ func (r *KindDrainReport) verdict() (bool, string) {
 		held = append(held, fmt.Sprintf("%d %s in open workflows (%s %s)", r.WorkflowTasks,
 			drainPlural(r.WorkflowTasks, "task", "tasks"), drainPlural(len(r.Workflows), "workflow", "workflows"),
 			drainSample(drainIDs(r.Workflows))))
+	}
+	if r.BatchCallbacks > 0 {
+		held = append(held, fmt.Sprintf("%d %s of unfinished batches (%s %s)", r.BatchCallbacks,
+			drainPlural(r.BatchCallbacks, "callback", "callbacks"), drainPlural(len(r.Batches), "batch", "batches"),
+			drainSample(drainIDs(r.Batches))))
 	}
 	if n := len(r.Schedules); n > 0 {
 		held = append(held, fmt.Sprintf("%d %s %s it (%s)", n, drainPlural(n, "schedule", "schedules"),

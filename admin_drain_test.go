@@ -217,3 +217,44 @@ func TestKindDrainWorkflowTask(t *testing.T) {
 		})
 	}
 }
+
+// TestKindDrainBatchCallback: the callback of an unfinished batch holds
+// its kind before its job exists, open or sealed with jobs pending; once
+// the batch finishes the callback is a job, counted as such.
+func TestKindDrainBatchCallback(t *testing.T) {
+	for name, open := range stepStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := open(t)
+			c := drainClient(t, store)
+			now := time.Now()
+			job := func(kind, id string) *twicestore.JobInsertParams {
+				return &twicestore.JobInsertParams{Kind: kind, Queue: "default", Args: []byte(`{}`), MessageID: id, Key: id,
+					MaxAttempts: 1, RunAt: now, CreatedAt: now}
+			}
+			b, err := store.BatchInsert(ctx, &twicestore.BatchInsertParams{Open: true, CreatedAt: now,
+				Callback: job(drainKind, "callback"), Jobs: []*twicestore.JobInsertParams{job("drain.new.v2", "member")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("not safe: 1 callback of unfinished batches (batch %d)", b.Batch.ID)
+			for _, step := range []string{"open", "sealed"} {
+				r := drainReport(t, c)
+				if r.Safe || r.Reason != want || r.BatchCallbacks != 1 || len(r.Batches) != 1 || r.Batches[0] != b.Batch.ID {
+					t.Fatalf("%s batch: %+v, want reason %q", step, r, want)
+				}
+				if _, err := store.BatchSeal(ctx, &twicestore.BatchSealParams{ID: b.Batch.ID, Now: now}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			member := b.Jobs[0].Job
+			if _, err := c.JobCancel(ctx, &twice.JobActionParams{IDs: []int64{member.ID}, By: "test", Reason: "finish the batch"}); err != nil {
+				t.Fatal(err)
+			}
+			r := drainReport(t, c)
+			if r.Safe || r.BatchCallbacks != 0 || r.Waiting != 1 || !strings.HasPrefix(r.Reason, "not safe: 1 waiting") {
+				t.Fatalf("finished batch: the callback is a waiting job now: %+v", r)
+			}
+		})
+	}
+}

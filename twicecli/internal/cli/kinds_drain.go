@@ -120,6 +120,11 @@ func (c *cli) printDrain(r *twice.KindDrainReport, asJSON bool) error {
 		fmt.Fprintf(w, "  (workflow %s)", strings.Trim(fmt.Sprint(r.Workflows), "[]"))
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %-15s %d", "batch callbacks", r.BatchCallbacks)
+	if len(r.Batches) > 0 {
+		fmt.Fprintf(w, "  (batch %s)", strings.Trim(fmt.Sprint(r.Batches), "[]"))
+	}
+	fmt.Fprintln(w)
 	names(w, "schedules", r.Schedules)
 	if len(r.StaleSchedules) > 0 {
 		names(w, "stale schedules", r.StaleSchedules)
