@@ -3,7 +3,8 @@
 // history, orphaned kinds, stranded queues and markers of a store, and
 // lets an operator act on them: retry or discard dead jobs, cancel or
 // delete a job, pause and resume queues, flip kill switches, remove or
-// trigger a schedule.
+// trigger a schedule. The jobs list cancels, retries, runs now or deletes
+// the jobs ticked on it, after a confirmation that states their count.
 //
 // It is built on a *twice.Client's admin API, the same one the CLI uses:
 // a Client made by NewClient without Start serves it, so a dashboard needs
@@ -428,6 +429,7 @@ func (h *Handler) routes() {
 	} {
 		h.mux.Handle(path, cop.Handler(h.action(fn)))
 	}
+	h.mux.Handle("POST /jobs/bulk", cop.Handler(http.HandlerFunc(h.bulkJobs)))
 }
 
 // actionFunc carries out one action and returns where to go next, or a
@@ -437,37 +439,56 @@ type actionFunc func(r *http.Request, who string) (next string, confirm *confirm
 // action wraps an actionFunc with the read-only, CSRF and input checks.
 func (h *Handler) action(fn actionFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if h.opts.ReadOnly {
-			h.fail(w, r, http.StatusForbidden, errors.New("the dashboard is read-only"))
-			return
-		}
-		// ServeHTTP has parsed and checked the form.
-		if err := h.checkCSRF(r); err != nil {
-			h.logger.WarnContext(r.Context(), "dashboard action refused: CSRF check failed",
-				"who", info(r).who, "path", r.URL.Path, logattr.Err, err)
-			h.fail(w, r, http.StatusForbidden, err)
+		if !h.actionAllowed(w, r) {
 			return
 		}
 		next, confirm, err := fn(r, info(r).who)
-		var bad *badInput
-		var conflict *stateConflict
 		switch {
-		case errors.As(err, &bad):
-			h.fail(w, r, http.StatusBadRequest, err)
-		case errors.Is(err, twice.ErrJobNotFound), errors.Is(err, twicestore.ErrNotFound):
-			h.fail(w, r, http.StatusNotFound, err)
-		case errors.Is(err, twice.ErrInvalidInput):
-			h.fail(w, r, http.StatusBadRequest, err)
-		case errors.As(err, &conflict):
-			h.fail(w, r, http.StatusConflict, err)
 		case err != nil:
-			h.logger.ErrorContext(r.Context(), "dashboard action failed", "who", info(r).who, "path", r.URL.Path, logattr.Err, err)
-			h.fail(w, r, http.StatusInternalServerError, internalError("the action "+r.URL.Path))
+			h.actionFailed(w, r, err)
 		case confirm != nil:
 			h.render(w, r, "confirm", "Confirm", confirm)
 		default:
 			http.Redirect(w, r, info(r).base+next, http.StatusSeeOther)
 		}
+	}
+}
+
+// actionAllowed refuses an action on a read-only dashboard or with a
+// missing or wrong CSRF token, answering 403; ServeHTTP has parsed and
+// checked the form already.
+func (h *Handler) actionAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if h.opts.ReadOnly {
+		h.fail(w, r, http.StatusForbidden, errors.New("the dashboard is read-only"))
+		return false
+	}
+	if err := h.checkCSRF(r); err != nil {
+		h.logger.WarnContext(r.Context(), "dashboard action refused: CSRF check failed",
+			"who", info(r).who, "path", r.URL.Path, logattr.Err, err)
+		h.fail(w, r, http.StatusForbidden, err)
+		return false
+	}
+	return true
+}
+
+// actionFailed answers an action's error with its status: what the
+// operator typed 400, a missing job 404, a state that refuses 409, and
+// anything else a 500 whose details only the log has.
+func (h *Handler) actionFailed(w http.ResponseWriter, r *http.Request, err error) {
+	var bad *badInput
+	var conflict *stateConflict
+	switch {
+	case errors.As(err, &bad):
+		h.fail(w, r, http.StatusBadRequest, err)
+	case errors.Is(err, twice.ErrJobNotFound), errors.Is(err, twicestore.ErrNotFound):
+		h.fail(w, r, http.StatusNotFound, err)
+	case errors.Is(err, twice.ErrInvalidInput):
+		h.fail(w, r, http.StatusBadRequest, err)
+	case errors.As(err, &conflict):
+		h.fail(w, r, http.StatusConflict, err)
+	default:
+		h.logger.ErrorContext(r.Context(), "dashboard action failed", "who", info(r).who, "path", r.URL.Path, logattr.Err, err)
+		h.fail(w, r, http.StatusInternalServerError, internalError("the action "+r.URL.Path))
 	}
 }
 

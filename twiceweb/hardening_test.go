@@ -156,6 +156,7 @@ func badByteRoutes() []badByteRoute {
 		{"POST", "/switches/unset", []string{"kind", "reason"}, unset},
 		{"POST", "/jobs/cancel", []string{"id", "reason"}, job},
 		{"POST", "/jobs/delete", []string{"id", "reason"}, job},
+		{"POST", "/jobs/bulk", []string{"action", "id", "all", "page_id", "reason"}, url.Values{"action": {"cancel"}, "id": {"1"}, "all": {"page"}, "page_id": {"1"}, "reason": {"x"}, "confirm": {"yes"}}},
 		{"POST", "/queues/pause", []string{"queue", "until", "reason"}, pause},
 		{"POST", "/queues/resume", []string{"queue", "reason"}, pause},
 		{"POST", "/recurring/remove", []string{"name", "reason"}, schedule},

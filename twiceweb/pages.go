@@ -151,6 +151,9 @@ type jobsData struct {
 	// Paused lists the paused queues: their jobs wait on purpose.
 	Paused []string
 	Now    time.Time // available jobs due after it are scheduled
+	// Select puts a checkbox on every row and the bulk actions above
+	// them (see bulk.go).
+	Select bool
 }
 
 // IsPaused reports whether queue is paused, for a listing's rows.
@@ -177,6 +180,7 @@ func (d jobsData) Query(before int64) string {
 
 func (h *Handler) jobs(r *http.Request) (string, any, error) {
 	d, err := h.listJobs(r, false)
+	d.Select = !h.opts.ReadOnly
 	return "Jobs", d, err
 }
 

@@ -57,7 +57,7 @@ type pages struct {
 	set map[string]*template.Template
 }
 
-var pageNames = []string{"overview", "jobs", "job", "dead", "recurring", "switches", "history", "queues", "limits", "orphans", "markers", "confirm", "error", "workflows", "workflow", "batches", "drain"}
+var pageNames = []string{"overview", "jobs", "job", "dead", "recurring", "switches", "history", "queues", "limits", "orphans", "markers", "confirm", "error", "workflows", "workflow", "batches", "drain", "bulk"}
 
 func parsePages() (*pages, error) {
 	p := &pages{set: map[string]*template.Template{}}
@@ -96,7 +96,7 @@ func (h *Handler) renderStatus(w http.ResponseWriter, r *http.Request, status in
 		Title: title, Page: page, Base: info(r).base, Who: info(r).who,
 		CSRF: h.csrfToken(w, r), ReadOnly: h.opts.ReadOnly, Now: time.Now(), Data: data,
 	}
-	if h.opts.RefreshInterval > 0 && page != "confirm" && page != "error" {
+	if h.opts.RefreshInterval > 0 && page != "confirm" && page != "error" && page != "bulk" {
 		v.Refresh = h.opts.RefreshInterval.Milliseconds()
 	}
 	var buf bytes.Buffer
