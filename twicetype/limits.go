@@ -147,4 +147,3 @@ func (r RateLimit) validate(what string) error {
 	}
 	return nil
 }
-

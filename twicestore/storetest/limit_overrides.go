@@ -114,7 +114,7 @@ func fmtLimitHistory(cs []twicetype.LimitChange) string {
 // everyLimit sets every field of a KindLimit, with periods that are not
 // whole microseconds: the store keeps them exactly.
 var everyLimit = twicetype.KindLimit{Global: 7, PerKey: 2, KeyOrderSkipsRetries: true,
-	Rate: twicetype.RateLimit{Limit: 100, Period: 1500*time.Microsecond + 7},
+	Rate:    twicetype.RateLimit{Limit: 100, Period: 1500*time.Microsecond + 7},
 	KeyRate: twicetype.RateLimit{Limit: 5, Period: time.Hour}}
 
 // testLimitOverrideSetList: both scopes round-trip every field and list by
