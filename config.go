@@ -91,7 +91,9 @@ type Config struct {
 	// StrictPriority.
 	QueueOrder QueueOrder
 	// MaxWorkers bounds the jobs running at once across all queues.
-	// Defaults to the sum of the queues' concurrency.
+	// Defaults to the sum of the queues' concurrency (as a queue's
+	// concurrency override changes it, with it: see
+	// Client.QueueConcurrencySet).
 	MaxWorkers int
 	// DefaultQueue is where jobs go when neither the enqueue nor the kind
 	// names a queue. Defaults to QueueDefault.
@@ -187,6 +189,9 @@ type Config struct {
 
 	// backoffMax is Backoff at its largest, for the retention check.
 	backoffMax func(attempt int) time.Duration
+	// maxWorkersFromQueues records that MaxWorkers was left to its
+	// default, so it follows the queues' concurrency overrides.
+	maxWorkersFromQueues bool
 }
 
 func (c Config) withDefaults() Config {
@@ -201,6 +206,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.MaxWorkers == 0 {
+		c.maxWorkersFromQueues = true
 		for _, q := range c.Queues {
 			c.MaxWorkers += q.Concurrency
 		}

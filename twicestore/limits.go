@@ -49,8 +49,16 @@ type LimitListParams struct {
 
 // LimitUsage is the state of one limited kind.
 type LimitUsage struct {
-	Kind  string
+	Kind string
+	// Limit is the kind's limits in force: the override's when one is
+	// set, else the compiled ones.
 	Limit KindLimit
+	// Compiled is the kind's limits as registered (KindOpts), by the
+	// caller's registry or the kind catalog; the drivers leave it zero.
+	Compiled KindLimit
+	// Override is the runtime override in force, nil when none is set;
+	// the drivers leave it nil.
+	Override *twicetype.LimitOverride
 	// Running counts the kind's running jobs: the global slots in use.
 	Running int
 	// Due counts the kind's available jobs due at Now.
