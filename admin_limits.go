@@ -32,6 +32,9 @@ type LimitChange = twicetype.LimitChange
 // them.
 type KindLimit = twicestore.KindLimit
 
+// MinRatePeriod is the shortest RateLimit.Period.
+const MinRatePeriod = twicestore.MinRatePeriod
+
 // QueueConcurrencyMax is the most jobs of one queue a concurrency
 // override lets each worker run at once.
 const QueueConcurrencyMax = 10_000
