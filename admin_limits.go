@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twicejobs/twice/internal/freetext"
 	"github.com/twicejobs/twice/twicestore"
@@ -32,8 +34,37 @@ type LimitChange = twicetype.LimitChange
 // them.
 type KindLimit = twicestore.KindLimit
 
+// ErrNoOverride: a reset named a kind or queue with no limit override
+// (usage): nothing to reset.
+var ErrNoOverride error = &inputError{msg: "no limit override"}
+
 // MinRatePeriod is the shortest RateLimit.Period.
 const MinRatePeriod = twicestore.MinRatePeriod
+
+// ParseRateLimit reads a rate limit as people write it: "N/PERIOD" with
+// N at least 1 and PERIOD a duration of at least MinRatePeriod ("100/1s",
+// "5/1m") or a bare unit ("100/s", "5/m", "2/h"); "0" is no limit (the
+// zero RateLimit). The CLI's --rate and the dashboard's form take it.
+func ParseRateLimit(s string) (RateLimit, error) {
+	s = strings.TrimSpace(s)
+	if s == "0" {
+		return RateLimit{}, nil
+	}
+	n, period, ok := strings.Cut(s, "/")
+	limit, err := strconv.Atoi(strings.TrimSpace(n))
+	if !ok || err != nil || limit < 1 {
+		return RateLimit{}, invalidf("%q is not a rate: write N/PERIOD, e.g. 100/1s or 5/m (N at least 1), or 0 for no rate limit", s)
+	}
+	period = strings.TrimSpace(period)
+	if period == "s" || period == "m" || period == "h" {
+		period = "1" + period
+	}
+	d, err := time.ParseDuration(period)
+	if err != nil || d < MinRatePeriod {
+		return RateLimit{}, invalidf("rate %q: the period %q is not a duration of at least %s: write e.g. 1s, 5m or 1h", s, period, MinRatePeriod)
+	}
+	return RateLimit{Limit: limit, Period: d}, nil
+}
 
 // QueueConcurrencyMax is the most jobs of one queue a concurrency
 // override lets each worker run at once.
@@ -349,11 +380,11 @@ func (c *Client) clearOverride(ctx context.Context, exec twicestore.Executor, ac
 				set = append(set, o.Name)
 			}
 		}
-		msg := fmt.Sprintf("%s %q has no limit override: nothing to reset", scope, name)
+		msg := fmt.Sprintf("%s %q has none: nothing to reset", scope, name)
 		if len(set) > 0 {
 			msg += fmt.Sprintf(" (overridden: %s)", strings.Join(set, ", "))
 		}
-		return nil, fmt.Errorf("twice: %s: %w", action, invalidf("%s", msg))
+		return nil, fmt.Errorf("twice: %s: %w: %s", action, ErrNoOverride, msg)
 	}
 	c.logAction(ctx, action, by, reason, string(scope), name, "was", res.Previous.Text(scope))
 	return &LimitOverrideResult{Override: *res.Previous, Previous: res.Previous}, nil

@@ -76,7 +76,7 @@ func TestLimitOverridesRefuseBadInput(t *testing.T) {
 		_, err = c.QueueConcurrencySet(ctx, &twice.QueueConcurrencySetParams{Queue: "nowhere", Concurrency: 2})
 		wantErr(t, err, twice.ErrUnknownQueue, twice.ErrInvalidInput)
 		_, err = c.LimitReset(ctx, &twice.LimitResetParams{Kind: tenant})
-		wantErr(t, err, twice.ErrInvalidInput) // no override to reset
+		wantErr(t, err, twice.ErrNoOverride, twice.ErrInvalidInput) // no override to reset
 		_, err = c.LimitHistory(ctx, &twice.LimitHistoryParams{Kind: tenant, Queue: "default"})
 		wantErr(t, err, twice.ErrInvalidInput)
 

@@ -16,27 +16,13 @@ import (
 // The runtime overrides: 'limits set', 'limits reset', 'limits history'
 // and 'queues scale'.
 
-// parseRate reads a --rate or --key-rate: "N/PERIOD" (100/1s, 5/1m, or a
-// bare unit: 100/s, 5/m, 2/h), or 0 to lift the limit.
+// parseRate reads a --rate or --key-rate (twice.ParseRateLimit).
 func parseRate(flag, s string) (twice.RateLimit, error) {
-	s = strings.TrimSpace(s)
-	if s == "0" {
-		return twice.RateLimit{}, nil
+	r, err := twice.ParseRateLimit(s)
+	if err != nil {
+		return r, usagef("%s %v", flag, err)
 	}
-	n, period, ok := strings.Cut(s, "/")
-	limit, err := strconv.Atoi(strings.TrimSpace(n))
-	if !ok || err != nil || limit < 1 {
-		return twice.RateLimit{}, usagef("%s %q is not a rate: write N/PERIOD, e.g. 100/1s or 5/m (N at least 1), or 0 for no rate limit", flag, s)
-	}
-	period = strings.TrimSpace(period)
-	if period == "s" || period == "m" || period == "h" {
-		period = "1" + period
-	}
-	d, err := time.ParseDuration(period)
-	if err != nil || d < twice.MinRatePeriod {
-		return twice.RateLimit{}, usagef("%s %q: the period %q is not a duration of at least %s: write e.g. 1s, 5m or 1h", flag, s, period, twice.MinRatePeriod)
-	}
-	return twice.RateLimit{Limit: limit, Period: d}, nil
+	return r, nil
 }
 
 // requireReason refuses an empty --reason: every runtime override says
