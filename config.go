@@ -126,9 +126,10 @@ type Config struct {
 	// kept: both were ended on purpose and need no one. KeepForever keeps
 	// them. Defaults to DiscardedRetentionDefault.
 	DiscardedRetention time.Duration
-	// ToggleHistoryRetention is how long the switch history keeps a
-	// change (twice toggles history). The newest change of each switch is
-	// kept however old, since it says who set the switch as it stands.
+	// ToggleHistoryRetention is how long the switch history and the
+	// limit history keep a change (twice toggles history, twice limits
+	// history). The newest change of each switch and each limit override
+	// is kept however old, since it says who set it as it stands.
 	// KeepForever keeps every change. Defaults to
 	// ToggleHistoryRetentionDefault.
 	ToggleHistoryRetention time.Duration
