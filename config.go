@@ -90,10 +90,10 @@ type Config struct {
 	// QueueOrder is how slots are shared between queues. Defaults to
 	// StrictPriority.
 	QueueOrder QueueOrder
-	// MaxWorkers bounds the jobs running at once across all queues.
-	// Defaults to the sum of the queues' concurrency (as a queue's
-	// concurrency override changes it, with it: see
-	// Client.QueueConcurrencySet).
+	// MaxWorkers bounds the jobs running at once across all queues. Left
+	// to its default, it follows the queues' concurrency overrides
+	// (Client.QueueConcurrencySet). Defaults to the sum of the queues'
+	// concurrency.
 	MaxWorkers int
 	// DefaultQueue is where jobs go when neither the enqueue nor the kind
 	// names a queue. Defaults to QueueDefault.
