@@ -1,6 +1,7 @@
 package twice
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -113,17 +114,10 @@ func (c *Client) ToggleHistory(ctx context.Context, p *ToggleHistoryParams) (*To
 	if p == nil {
 		p = &ToggleHistoryParams{}
 	}
-	switch {
-	case p.Limit < 0:
-		return nil, fmt.Errorf("twice: switch history: %w", invalidf("limit %d is negative: give 0 for %d", p.Limit, JobListLimitDefault))
-	case p.BeforeID < 0:
-		return nil, fmt.Errorf("twice: switch history: %w", invalidf("before id %d is negative", p.BeforeID))
+	limit, err := historyPageSize(p.Limit, p.BeforeID)
+	if err != nil {
+		return nil, fmt.Errorf("twice: switch history: %w", err)
 	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = JobListLimitDefault
-	}
-	limit = min(limit, JobListLimitMax)
 	if err := checkFields(kindField(p.Kind)); err != nil {
 		return nil, fmt.Errorf("twice: switch history: %w", err)
 	}
@@ -223,6 +217,19 @@ func (c *Client) toggleUnset(ctx context.Context, exec twicestore.Executor, p *T
 	}
 	c.logAction(ctx, "kill switch unset", by, p.Reason, "kind", kind, "was_enabled", old.Enabled)
 	return &old, nil
+}
+
+// historyPageSize is the page size of a history listing (switches,
+// limits): limit, or JobListLimitDefault for 0, at most JobListLimitMax.
+// A negative limit or cursor is refused.
+func historyPageSize(limit int, beforeID int64) (int, error) {
+	switch {
+	case limit < 0:
+		return 0, invalidf("limit %d is negative: give 0 for %d", limit, JobListLimitDefault)
+	case beforeID < 0:
+		return 0, invalidf("before id %d is negative", beforeID)
+	}
+	return min(cmp.Or(limit, JobListLimitDefault), JobListLimitMax), nil
 }
 
 // allKnownKinds lists the kinds this client registers, the catalog holds and

@@ -99,6 +99,15 @@ func adminSnapshot(t *testing.T, c *twice.Client) string {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(&b, "switch changes %d\n", len(history.Changes))
+	overrides, err := c.LimitOverrideList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits, err := c.LimitHistory(ctx, &twice.LimitHistoryParams{Limit: twice.JobListLimitMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&b, "limit overrides %d, changes %d\n", len(overrides), len(limits.Changes))
 	schedules, err := c.ScheduleList(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +150,7 @@ func TestAdminRefusesBadText(t *testing.T) {
 			return call(tx.Unwrap())
 		}
 		jobs := func(ids ...int64) []int64 { return ids }
+		three := 3
 		marker := twice.MarkerParams{Handler: "billing.charge.v1", Key: "order-7"}
 
 		for _, tc := range []struct {
@@ -260,6 +270,42 @@ func TestAdminRefusesBadText(t *testing.T) {
 				return inTx(func(tx any) error {
 					return c.QueuePauseTx(ctx, tx, &twice.QueuePauseParams{Queue: "reports", Reason: s})
 				})
+			}},
+			{"LimitSet", "job kind", twice.MaxKindBytes, func(s string) error {
+				_, err := c.LimitSet(ctx, &twice.LimitSetParams{Kind: s, Global: &three})
+				return err
+			}},
+			{"LimitSet", "by", twice.MaxNameBytes, func(s string) error {
+				_, err := c.LimitSet(ctx, &twice.LimitSetParams{Kind: "billing.charge.v1", Global: &three, By: s})
+				return err
+			}},
+			{"LimitSetTx", "reason", twice.MaxReasonBytes, func(s string) error {
+				return inTx(func(tx any) error {
+					_, err := c.LimitSetTx(ctx, tx, &twice.LimitSetParams{Kind: "billing.charge.v1", Global: &three, Reason: s})
+					return err
+				})
+			}},
+			{"LimitReset", "reason", twice.MaxReasonBytes, func(s string) error {
+				_, err := c.LimitReset(ctx, &twice.LimitResetParams{Kind: "billing.charge.v1", Reason: s})
+				return err
+			}},
+			{"QueueConcurrencySet", "queue", twice.MaxQueueBytes, func(s string) error {
+				_, err := c.QueueConcurrencySet(ctx, &twice.QueueConcurrencySetParams{Queue: s, Concurrency: 3})
+				return err
+			}},
+			{"QueueConcurrencySetTx", "by", twice.MaxNameBytes, func(s string) error {
+				return inTx(func(tx any) error {
+					_, err := c.QueueConcurrencySetTx(ctx, tx, &twice.QueueConcurrencySetParams{Queue: "reports", Concurrency: 3, By: s})
+					return err
+				})
+			}},
+			{"QueueConcurrencyReset", "reason", twice.MaxReasonBytes, func(s string) error {
+				_, err := c.QueueConcurrencyReset(ctx, &twice.QueueConcurrencyResetParams{Queue: "reports", Reason: s})
+				return err
+			}},
+			{"LimitHistory", "job kind", twice.MaxKindBytes, func(s string) error {
+				_, err := c.LimitHistory(ctx, &twice.LimitHistoryParams{Kind: s})
+				return err
 			}},
 			{"QueueResume", "by", twice.MaxNameBytes, func(s string) error {
 				_, err := c.QueueResume(ctx, &twice.QueueResumeParams{Queue: "reports", By: s})

@@ -125,7 +125,8 @@ func (c *Client) publishCatalog(ctx context.Context) error {
 
 // catalogKinds describes the registered kinds as this client runs them:
 // options resolved against the client's defaults, the args' JSON fields,
-// and the schedules that enqueue each kind.
+// the schedules that enqueue each kind, and its compiled limits (an
+// override is the store's, not the node's).
 func (c *Client) catalogKinds() []twicetype.KindInfo {
 	kinds := c.registry.Kinds()
 	if len(kinds) == 0 {
@@ -147,6 +148,7 @@ func (c *Client) catalogKinds() []twicetype.KindInfo {
 			Timeout:     e.opts.Timeout,
 			Args:        ArgFields(e.argsType),
 			Schedules:   schedules[kind],
+			Limit:       e.opts.storeLimit(),
 		})
 	}
 	return out

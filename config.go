@@ -90,8 +90,10 @@ type Config struct {
 	// QueueOrder is how slots are shared between queues. Defaults to
 	// StrictPriority.
 	QueueOrder QueueOrder
-	// MaxWorkers bounds the jobs running at once across all queues.
-	// Defaults to the sum of the queues' concurrency.
+	// MaxWorkers bounds the jobs running at once across all queues. Left
+	// to its default, it follows the queues' concurrency overrides
+	// (Client.QueueConcurrencySet). Defaults to the sum of the queues'
+	// concurrency.
 	MaxWorkers int
 	// DefaultQueue is where jobs go when neither the enqueue nor the kind
 	// names a queue. Defaults to QueueDefault.
@@ -124,9 +126,10 @@ type Config struct {
 	// kept: both were ended on purpose and need no one. KeepForever keeps
 	// them. Defaults to DiscardedRetentionDefault.
 	DiscardedRetention time.Duration
-	// ToggleHistoryRetention is how long the switch history keeps a
-	// change (twice toggles history). The newest change of each switch is
-	// kept however old, since it says who set the switch as it stands.
+	// ToggleHistoryRetention is how long the switch history and the
+	// limit history keep a change (twice toggles history, twice limits
+	// history). The newest change of each switch and each limit override
+	// is kept however old, since it says who set it as it stands.
 	// KeepForever keeps every change. Defaults to
 	// ToggleHistoryRetentionDefault.
 	ToggleHistoryRetention time.Duration
@@ -187,6 +190,9 @@ type Config struct {
 
 	// backoffMax is Backoff at its largest, for the retention check.
 	backoffMax func(attempt int) time.Duration
+	// maxWorkersFromQueues records that MaxWorkers was left to its
+	// default, so it follows the queues' concurrency overrides.
+	maxWorkersFromQueues bool
 }
 
 func (c Config) withDefaults() Config {
@@ -201,6 +207,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.MaxWorkers == 0 {
+		c.maxWorkersFromQueues = true
 		for _, q := range c.Queues {
 			c.MaxWorkers += q.Concurrency
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 
 	"github.com/twicejobs/twice/twicestore"
@@ -161,19 +162,61 @@ func (r *Registry) limits() map[string]twicestore.KindLimit {
 	return out
 }
 
-// LimitList reports every kind this client registers with a limit, by
-// kind: its limits, its running jobs (the slots in use), its due jobs and
-// how many of those the limits hold back (throttled: they wait for a slot
-// or for the rate window, and start once one frees; they are neither
-// orphaned nor stuck). A client made by NewClient without Start serves it.
+// LimitList reports every limited kind, by kind: those this client
+// registers with a limit, those live workers publish in the catalog with
+// one, and those an override limits (see LimitSet). Each comes with its
+// limits in force and its compiled ones, the override if any, its running
+// jobs (the slots in use), its due jobs and how many of those the limits
+// hold back (throttled: they wait for a slot or for the rate window, and
+// start once one frees; they are neither orphaned nor stuck). A client
+// made by NewClient without Start serves it.
 func (c *Client) LimitList(ctx context.Context) ([]LimitUsage, error) {
-	limits := c.registry.limits()
+	compiled := c.registry.limits()
+	if compiled == nil {
+		compiled = map[string]twicestore.KindLimit{}
+	}
+	cat, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("twice: list limits: read the kind catalog: %w", err)
+	}
+	aliveSince := c.now().Add(-nodeAliveWindow)
+	catalogued := make(map[string]twicestore.KindLimit, len(cat.Kinds))
+	for _, k := range cat.Kinds {
+		catalogued[k.Kind] = k.Limit
+		if _, ours := compiled[k.Kind]; !ours && c.registry.lookup(k.Kind) == nil && !k.Limit.IsZero() && !k.LastSeen.Before(aliveSince) {
+			compiled[k.Kind] = k.Limit
+		}
+	}
+	overrides, err := c.store.LimitOverrideList(ctx, &twicestore.LimitOverrideListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("twice: list limits: %w", err)
+	}
+	limits := maps.Clone(compiled)
+	byKind := map[string]*twicetype.LimitOverride{}
+	for _, o := range overrides.Overrides {
+		if o.Scope != twicetype.LimitScopeKind {
+			continue
+		}
+		if _, ok := compiled[o.Name]; !ok {
+			if e := c.registry.lookup(o.Name); e != nil {
+				compiled[o.Name] = e.opts.storeLimit()
+			} else {
+				compiled[o.Name] = catalogued[o.Name]
+			}
+		}
+		limits[o.Name] = o.Limit
+		byKind[o.Name] = &o
+	}
 	if len(limits) == 0 {
 		return nil, nil
 	}
 	res, err := c.store.LimitList(ctx, &twicestore.LimitListParams{Limits: limits})
 	if err != nil {
 		return nil, fmt.Errorf("twice: list limits: %w", err)
+	}
+	for i := range res.Kinds {
+		u := &res.Kinds[i]
+		u.Compiled, u.Override = compiled[u.Kind], byKind[u.Kind]
 	}
 	return res.Kinds, nil
 }

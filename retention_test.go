@@ -97,9 +97,9 @@ func TestRetentionDeletesOldCancelledJobs(t *testing.T) {
 }
 
 // TestRetentionPrunesWhatJobsLeaveBehind: the pruner deletes a workflow
-// and a batch once their jobs were deleted by retention, the switch
-// history older than ToggleHistoryRetention (but a switch's newest
-// change), and nodes dead for longer than a generous bound; what is
+// and a batch once their jobs were deleted by retention, the switch and
+// limit history older than ToggleHistoryRetention (but a switch's or an
+// override's newest change), and nodes dead for longer than a generous bound; what is
 // recent stays.
 func TestRetentionPrunesWhatJobsLeaveBehind(t *testing.T) {
 	eachStore(t, func(t *testing.T, store twicestore.Store) {
@@ -148,6 +148,12 @@ func TestRetentionPrunesWhatJobsLeaveBehind(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		for i, at := range []time.Time{now.Add(-100 * 24 * time.Hour), now.Add(-99 * 24 * time.Hour)} {
+			if _, err := store.LimitOverrideSet(ctx, &twicestore.LimitOverrideSetParams{Override: twicetype.LimitOverride{
+				Scope: twicetype.LimitScopeQueue, Name: "old", LimitSetting: twicetype.LimitSetting{Concurrency: i + 1}, By: "ops", At: at}}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		for id, hb := range map[string]time.Time{"dead": now.Add(-30 * 24 * time.Hour), "recent": now.Add(-time.Hour)} {
 			if err := store.NodeHeartbeat(ctx, &twicestore.NodeHeartbeatParams{Node: &twicetype.Node{ID: id, StartedAt: hb, HeartbeatAt: hb}}); err != nil {
 				t.Fatal(err)
@@ -166,6 +172,10 @@ func TestRetentionPrunesWhatJobsLeaveBehind(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			limits, err := store.LimitHistory(ctx, &twicestore.LimitHistoryParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			nodes, err := store.NodeList(ctx, &twicestore.NodeListParams{})
 			if err != nil {
 				t.Fatal(err)
@@ -176,9 +186,10 @@ func TestRetentionPrunesWhatJobsLeaveBehind(t *testing.T) {
 					ids = append(ids, n.ID)
 				}
 			}
-			left = fmt.Sprintf("workflow: %v; batch: %v; history rows: %d; nodes: %v", wfErr, bErr, len(history.Changes), ids)
+			left = fmt.Sprintf("workflow: %v; batch: %v; history rows: %d; limit history rows: %d; nodes: %v",
+				wfErr, bErr, len(history.Changes), len(limits.Changes), ids)
 			return errors.Is(wfErr, twicestore.ErrNotFound) && errors.Is(bErr, twicestore.ErrNotFound) &&
-				len(history.Changes) == 1 && len(ids) == 1 && ids[0] == "recent"
+				len(history.Changes) == 1 && len(limits.Changes) == 1 && len(ids) == 1 && ids[0] == "recent"
 		}, func() string { return left })
 		if _, err := store.WorkflowGet(ctx, &twicestore.WorkflowGetParams{ID: live.Workflow.ID}); err != nil {
 			t.Fatalf("a workflow with a job waiting was deleted: %v", err)

@@ -58,6 +58,9 @@ type worker struct {
 	// cancel watcher and the admin API's cancels.
 	running  *runningJobs
 	switches *killSwitches
+	// limits are the kinds' limits and the queues' concurrency in force,
+	// overrides applied.
+	limits *runtimeLimits
 }
 
 func newWorker(c *Client) *worker {
@@ -89,6 +92,10 @@ func (w *worker) start(ctx context.Context) error {
 		return fmt.Errorf("twice: start: %w", err)
 	}
 	w.switches.warnUnknown(ctx, "startup", w.switches.keys())
+	w.limits = newRuntimeLimits(c)
+	if err := w.limits.load(ctx); err != nil {
+		return fmt.Errorf("twice: start: %w", err)
+	}
 	if err := c.guardArgs(ctx); err != nil {
 		return fmt.Errorf("twice: start: %w", err)
 	}
@@ -112,6 +119,7 @@ func (w *worker) start(ctx context.Context) error {
 		slotFreed: w.limitSlotFreed, childParams: c.childParams, now: c.now,
 	}
 	w.producer = producer.New(w.producerConfig())
+	w.limits.attach(w.producer)
 	hasKinds := len(c.registry.Kinds()) > 0
 
 	w.goLoop(bg, w.producer.Run)
@@ -127,7 +135,9 @@ func (w *worker) start(ctx context.Context) error {
 		w.goLoop(bg, r.run)
 	}
 	w.goLoop(bg, newNodeReporter(c).run)
-	w.goLoop(bg, newStoreSwitchWatcher(c, w.switches).run)
+	switchWatcher := newStoreSwitchWatcher(c, w.switches)
+	switchWatcher.alsoRead = w.limits.refresh // the overrides are read with the switches
+	w.goLoop(bg, switchWatcher.run)
 	if c.cfg.TogglesFile != "" {
 		w.goLoop(bg, newFileSwitchWatcher(w.switches).run)
 	}
@@ -166,19 +176,21 @@ func (w *worker) producerConfig() producer.Config {
 		queues[i] = producer.Queue{Name: q.Name, Concurrency: q.Concurrency}
 	}
 	return producer.Config{
-		Exec:         w.c.store,
-		Queues:       queues,
-		RoundRobin:   cfg.QueueOrder == RoundRobin,
-		MaxWorkers:   cfg.MaxWorkers,
-		Kinds:        w.switches.enabledKinds,
-		Node:         cfg.NodeID,
-		Lease:        cfg.LeaseDuration,
-		PollInterval: cfg.PollInterval,
-		FetchLimit:   cfg.FetchLimit,
-		Logger:       w.c.logger,
-		Peek:         w.c.fetchPeekHandlers(),
-		Limits:       w.c.registry.limits(),
-		Run:          w.exec.Execute,
+		Exec:       w.c.store,
+		Queues:     queues,
+		RoundRobin: cfg.QueueOrder == RoundRobin,
+		MaxWorkers: cfg.MaxWorkers,
+		// The overrides of the queues' concurrency change it with them.
+		MaxWorkersFromQueues: cfg.maxWorkersFromQueues,
+		Kinds:                w.switches.enabledKinds,
+		Node:                 cfg.NodeID,
+		Lease:                cfg.LeaseDuration,
+		PollInterval:         cfg.PollInterval,
+		FetchLimit:           cfg.FetchLimit,
+		Logger:               w.c.logger,
+		Peek:                 w.c.fetchPeekHandlers(),
+		Limits:               w.c.registry.limits(),
+		Run:                  w.exec.Execute,
 	}
 }
 
@@ -203,14 +215,13 @@ func (w *worker) notify() {
 }
 
 // limitSlotFreed wakes the producer when a job of a kind with a
-// concurrency limit has its outcome recorded and the last fetch left jobs
+// concurrency limit (compiled or overridden) has its outcome recorded and the last fetch left jobs
 // throttled: its slot is free now, and they may be waiting for it. A rate
 // limit's window frees with time, not with outcomes, so a rate-only kind
 // wakes nothing; nor does any kind when nothing was held back (a wake per
 // outcome would double the fetches of a burn-down).
 func (w *worker) limitSlotFreed(kind string) {
-	e := w.c.registry.lookup(kind)
-	if e == nil || (e.opts.GlobalConcurrency == 0 && e.opts.KeyConcurrency == 0) {
+	if !w.limits.concurrencyLimited(kind) {
 		return
 	}
 	w.producer.NotifyThrottled()

@@ -164,8 +164,8 @@ func (r *rotator) rotate(ctx context.Context) {
 // pruner deletes, in bounded batches so no statement holds locks for
 // long: finished jobs older than their retention; then the workflows and
 // batches none of whose jobs is left (they leave with their last job);
-// switch history older than its retention (but each switch's newest
-// change); nodes dead for deadNodeRetention; expired Idempotency-Key
+// switch and limit history older than its retention (but each switch's
+// and override's newest change); nodes dead for deadNodeRetention; expired Idempotency-Key
 // records; and markers and steps older than MarkerRetention. Any node may
 // run it; the batches of two nodes never delete a row twice.
 type pruner struct {
@@ -238,6 +238,11 @@ func (p *pruner) pruneAll(ctx context.Context, now time.Time) {
 		}},
 		{"switch history", func(ctx context.Context) (bool, error) {
 			res, err := p.store.ToggleHistoryPrune(ctx, &twicestore.ToggleHistoryPruneParams{
+				Before: cutoff(p.cfg.ToggleHistoryRetention), Limit: maintenanceBatch})
+			return err == nil && full(res.Deleted), err
+		}},
+		{"limit history", func(ctx context.Context) (bool, error) {
+			res, err := p.store.LimitHistoryPrune(ctx, &twicestore.LimitHistoryPruneParams{
 				Before: cutoff(p.cfg.ToggleHistoryRetention), Limit: maintenanceBatch})
 			return err == nil && full(res.Deleted), err
 		}},

@@ -146,6 +146,9 @@ type storeSwitchWatcher struct {
 	store    twicestore.Store
 	interval time.Duration
 	logger   *slog.Logger
+	// alsoRead, when set, is read with the switches: the limit overrides,
+	// whose changes the store notifies on the switches' channel.
+	alsoRead func(context.Context)
 }
 
 func newStoreSwitchWatcher(c *Client, s *killSwitches) *storeSwitchWatcher {
@@ -199,6 +202,9 @@ func (w *storeSwitchWatcher) run(ctx context.Context) {
 			s.toggles = res.Toggles
 			s.mu.Unlock()
 			s.apply(ctx, false)
+		}
+		if w.alsoRead != nil {
+			w.alsoRead(ctx)
 		}
 		t := time.NewTimer(periodic.Jitter(w.interval))
 		select {

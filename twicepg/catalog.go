@@ -19,7 +19,8 @@ import (
 // stored row. The catalog's advisory lock orders concurrent publishes, so
 // none merges over a row another is rewriting (row locks cannot: a kind's
 // first publish has no row to lock). The kinds go in as parallel arrays:
-// the same four statements whatever their number.
+// the same four statements whatever their number. The limits go in
+// driverkit's stored form.
 func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPublishParams) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -34,12 +35,13 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 		failClosed                = make([]bool, n)
 		maxAttempts               = make([]int64, n)
 		timeouts                  = make([]int64, n)
-		args, schedules           = make([]string, n), make([]string, n)
+		args, schedules, limits   = make([]string, n), make([]string, n), make([]string, n)
 	)
 	for i, k := range p.Kinds {
 		kinds[i], queues[i], strategies[i] = k.Kind, k.Queue, k.Strategy
 		failClosed[i], maxAttempts[i], timeouts[i] = k.FailClosed, int64(k.MaxAttempts), k.Timeout.Microseconds()
 		schedules[i] = schedulesJSON(k)
+		limits[i] = driverkit.LimitSettingJSON(twicetype.LimitSetting{Limit: k.Limit})
 	}
 	err := e.inTx(ctx, func(tx *executor) error {
 		if _, err := tx.q.exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('twice.catalog ' || current_schema(), 0))`); err != nil {
@@ -55,16 +57,16 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 			}
 		}
 		_, err = tx.q.exec(ctx, `INSERT INTO twice_kinds
-			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, node, last_seen)
+			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, limits, node, last_seen)
 		SELECT k.kind, k.queue, k.strategy, k.fail_closed, k.max_attempts, k.timeout_us,
-			k.args::jsonb, k.schedules::jsonb, $9, $10
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::bigint[], $6::bigint[], $7::text[], $8::text[])
-			AS k(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules)
+			k.args::jsonb, k.schedules::jsonb, k.limits::jsonb, $10, $11
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[])
+			AS k(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, limits)
 		ON CONFLICT (kind) DO UPDATE SET queue = excluded.queue, strategy = excluded.strategy,
 			fail_closed = excluded.fail_closed, max_attempts = excluded.max_attempts,
 			timeout_us = excluded.timeout_us, args = excluded.args, schedules = excluded.schedules,
-			node = excluded.node, last_seen = excluded.last_seen`,
-			kinds, queues, strategies, failClosed, maxAttempts, timeouts, args, schedules, p.Node, now)
+			limits = excluded.limits, node = excluded.node, last_seen = excluded.last_seen`,
+			kinds, queues, strategies, failClosed, maxAttempts, timeouts, args, schedules, limits, p.Node, now)
 		return err
 	})
 	if err != nil {
@@ -107,7 +109,7 @@ func schedulesJSON(k twicetype.KindInfo) string {
 // pgx and database/sql both scan into a string.
 func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListParams) (*twicestore.CatalogListResult, error) {
 	rs, err := e.q.query(ctx, `SELECT kind, queue, strategy, fail_closed, max_attempts, timeout_us,
-		args::text, schedules::text, node, last_seen FROM twice_kinds ORDER BY kind COLLATE "C"`)
+		args::text, schedules::text, limits::text, node, last_seen FROM twice_kinds ORDER BY kind COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
@@ -117,12 +119,12 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 			return nil, fmt.Errorf("list kind catalog: %w", err)
 		}
 		var (
-			k               twicetype.KindInfo
-			timeout         int64
-			args, schedules string
+			k                       twicetype.KindInfo
+			timeout                 int64
+			args, schedules, limits string
 		)
 		if err := row.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
-			&args, &schedules, &k.Node, &k.LastSeen); err != nil {
+			&args, &schedules, &limits, &k.Node, &k.LastSeen); err != nil {
 			return nil, fmt.Errorf("list kind catalog: %w", err)
 		}
 		if err := json.Unmarshal([]byte(args), &k.Args); err != nil {
@@ -130,6 +132,9 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 		}
 		if err := json.Unmarshal([]byte(schedules), &k.Schedules); err != nil {
 			return nil, fmt.Errorf("list kind catalog: kind %q schedules: %w", k.Kind, err)
+		}
+		if k.Limit, err = driverkit.CatalogLimit(limits); err != nil {
+			return nil, fmt.Errorf("list kind catalog: kind %q: %w", k.Kind, err)
 		}
 		k.Timeout = time.Duration(timeout) * time.Microsecond
 		k.LastSeen = k.LastSeen.UTC()

@@ -35,12 +35,12 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 			return err
 		}
 		stmt, err := q.PrepareContext(ctx, `INSERT INTO twice_kinds
-			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, node, last_seen)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, limits, node, last_seen)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (kind) DO UPDATE SET queue = excluded.queue, strategy = excluded.strategy,
 			fail_closed = excluded.fail_closed, max_attempts = excluded.max_attempts,
 			timeout_us = excluded.timeout_us, args = excluded.args, schedules = excluded.schedules,
-			node = excluded.node, last_seen = excluded.last_seen`)
+			limits = excluded.limits, node = excluded.node, last_seen = excluded.last_seen`)
 		if err != nil {
 			return err
 		}
@@ -51,7 +51,8 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 				return fmt.Errorf("kind %q: %w", k.Kind, err)
 			}
 			if _, err := stmt.ExecContext(ctx, k.Kind, k.Queue, k.Strategy, k.FailClosed, k.MaxAttempts,
-				k.Timeout.Microseconds(), args, schedulesJSON(k), p.Node, micros(now)); err != nil {
+				k.Timeout.Microseconds(), args, schedulesJSON(k), driverkit.LimitSettingJSON(twicetype.LimitSetting{Limit: k.Limit}),
+				p.Node, micros(now)); err != nil {
 				return fmt.Errorf("kind %q: %w", k.Kind, err)
 			}
 		}
@@ -91,7 +92,7 @@ func schedulesJSON(k twicetype.KindInfo) string {
 // (the column's BINARY collation).
 func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListParams) (*twicestore.CatalogListResult, error) {
 	rows, err := e.db.QueryContext(ctx, `SELECT kind, queue, strategy, fail_closed, max_attempts, timeout_us,
-		args, schedules, node, last_seen FROM twice_kinds ORDER BY kind`)
+		args, schedules, limits, node, last_seen FROM twice_kinds ORDER BY kind`)
 	if err != nil {
 		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
@@ -101,12 +102,12 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 			return nil, fmt.Errorf("list kind catalog: %w", err)
 		}
 		var (
-			k                 twicetype.KindInfo
-			timeout, lastSeen int64
-			args, schedules   string
+			k                       twicetype.KindInfo
+			timeout, lastSeen       int64
+			args, schedules, limits string
 		)
 		if err := row.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
-			&args, &schedules, &k.Node, &lastSeen); err != nil {
+			&args, &schedules, &limits, &k.Node, &lastSeen); err != nil {
 			return nil, fmt.Errorf("list kind catalog: %w", err)
 		}
 		if err := json.Unmarshal([]byte(args), &k.Args); err != nil {
@@ -114,6 +115,9 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 		}
 		if err := json.Unmarshal([]byte(schedules), &k.Schedules); err != nil {
 			return nil, fmt.Errorf("list kind catalog: kind %q schedules: %w", k.Kind, err)
+		}
+		if k.Limit, err = driverkit.CatalogLimit(limits); err != nil {
+			return nil, fmt.Errorf("list kind catalog: kind %q: %w", k.Kind, err)
 		}
 		k.Timeout = time.Duration(timeout) * time.Microsecond
 		k.LastSeen = time.UnixMicro(lastSeen).UTC()

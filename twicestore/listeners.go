@@ -30,9 +30,11 @@ type CancelListener interface {
 // ToggleListener is implemented by stores that can tell workers in every
 // process at once that a kill switch was set or deleted (PostgreSQL's
 // LISTEN/NOTIFY). Workers still read the switches on a timer; this only
-// makes a flip arrive sooner.
+// makes a flip arrive sooner. A limit override set or cleared
+// (LimitOverrider) notifies it too: workers re-read both together.
 type ToggleListener interface {
-	// ListenToggles calls notify whenever a kill switch changes, until ctx
-	// is done, reconnecting by itself; it returns ctx's error.
+	// ListenToggles calls notify whenever a kill switch or a limit
+	// override changes, until ctx is done, reconnecting by itself; it
+	// returns ctx's error.
 	ListenToggles(ctx context.Context, notify func()) error
 }

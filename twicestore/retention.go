@@ -7,10 +7,10 @@ import (
 
 // Pruner deletes what outlived its use, besides finished jobs
 // (JobDeleteFinished), markers and steps: workflows and batches whose jobs
-// are all gone, old switch history, and nodes long dead. Each call deletes
-// a bounded batch in short statements, so the runtime's pruner loops until
-// a call says there is no more; two nodes pruning at once never delete a
-// row twice or wait long for each other.
+// are all gone, old switch and limit history, and nodes long dead. Each
+// call deletes a bounded batch in short statements, so the runtime's
+// pruner loops until a call says there is no more; two nodes pruning at
+// once never delete a row twice or wait long for each other.
 type Pruner interface {
 	// WorkflowPrune deletes, with their tasks and dependency rows, the
 	// workflows of ids after After, among the Limit lowest, that no job
@@ -31,6 +31,11 @@ type Pruner interface {
 	// which is kept whatever its age: it says who set the switch as it
 	// stands. A zero Before deletes nothing.
 	ToggleHistoryPrune(ctx context.Context, p *ToggleHistoryPruneParams) (*PruneResult, error)
+	// LimitHistoryPrune deletes up to Limit limit-history rows changed
+	// before Before, oldest first, except the newest row of each scope and
+	// name, which is kept whatever its age: it says who set the override
+	// as it stands. A zero Before deletes nothing.
+	LimitHistoryPrune(ctx context.Context, p *LimitHistoryPruneParams) (*PruneResult, error)
 	// NodePrune deletes up to Limit nodes whose last heartbeat is before
 	// HeartbeatBefore, oldest first. A zero HeartbeatBefore deletes
 	// nothing.

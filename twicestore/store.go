@@ -12,7 +12,7 @@
 // Store, Tx); their parameters and results are split by area, as the
 // drivers and the conformance suite are: jobs.go, queues.go, markers.go,
 // steps.go, toggles.go, schedules.go, catalog.go, idempotency.go, nodes.go,
-// compose.go, limits.go and retention.go.
+// compose.go, limits.go, limit_overrides.go and retention.go.
 //
 // Optional capabilities (such as wake-up notifications on PostgreSQL) are
 // separate interfaces that callers find by type assertion (listeners.go).
@@ -251,6 +251,9 @@ type Executor interface {
 	// (the slots in use), due jobs, and the due jobs the limits hold back
 	// (throttled, waiting for a slot).
 	LimitList(ctx context.Context, p *LimitListParams) (*LimitListResult, error)
+	// LimitOverrider: runtime overrides of limits and queue concurrency,
+	// with their history (limit_overrides.go).
+	LimitOverrider
 
 	// NodeHeartbeat records that a worker node is alive and what it handles.
 	NodeHeartbeat(ctx context.Context, p *NodeHeartbeatParams) error

@@ -18,6 +18,10 @@ type KindInfo struct {
 	Args []ArgField
 	// Schedules lists the recurring schedules that enqueue the kind.
 	Schedules []KindSchedule
+	// Limit is the kind's flow control as the node registers it (its
+	// compiled limits, before any override); the zero value limits
+	// nothing.
+	Limit KindLimit
 	// Node is the node that last published the kind; the store sets it.
 	Node string
 	// LastSeen is when that node last published it; the store sets it.

@@ -123,6 +123,12 @@ func (a *api) routes() []apiRoute {
 		{"PUT /api/v1/switches/{kind}", a.setSwitch},
 		{"DELETE /api/v1/switches/{kind}", a.unsetSwitch},
 		{"GET /api/v1/kinds", a.kinds},
+		{"GET /api/v1/limits", a.limits},
+		{"GET /api/v1/limits/history", a.limitHistory},
+		{"PUT /api/v1/kinds/{kind}/limits", a.setLimit},
+		{"DELETE /api/v1/kinds/{kind}/limits", a.resetLimit},
+		{"PUT /api/v1/queues/{queue}/concurrency", a.scaleQueue},
+		{"DELETE /api/v1/queues/{queue}/concurrency", a.unscaleQueue},
 	}
 }
 

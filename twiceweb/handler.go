@@ -40,7 +40,10 @@
 // GET /api/v1/jobs and /api/v1/jobs/{id} read (args redacted as on the
 // pages), POST /api/v1/jobs/{id}/cancel and /retry, POST
 // /api/v1/queues/{queue}/pause and /resume, PUT and DELETE
-// /api/v1/switches/{kind}, GET /api/v1/kinds (the catalog). The OpenAPI
+// /api/v1/switches/{kind}, GET /api/v1/kinds (the catalog), GET
+// /api/v1/limits and /api/v1/limits/history, PUT and DELETE
+// /api/v1/kinds/{kind}/limits and /api/v1/queues/{queue}/concurrency (the
+// runtime limits). The OpenAPI
 // 3.1 document is at /api/v1/openapi.json. An enqueue's body is kind,
 // args, queue, run_at or delay (a Go duration such as "30s": never both,
 // never negative), unique_key, priority, max_attempts, metadata, and
@@ -422,6 +425,10 @@ func (h *Handler) routes() {
 		"POST /workflows/cancel":  h.cancelWorkflow,
 		"POST /queues/pause":      h.pauseQueue,
 		"POST /queues/resume":     h.resumeQueue,
+		"POST /queues/scale":      h.scaleQueue,
+		"POST /queues/unscale":    h.unscaleQueue,
+		"POST /limits/set":        h.setLimit,
+		"POST /limits/reset":      h.resetLimit,
 		"POST /switches/set":      h.setSwitch,
 		"POST /switches/unset":    h.unsetSwitch,
 		"POST /recurring/remove":  h.removeSchedule,

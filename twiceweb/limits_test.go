@@ -67,11 +67,14 @@ func testLimitsPage(t *testing.T, e *env) {
 		}
 	}
 
-	// A dashboard built without the kind's registration knows no limits.
+	// A dashboard built without the kind's registration (the stock one)
+	// shows the limits the live worker publishes in the catalog.
 	plain := httptest.NewServer(e.handlerWith(nil, twiceweb.Options{}))
 	defer plain.Close()
-	if status, body := newBrowser(t, plain.URL).get("/limits"); status != http.StatusOK || !strings.Contains(body, "no limited kind") {
-		t.Errorf("GET /limits without limited kinds: %d\n%s", status, body)
+	if status, body := newBrowser(t, plain.URL).get("/limits"); status != http.StatusOK ||
+		!strings.Contains(body, "global 2, per key 1, retries out of key order, rate 100/1h") ||
+		!strings.Contains(body, `data-slots="tenant.sync.v1">2 / 2 `) {
+		t.Errorf("GET /limits on a dashboard without the registration: %d\n%s", status, body)
 	}
 	if logs := e.logs.String(); strings.Contains(logs, "level=ERROR") {
 		t.Errorf("the limits page logged an error:\n%s", logs)

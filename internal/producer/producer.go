@@ -63,6 +63,9 @@ type Config struct {
 	Queues     []Queue // in priority order
 	RoundRobin bool    // rotate the first queue each round instead of strict order
 	MaxWorkers int     // across all queues
+	// MaxWorkersFromQueues makes MaxWorkers follow the queues'
+	// concurrency: SetQueueConcurrency sets it to their sum.
+	MaxWorkersFromQueues bool
 	// Kinds returns the kinds to fetch, asked on every round: a kind whose
 	// kill switch is off is left out, so its jobs stay queued, untouched.
 	Kinds        func() []string
@@ -76,8 +79,8 @@ type Config struct {
 	// nothing.
 	Peek map[string]string
 	// Limits are the flow-control limits of the kinds, which every fetch
-	// hands to the store (twicestore.JobFetchParams.Limits). Nil limits
-	// nothing.
+	// hands to the store (twicestore.JobFetchParams.Limits), until
+	// SetLimits replaces them. Nil limits nothing.
 	Limits map[string]twicestore.KindLimit
 	// Run works one leased job, given with the fetch's peek of its
 	// marker; it runs on a worker goroutine and the slot is freed when it
@@ -117,6 +120,14 @@ type Producer struct {
 	mu     sync.Mutex
 	active map[string]int // queue -> running count
 	total  int
+	// concurrency is each queue's most running jobs, and maxWorkers the
+	// most over all: Config's, until SetQueueConcurrency changes them.
+	concurrency map[string]int
+	maxWorkers  int
+	// limits are the kinds' limits every fetch hands to the store:
+	// Config.Limits until SetLimits replaces them. A fetch round reads
+	// them once.
+	limits atomic.Pointer[map[string]twicestore.KindLimit]
 	// reserved are the slots that fetches in flight asked for, per queue
 	// and in all: free counts them as taken.
 	reserved      map[string]int
@@ -147,15 +158,52 @@ type Producer struct {
 
 // New returns a producer; Run starts it.
 func New(cfg Config) *Producer {
-	return &Producer{
-		cfg:      cfg,
-		wake:     make(chan struct{}, 1),
-		freed:    make(chan struct{}, 1),
-		active:   make(map[string]int),
-		reserved: make(map[string]int),
-		done:     make(chan struct{}),
-		handoff:  make(chan Fetched),
+	p := &Producer{
+		cfg:         cfg,
+		wake:        make(chan struct{}, 1),
+		freed:       make(chan struct{}, 1),
+		active:      make(map[string]int),
+		concurrency: make(map[string]int, len(cfg.Queues)),
+		maxWorkers:  cfg.MaxWorkers,
+		reserved:    make(map[string]int),
+		done:        make(chan struct{}),
+		handoff:     make(chan Fetched),
 	}
+	for _, q := range cfg.Queues {
+		p.concurrency[q.Name] = q.Concurrency
+	}
+	p.limits.Store(&cfg.Limits)
+	return p
+}
+
+// SetQueueConcurrency changes the most running jobs of the queues named
+// in concurrency (others keep theirs), and MaxWorkers with them when
+// MaxWorkersFromQueues. A queue lowered below its running jobs lets them
+// finish and starts no more until it is under again; a queue raised is
+// fetched for at once.
+func (p *Producer) SetQueueConcurrency(concurrency map[string]int) {
+	p.mu.Lock()
+	for _, q := range p.cfg.Queues {
+		if n, ok := concurrency[q.Name]; ok {
+			p.concurrency[q.Name] = n
+		}
+	}
+	if p.cfg.MaxWorkersFromQueues {
+		p.maxWorkers = 0
+		for _, n := range p.concurrency {
+			p.maxWorkers += n
+		}
+	}
+	p.mu.Unlock()
+	p.Notify()
+}
+
+// SetLimits replaces the kinds' limits the fetches hand to the store,
+// from the next fetch on; a raised limit may let held jobs start, so it
+// asks for a fetch at once. limits must not be changed after.
+func (p *Producer) SetLimits(limits map[string]twicestore.KindLimit) {
+	p.limits.Store(&limits)
+	p.Notify()
 }
 
 // Notify asks for a fetch soon (a job was just enqueued, say): at once on
@@ -271,7 +319,9 @@ func (p *Producer) Run(ctx context.Context) {
 // entries the previous fetches left behind. A slow handler's slot waits
 // at most the cooldown.
 func (p *Producer) gather(ctx context.Context) {
-	want := max(1, min(p.cfg.FetchLimit, p.cfg.MaxWorkers)/2)
+	p.mu.Lock()
+	want := max(1, min(p.cfg.FetchLimit, p.maxWorkers)/2)
+	p.mu.Unlock()
 	if p.fetchable() >= want {
 		return
 	}
@@ -304,9 +354,9 @@ func (p *Producer) fetchable() int {
 	defer p.mu.Unlock()
 	n := 0
 	for _, q := range p.cfg.Queues {
-		n += max(0, q.Concurrency-p.active[q.Name]-p.reserved[q.Name])
+		n += max(0, p.concurrency[q.Name]-p.active[q.Name]-p.reserved[q.Name])
 	}
-	return min(n, p.cfg.MaxWorkers-p.total-p.reservedTotal)
+	return min(n, p.maxWorkers-p.total-p.reservedTotal)
 }
 
 // Wait blocks until Run has returned, every dispatched job's run function
@@ -336,6 +386,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time
 	if len(kinds) == 0 {
 		return false, time.Time{}, nil
 	}
+	limits := *p.limits.Load()
 	n := len(p.cfg.Queues)
 	start := 0
 	if p.cfg.RoundRobin && n > 0 {
@@ -368,7 +419,7 @@ func (p *Producer) fetchRound(ctx context.Context) (full bool, retryAt time.Time
 			Now:        now,
 			LeaseUntil: now.Add(p.cfg.Lease),
 			Peek:       p.cfg.Peek,
-			Limits:     p.cfg.Limits,
+			Limits:     limits,
 		})
 		cancel()
 		if ferr != nil {
@@ -409,7 +460,7 @@ func (p *Producer) free(q Queue) int {
 }
 
 func (p *Producer) freeLocked(q Queue) int {
-	return min(q.Concurrency-p.active[q.Name]-p.reserved[q.Name], p.cfg.MaxWorkers-p.total-p.reservedTotal)
+	return min(p.concurrency[q.Name]-p.active[q.Name]-p.reserved[q.Name], p.maxWorkers-p.total-p.reservedTotal)
 }
 
 // reserve takes the slots of q a fetch may fill now, at most FetchLimit,
@@ -440,7 +491,7 @@ func (p *Producer) settle(queue string, reserved, leased int) {
 func (p *Producer) globalFree() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cfg.MaxWorkers - p.total - p.reservedTotal
+	return p.maxWorkers - p.total - p.reservedTotal
 }
 
 // dispatch takes a slot for f and starts it.

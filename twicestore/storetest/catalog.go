@@ -15,6 +15,7 @@ import (
 var catalogTests = []test{
 	{"PublishThenList", testCatalogPublish},
 	{"LatestPublishWins", testCatalogLatestWins},
+	{"LimitsRoundTrip", testCatalogLimits},
 	{"SensitiveFlagOutlivesOlderPublish", testCatalogSensitiveKept},
 	{"KeptAfterNodeStops", testCatalogKept},
 	{"ListOrderedByKind", testCatalogOrder},
@@ -49,7 +50,7 @@ func published(k twicetype.KindInfo, node string, now time.Time) twicetype.KindI
 func sameKindInfo(a, b twicetype.KindInfo) bool {
 	return a.Kind == b.Kind && a.Queue == b.Queue && a.Strategy == b.Strategy &&
 		a.FailClosed == b.FailClosed && a.MaxAttempts == b.MaxAttempts && a.Timeout == b.Timeout &&
-		slices.Equal(a.Args, b.Args) && slices.Equal(a.Schedules, b.Schedules) &&
+		slices.Equal(a.Args, b.Args) && slices.Equal(a.Schedules, b.Schedules) && a.Limit == b.Limit &&
 		a.Node == b.Node && a.LastSeen.Equal(b.LastSeen) && a.LastSeen.Location() == time.UTC
 }
 
@@ -67,8 +68,8 @@ func fmtCatalog(ks []twicetype.KindInfo) string {
 	var b strings.Builder
 	for _, k := range ks {
 		fmt.Fprintf(&b, "  %q queue=%q strategy=%q fail-closed=%t attempts=%d timeout=%s\n"+
-			"    args=%+v schedules=%+v node=%q last-seen=%s\n",
-			k.Kind, k.Queue, k.Strategy, k.FailClosed, k.MaxAttempts, k.Timeout, k.Args, k.Schedules, k.Node, k.LastSeen)
+			"    args=%+v schedules=%+v limit=%+v node=%q last-seen=%s\n",
+			k.Kind, k.Queue, k.Strategy, k.FailClosed, k.MaxAttempts, k.Timeout, k.Args, k.Schedules, k.Limit, k.Node, k.LastSeen)
 	}
 	if b.Len() == 0 {
 		return "  (none)\n"
@@ -88,7 +89,27 @@ func creditV1() twicetype.KindInfo {
 			{Name: "tags", Type: twicetype.ArgTypeArray},
 		},
 		Schedules: []twicetype.KindSchedule{{Name: "nightly-credit", Spec: "0 3 * * *"}, {Name: "hourly", Spec: "@every 1h"}},
+		Limit:     twicetype.KindLimit{Global: 3},
 	}
+}
+
+// testCatalogLimits: a kind's limits read back as published, every field
+// and rate periods to the nanosecond, and a later publish replaces them,
+// back to none included.
+func testCatalogLimits(t *testing.T, e *env) {
+	limited := creditV1()
+	limited.Limit = everyLimit
+	rated := twicetype.KindInfo{Kind: "storetest.rated.v1", Queue: "default",
+		Limit: twicetype.KindLimit{Rate: twicetype.RateLimit{Limit: 1, Period: time.Millisecond}}}
+	e.publish(e.s, "node-a", e.base, limited, rated)
+	checkCatalog(t, "after the publish", e.catalog(e.s), []twicetype.KindInfo{
+		published(limited, "node-a", e.base), published(rated, "node-a", e.base),
+	})
+	limited.Limit = twicetype.KindLimit{}
+	e.publish(e.s, "node-b", e.at(time.Second), limited)
+	checkCatalog(t, "after a publish without limits", e.catalog(e.s), []twicetype.KindInfo{
+		published(limited, "node-b", e.at(time.Second)), published(rated, "node-a", e.base),
+	})
 }
 
 func testCatalogPublish(t *testing.T, e *env) {

@@ -10,11 +10,13 @@ import (
 )
 
 // retentionTests check that what composes jobs leaves with its last job,
-// and that the switch history and the node list are bounded (Pruner).
+// and that the switch and limit history and the node list are bounded
+// (Pruner).
 var retentionTests = []test{
 	{"WorkflowLeavesWithLastJob", testWorkflowPrune},
 	{"BatchLeavesWithLastJob", testBatchPrune},
 	{"ToggleHistoryBounded", testToggleHistoryPrune},
+	{"LimitHistoryBounded", testLimitHistoryPrune},
 	{"DeadNodesGo", testNodePrune},
 }
 

@@ -53,7 +53,12 @@
 //     case-insensitively and lists every kind's changes for an empty one;
 //   - the last CatalogPublish of a kind wins whatever its Now and node,
 //     Node and LastSeen come from the publish, not from the kinds given,
-//     and CatalogList orders by the kind's bytes;
+//     and CatalogList orders by the kind's bytes; a kind's Limit reads back
+//     as published, rate periods to the nanosecond;
+//   - LimitOverrideList orders by scope (kinds before queues), then by the
+//     name's bytes; every LimitOverrideSet and every LimitOverrideClear of
+//     a stored override appends one history row, a clear of none appends
+//     nothing; a zero At is the time of the change;
 //   - ScheduleRemove leaves the jobs the schedule's ticks enqueued, and a
 //     tick of a removed schedule fires as a first tick;
 //   - ScheduleTick refuses a tick with no Name, a zero TickAt, an Outcome
@@ -82,8 +87,8 @@
 //     as an empty one; IdempotencyPrune, unlike the other prunes, deletes
 //     nothing with a Limit of zero;
 //   - WorkflowPrune and BatchPrune with a Limit of zero look at every row
-//     and return a Next of 0; ToggleHistoryPrune and NodePrune delete
-//     nothing with a zero cut-off.
+//     and return a Next of 0; ToggleHistoryPrune, LimitHistoryPrune and
+//     NodePrune delete nothing with a zero cut-off.
 package storetest
 
 import (
@@ -127,6 +132,7 @@ func Run(t *testing.T, newStore func(t *testing.T) twicestore.Store) {
 		{"Node", nodeTests},
 		{"Catalog", catalogTests},
 		{"Limits", limitTests},
+		{"LimitOverride", limitOverrideTests},
 		{"Steps", stepTests},
 		{"Replay", replayTests},
 		{"Waits", waitTests},

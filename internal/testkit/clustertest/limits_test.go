@@ -15,8 +15,8 @@ import (
 )
 
 // envLimits, set in a worker's environment, registers the flow-control
-// kinds: "keyed" (a global limit of 5 and one per key) or "rate" (50
-// starts a second). Unset registers none, so the other tests' workers keep
+// kinds: "keyed" (a global limit of 5 and one per key), "rate" (50
+// starts a second) or "gated" (a global limit of 1, changed at runtime). Unset registers none, so the other tests' workers keep
 // the plain fetch.
 const envLimits = "TWICE_CLUSTER_LIMITS"
 
@@ -59,6 +59,8 @@ func registerLimited(reg *twice.Registry, pool *pgxpool.Pool, mode string) {
 			return record(ctx, job.ID, job.Args.Key, "end")
 		}), &twice.KindOpts{Strategy: twice.None, MaxAttempts: 50,
 			GlobalConcurrency: keyedGlobal, KeyConcurrency: 1, ConcurrencyKey: "key"})
+	case "gated":
+		registerGated(reg, pool)
 	case "rate":
 		twice.MustRegister(reg, twice.HandlerFunc[ratedArgs](func(ctx context.Context, job *twice.Job[ratedArgs]) error {
 			return record(ctx, job.ID, "", "start")

@@ -69,6 +69,16 @@ func registry(pool *pgxpool.Pool) *twice.Registry {
 	return reg
 }
 
+// logLevel is the workers' log level: warnings, and the info lines too
+// for the runtime limits test, which reads each worker's log line of an
+// applied override.
+func logLevel() slog.Level {
+	if os.Getenv(envLimits) == "gated" {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
 // runWorker is the whole life of a worker process (see nodetest.Worker).
 func runWorker() int {
 	if os.Getenv(envSender) != "" {
@@ -80,7 +90,7 @@ func runWorker() int {
 	}
 	return nodetest.Worker{
 		URL:    os.Getenv(envURL),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})),
 		Config: func(pool *pgxpool.Pool) twice.Config {
 			return twice.Config{
 				Registry:       registry(pool),

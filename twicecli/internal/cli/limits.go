@@ -3,19 +3,21 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 func (c *cli) limitsCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "limits",
-		Short: "Flow control: each limited kind's limits, slots in use and throttled jobs",
+		Short: "Flow control: each limited kind's limits, slots in use and throttled jobs; change them at runtime",
 	})
-	cmd.AddCommand(c.limitsListCommand())
+	cmd.AddCommand(c.limitsListCommand(), c.limitsSetCommand(), c.limitsResetCommand(), c.limitsHistoryCommand())
 	return cmd
 }
 
@@ -52,6 +54,19 @@ type limitJSON struct {
 	Keys      int `json:"keys"`
 	BusyKeys  int `json:"busy_keys"`
 	RateUsed  int `json:"rate_used"`
+	// Compiled is the kind's limits as registered; the fields above are
+	// those in force, the override's when Override is set.
+	Compiled *limitSettingJSON `json:"compiled"`
+	// Override is the runtime override in force ('limits set'), null for
+	// none.
+	Override *overrideJSON `json:"override"`
+}
+
+// overrideJSON says who set a runtime override, when and why.
+type overrideJSON struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 func newLimitJSON(u twice.LimitUsage) limitJSON {
@@ -61,7 +76,16 @@ func newLimitJSON(u twice.LimitUsage) limitJSON {
 		RateLimit:            newRateJSON(u.Limit.Rate), KeyRateLimit: newRateJSON(u.Limit.KeyRate),
 		Running: u.Running, Due: u.Due, Throttled: u.Throttled,
 		Keys: u.Keys, BusyKeys: u.BusyKeys, RateUsed: u.RateUsed,
+		Compiled: newLimitSettingJSON(twicetype.LimitScopeKind, &twicetype.LimitSetting{Limit: u.Compiled}),
+		Override: newOverrideJSON(u.Override),
 	}
+}
+
+func newOverrideJSON(o *twice.LimitOverride) *overrideJSON {
+	if o == nil {
+		return nil
+	}
+	return &overrideJSON{By: o.By, Reason: o.Reason, At: o.At}
 }
 
 func (c *cli) limitsListCommand() *cobra.Command {
@@ -70,24 +94,30 @@ func (c *cli) limitsListCommand() *cobra.Command {
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List the limited kinds: limits, running jobs against the slots, throttled jobs, busy keys, rate used",
-		Long: `List every kind this binary registers with a limit (KindOpts.GlobalConcurrency,
-KeyConcurrency, RateLimit, KeyRateLimit): its limits, its running jobs
-against the global slots, its due jobs and how many of those a limit holds
-back. Throttled jobs wait for a slot or for the rate window and start once
-one frees: they are neither orphaned nor stuck. Busy keys are the
-concurrency keys with a running job, of the keys with unfinished jobs;
-rate used counts the starts in the current rate window.
+		Long: `List every limited kind (KindOpts.GlobalConcurrency, KeyConcurrency,
+RateLimit, KeyRateLimit): its limits in force, its running jobs against the
+global slots, its due jobs and how many of those a limit holds back.
+Throttled jobs wait for a slot or for the rate window and start once one
+frees: they are neither orphaned nor stuck. Busy keys are the concurrency
+keys with a running job, of the keys with unfinished jobs; rate used
+counts the starts in the current rate window.
 
-The limits are the registry's: a binary built without the kinds (the
-stock 'twice') knows no limits and lists none.`,
+The limits are this binary's registry's and those live workers publish in
+the kind catalog, so the stock 'twice' lists a team's kinds too. A kind
+whose limits were changed at runtime ('limits set') shows its override,
+who set it and when, and its compiled limits; the queues whose
+concurrency was changed ('queues scale') follow the table.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			return printList(c, cmd, asJSON, listing[twice.LimitUsage, limitJSON]{
+			if err := printList(c, cmd, asJSON, listing[twice.LimitUsage, limitJSON]{
 				list: (*twice.Client).LimitList, toJSON: newLimitJSON,
-				empty:  "no limited kinds: this binary registers no kind with a concurrency or rate limit",
-				header: "KIND\tLIMITS\tRUNNING/SLOTS\tDUE\tTHROTTLED\tBUSY KEYS\tRATE USED",
+				empty:  "no limited kinds: no kind registered here or published by a live worker has a concurrency or rate limit",
+				header: "KIND\tLIMITS\tRUNNING/SLOTS\tDUE\tTHROTTLED\tBUSY KEYS\tRATE USED\tOVERRIDE",
 				row:    limitRow,
-			})
+			}); err != nil || asJSON {
+				return err
+			}
+			return c.printQueueOverrides(cmd)
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -108,5 +138,40 @@ func limitRow(tw io.Writer, u twice.LimitUsage) {
 	if r := u.Limit.Rate; !r.IsZero() {
 		rate = fmt.Sprintf("%d/%d per %s", u.RateUsed, r.Limit, r.PeriodText())
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", terminalText(u.Kind), strings.Join(u.Limit.Phrases(), ", "), slots, u.Due, u.Throttled, keys, rate)
+	override := "-"
+	if o := u.Override; o != nil {
+		override = fmt.Sprintf("by %s at %s (compiled: %s) %s", terminalText(o.By), formatTime(o.At),
+			twicetype.LimitSetting{Limit: u.Compiled}.Text(twicetype.LimitScopeKind), truncate(fmt.Sprintf("%q", o.Reason), 40))
+	}
+	limits := twicetype.LimitSetting{Limit: u.Limit}.Text(twicetype.LimitScopeKind)
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", terminalText(u.Kind), limits, slots, u.Due, u.Throttled, keys, rate, override)
+}
+
+// printQueueOverrides prints, after 'limits ls', the queues whose
+// concurrency an override sets.
+func (c *cli) printQueueOverrides(cmd *cobra.Command) error {
+	client, done, err := c.openClient(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	overrides, err := client.LimitOverrideList(cmd.Context())
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	header := false
+	for _, o := range overrides {
+		if o.Scope != twicetype.LimitScopeQueue {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(c.stdout)
+			fmt.Fprintln(tw, "QUEUE\tCONCURRENCY (EACH WORKER)\tBY\tAT\tREASON")
+			header = true
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", terminalText(o.Name), o.Concurrency, terminalText(o.By), formatTime(o.At),
+			truncate(fmt.Sprintf("%q", o.Reason), 60))
+	}
+	return tw.Flush()
 }

@@ -71,6 +71,10 @@ func testLimitsList(t *testing.T, s *setup) {
 		t.Fatalf("limits ls --json = %+v, want [%+v]", got, want)
 	}
 	got[0].RateLimit = want.RateLimit
+	if c := got[0].Compiled; c == nil || c.GlobalConcurrency == nil || *c.GlobalConcurrency != 2 || got[0].Override != nil {
+		t.Errorf("limits ls --json compiled %+v override %+v, want the compiled global 2 and no override", c, got[0].Override)
+	}
+	got[0].Compiled = nil
 	if got[0] != want {
 		t.Errorf("limits ls --json = %+v, want %+v", got[0], want)
 	}

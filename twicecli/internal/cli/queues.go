@@ -14,9 +14,9 @@ import (
 func (c *cli) queuesCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "queues",
-		Short: "Queues: their jobs and workers; pause and resume them on every node",
+		Short: "Queues: their jobs and workers; pause, resume and scale them on every node",
 	})
-	cmd.AddCommand(c.queuesListCommand(), c.queuesPauseCommand(), c.queuesResumeCommand())
+	cmd.AddCommand(c.queuesListCommand(), c.queuesPauseCommand(), c.queuesResumeCommand(), c.queuesScaleCommand())
 	return cmd
 }
 
