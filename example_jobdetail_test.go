@@ -2,6 +2,7 @@ package twice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,7 +73,8 @@ func (SyncContact) Kind() string { return "crm.contact-sync.v1" }
 
 // A listing (and a bulk action: JobCancel, JobRetry, JobDelete) finds the
 // jobs one request enqueued by its correlation id, or those carrying
-// metadata pairs: every pair given must match.
+// metadata pairs: every pair given must match. ParseMetadataPairs reads
+// pairs written key=value, as the CLI's --meta takes them.
 func ExampleClient_JobList_search() {
 	reg := twice.NewRegistry()
 	twice.MustRegister(reg, twice.HandlerFunc[SyncContact](func(context.Context, *twice.Job[SyncContact]) error { return nil }), nil)
@@ -88,12 +90,16 @@ func ExampleClient_JobList_search() {
 		}
 	}
 	byRequest, _ := client.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{CorrelationID: "req-42"}})
-	byTenant, _ := client.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Metadata: map[string]string{"tenant": "acme"}}})
+	md, err := twice.ParseMetadataPairs([]string{"tenant=acme"}) // as --meta tenant=acme says it
+	if err != nil {
+		panic(err)
+	}
+	byTenant, _ := client.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Metadata: md}})
 	fmt.Println(len(byRequest.Jobs), "jobs of request req-42,", len(byTenant.Jobs), "of tenant acme")
 
-	_, err := client.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Metadata: map[string]string{"": "acme"}}})
-	fmt.Println(err)
+	_, err = twice.ParseMetadataPairs([]string{"tenant"})
+	fmt.Println(err, errors.Is(err, twice.ErrInvalidInput))
 	// Output:
 	// 3 jobs of request req-42, 2 of tenant acme
-	// twice: list jobs: metadata filter has a pair with no key: give key=value
+	// metadata pair "tenant" has no '=': give key=value, as in tenant=acme true
 }

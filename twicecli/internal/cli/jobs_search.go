@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"strings"
-
 	"github.com/spf13/cobra"
 
 	"github.com/twicejobs/twice"
@@ -22,25 +20,14 @@ func (s *searchFlags) register(cmd *cobra.Command) {
 }
 
 // apply checks the flags and sets them on f. The admin API checks the
-// text itself (NUL bytes, sizes); only the key=value shape is the CLI's.
+// text itself (NUL bytes, sizes); only the key=value shape is read here.
 func (s *searchFlags) apply(f *twice.JobFilter) error {
 	f.CorrelationID = s.correlationID
-	for _, kv := range s.meta {
-		k, v, ok := strings.Cut(kv, "=")
-		switch {
-		case !ok:
-			return usagef("--meta %q: give key=value, as in --meta tenant=acme", kv)
-		case k == "":
-			return usagef("--meta %q: the key before = is empty: give key=value", kv)
-		}
-		if f.Metadata == nil {
-			f.Metadata = map[string]string{}
-		}
-		if old, dup := f.Metadata[k]; dup && old != v {
-			return usagef("--meta %s is given twice, as %q and %q: a job's key has one value", k, old, v)
-		}
-		f.Metadata[k] = v
+	md, err := twice.ParseMetadataPairs(s.meta)
+	if err != nil {
+		return usagef("--meta: %v", err)
 	}
+	f.Metadata = md
 	return nil
 }
 

@@ -105,8 +105,8 @@ func TestJobsByCorrelationIDAndMetadata(t *testing.T) {
 			args  []string
 			wants []string
 		}{
-			{[]string{"jobs", "--meta", "tenant"}, []string{`--meta "tenant": give key=value`}},
-			{[]string{"jobs", "--meta", "=acme"}, []string{"key before = is empty"}},
+			{[]string{"jobs", "--meta", "tenant"}, []string{"--meta", `pair "tenant" has no '='`, "give key=value"}},
+			{[]string{"jobs", "--meta", "=acme"}, []string{"--meta", "no key before '='"}},
 			{[]string{"jobs", "--meta", "tenant=acme", "--meta", "tenant=globex"}, []string{"given twice"}},
 			{[]string{"jobs", "--correlation-id", "req\x00"}, []string{"--correlation-id", "NUL"}},
 			{[]string{"jobs", "--meta", "tenant=" + strings.Repeat("x", 600)}, []string{`metadata filter "tenant"`, "limit"}},
