@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,14 +39,28 @@ type JobFilter struct {
 	// Timing keeps available jobs due now (JobDue) or later
 	// (JobScheduled); with it, State may only be empty or available.
 	Timing JobTiming
+	// CorrelationID matches the jobs enqueued with this correlation id
+	// (EnqueueOpts.CorrelationID, or the one the context carried).
+	CorrelationID string
+	// Metadata matches the jobs whose metadata holds every one of these
+	// pairs (and maybe others). At most 16 pairs; keys and values of at
+	// most MaxKeyBytes, and a key may not be empty.
+	Metadata map[string]string
 }
+
+// maxMetadataPairs bounds JobFilter.Metadata: a search names a few pairs.
+const maxMetadataPairs = 16
 
 func (f *JobFilter) validate() error {
 	if err := checkFields(
 		freetext.Field{Name: "kind filter", Value: f.Kind, Max: MaxKindBytes},
 		freetext.Field{Name: "queue filter", Value: f.Queue, Max: MaxQueueBytes},
 		freetext.Field{Name: "node filter", Value: f.Node, Max: MaxNameBytes},
+		freetext.Field{Name: "correlation id filter", Value: f.CorrelationID, Max: MaxKeyBytes},
 	); err != nil {
+		return err
+	}
+	if err := checkMetadataFilter(f.Metadata); err != nil {
 		return err
 	}
 	if f.State != "" && !f.State.Valid() {
@@ -63,7 +79,27 @@ func (f *JobFilter) validate() error {
 
 func (f *JobFilter) store(ids []int64, now time.Time) twicestore.JobFilter {
 	return twicestore.JobFilter{IDs: ids, State: f.State, Kind: f.Kind, Queue: f.Queue,
-		Node: f.Node, Timing: f.Timing, Now: now}
+		Node: f.Node, Timing: f.Timing, Now: now, CorrelationID: f.CorrelationID, Metadata: f.Metadata}
+}
+
+// checkMetadataFilter refuses metadata pairs no search should send: too
+// many, an empty key, text a store cannot hold.
+func checkMetadataFilter(md map[string]string) error {
+	if len(md) > maxMetadataPairs {
+		return invalidf("metadata filter has %d pairs, over the limit of %d: name fewer", len(md), maxMetadataPairs)
+	}
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if k == "" {
+			return invalidf("metadata filter has a pair with no key: give key=value")
+		}
+		if err := checkFields(
+			freetext.Field{Name: "metadata filter key", Value: k, Max: MaxKeyBytes},
+			freetext.Field{Name: fmt.Sprintf("metadata filter %q", k), Value: md[k], Max: MaxKeyBytes},
+		); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Page sizes of JobList.

@@ -171,6 +171,26 @@ func TestAdminRefusesBadText(t *testing.T) {
 				_, err := c.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Node: s}})
 				return err
 			}},
+			{"JobList", "correlation id filter", twice.MaxKeyBytes, func(s string) error {
+				_, err := c.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{CorrelationID: s}})
+				return err
+			}},
+			{"JobList", "metadata filter key", twice.MaxKeyBytes, func(s string) error {
+				_, err := c.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Metadata: map[string]string{s: "acme"}}})
+				return err
+			}},
+			{"JobList", `metadata filter "tenant"`, twice.MaxKeyBytes, func(s string) error {
+				_, err := c.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{Metadata: map[string]string{"tenant": s}}})
+				return err
+			}},
+			{"JobCancel", "correlation id filter", twice.MaxKeyBytes, func(s string) error {
+				_, err := c.JobCancel(ctx, &twice.JobActionParams{Filter: &twice.JobFilter{CorrelationID: s}})
+				return err
+			}},
+			{"JobRetry", `metadata filter "tenant"`, twice.MaxKeyBytes, func(s string) error {
+				_, err := c.JobRetry(ctx, &twice.JobActionParams{Filter: &twice.JobFilter{Metadata: map[string]string{"tenant": s}}})
+				return err
+			}},
 			{"JobCancel", "by", twice.MaxNameBytes, func(s string) error {
 				_, err := c.JobCancel(ctx, &twice.JobActionParams{IDs: jobs(w.waiting.ID), By: s})
 				return err

@@ -411,11 +411,7 @@ func (c *Client) StepSettle(ctx context.Context, id int64, name string, receipt 
 	if err != nil {
 		return err
 	}
-	handler := row.Kind
-	if e := c.registry.lookup(row.Kind); e != nil {
-		handler = e.opts.HandlerName
-	}
-	p := &twicestore.StepParams{Handler: handler, Key: row.Key, Step: name}
+	p := &twicestore.StepParams{Handler: c.handlerOf(row.Kind), Key: row.Key, Step: name}
 	if receipt != nil {
 		if p.Receipt, err = encodeReceipt(name, receipt); err != nil {
 			return err

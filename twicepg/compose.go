@@ -458,7 +458,8 @@ func (e *executor) BatchList(ctx context.Context, p *twicestore.BatchListParams)
 
 // JobChildren lists the jobs a job's completion inserted.
 func (e *executor) JobChildren(ctx context.Context, p *twicestore.JobChildrenParams) ([]*twicetype.JobRow, error) {
-	jobs, err := queryJobs(ctx, e.q, `SELECT `+jobColumns+` FROM twice_jobs AS j WHERE j.parent_id = $1 ORDER BY j.id`, p.ParentID)
+	jobs, err := queryJobs(ctx, e.q, `SELECT `+jobColumns+` FROM twice_jobs AS j WHERE j.parent_id = $1 ORDER BY j.id LIMIT $2`,
+		p.ParentID, limitArg(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list children of job %d: %w", p.ParentID, err)
 	}

@@ -16,7 +16,8 @@ import (
 
 // TestLookupsReadOnlyTheirJobs: every way the tools look for jobs by state
 // or kind reads a few pages, not the table, in a custom plan and in the
-// generic plan PostgreSQL switches a prepared statement to. Migration 021
+// generic plan PostgreSQL switches a prepared statement to, and so does
+// every search by correlation id or metadata (migration 027). Migration 021
 // left running jobs out of twice_jobs_state_id and twice_jobs_kind_id; the
 // queries keep those indexes usable only by conditions the planner can
 // prove against their predicates (literal states, the kind filter's two
@@ -34,13 +35,20 @@ func TestLookupsReadOnlyTheirJobs(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	conn := connect(t, ctx, connString)
 	for _, st := range twicetype.AllJobStates {
-		if _, err := conn.Exec(ctx, `INSERT INTO twice_jobs (kind, queue, args, state, max_attempts, epoch, run_at, created_at, finished_at)
-			VALUES ('k.v1', 'q', '\x7b7d', $1, 3, 1, now(), now(), CASE WHEN $2 THEN now() END)`, string(st), st.Finished()); err != nil {
+		if _, err := conn.Exec(ctx, `INSERT INTO twice_jobs (kind, queue, args, state, max_attempts, epoch, run_at, created_at, finished_at,
+				correlation_id, metadata)
+			VALUES ('k.v1', 'q', '\x7b7d', $1, 3, 1, now(), now(), CASE WHEN $2 THEN now() END, 'corr-k', '{"tenant": "acme"}')`,
+			string(st), st.Finished()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := conn.Exec(ctx, `INSERT INTO twice_jobs (kind, queue, args, state, max_attempts, epoch, run_at, created_at, finished_at)
-		SELECT 'other' || g % 200 || '.v1', 'q', '\x7b7d', 'completed', 3, 1, now(), now(), now() FROM generate_series(1, 20000) AS g`); err != nil {
+	// Every other job has a correlation id of its own, and one in three
+	// carries metadata (a trace context of its own, a tenant of 50).
+	if _, err := conn.Exec(ctx, `INSERT INTO twice_jobs (kind, queue, args, state, max_attempts, epoch, run_at, created_at, finished_at,
+			correlation_id, metadata)
+		SELECT 'other' || g % 200 || '.v1', 'q', '\x7b7d', 'completed', 3, 1, now(), now(), now(), md5(g::text),
+			CASE WHEN g % 3 = 0 THEN jsonb_build_object('traceparent', md5(g::text), 'tenant', 't' || g % 50) ELSE '{}' END
+		FROM generate_series(1, 20000) AS g`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `ANALYZE twice_jobs`); err != nil {
@@ -62,7 +70,21 @@ func TestLookupsReadOnlyTheirJobs(t *testing.T) {
 		list("kind and state "+string(st), twicestore.JobFilter{Kind: "k.v1", State: st})
 	}
 	list("kind", twicestore.JobFilter{Kind: "k.v1"})
-	for _, f := range []twicestore.JobFilter{{Kind: "k.v1"}, {State: twicetype.JobStateRunning}, {State: twicetype.JobStateDead}} {
+	// Migration 027: by correlation id and by metadata, alone, with a
+	// state, with a kind.
+	tenant := map[string]string{"tenant": "acme"}
+	list("correlation id", twicestore.JobFilter{CorrelationID: "corr-k"})
+	list("metadata", twicestore.JobFilter{Metadata: tenant})
+	list("correlation id and kind", twicestore.JobFilter{CorrelationID: "corr-k", Kind: "k.v1"})
+	list("metadata and kind", twicestore.JobFilter{Metadata: tenant, Kind: "k.v1"})
+	list("correlation id, due", twicestore.JobFilter{CorrelationID: "corr-k", Timing: twicestore.JobDue})
+	list("metadata, scheduled", twicestore.JobFilter{Metadata: tenant, Timing: twicestore.JobScheduled})
+	for _, st := range twicetype.AllJobStates {
+		list("correlation id and state "+string(st), twicestore.JobFilter{CorrelationID: "corr-k", State: st})
+		list("metadata and state "+string(st), twicestore.JobFilter{Metadata: tenant, State: st})
+	}
+	for _, f := range []twicestore.JobFilter{{Kind: "k.v1"}, {State: twicetype.JobStateRunning}, {State: twicetype.JobStateDead},
+		{CorrelationID: "corr-k"}, {Metadata: tenant}} {
 		q, args := jobCountSQL(f)
 		lookups = append(lookups, lookup{fmt.Sprintf("count %+v", f), q, args})
 	}

@@ -40,6 +40,14 @@ func stateLiteral(st twicetype.JobState) string {
 	return "'" + string(st) + "'"
 }
 
+// jsonbLiteral renders JSON text as a jsonb literal. An escape string
+// (E'…') reads the same whatever standard_conforming_strings says, once
+// its backslashes and quotes are doubled; the text holds no NUL (the
+// filter's values are checked before they reach a store).
+func jsonbLiteral(s string) string {
+	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'::jsonb"
+}
+
 // filterSQL renders f as conditions on twice_jobs AS j joined by AND
 // (always at least one), numbering its parameters after the first
 // numbered arguments already taken. The filter must have passed Validate.
@@ -80,7 +88,33 @@ func filterSQL(f twicestore.JobFilter, numbered int) (string, []any) {
 	case twicestore.JobScheduled:
 		add("j.state = 'available' AND j.run_at > ?", nowOr(f.Now))
 	}
+	if f.CorrelationID != "" {
+		add("j.correlation_id = ?", f.CorrelationID) // twice_jobs_correlation (migration 027)
+	}
+	if len(f.Metadata) > 0 {
+		// Containment, which twice_jobs_metadata answers (migration 027);
+		// its predicate is spelt out: pairs are never contained in an
+		// empty object. The pairs are a literal, not a parameter: a
+		// generic plan cannot tell how few jobs hold them, and walked
+		// every job by id instead of reading the index (20 ms against
+		// 0.1 ms over 100,000 jobs, measured).
+		conds = append(conds, "j.metadata @> "+jsonbLiteral(metadataJSON(f.Metadata))+" AND j.metadata <> '{}'::jsonb")
+	}
+	if searchAcrossStates(f) {
+		// Both search indexes leave running jobs to
+		// twice_jobs_running_kind, read whole (they are few): said this
+		// way the planner can read the two together (a BitmapOr).
+		conds = append(conds, "(j.state = 'running' OR j.state <> 'running')")
+	}
 	return strings.Join(conds, " AND "), args
+}
+
+// searchAcrossStates reports whether f looks jobs up by correlation id or
+// metadata in every state, which no one index holds: twice_jobs_correlation
+// and twice_jobs_metadata leave the running jobs out. A kind's filter
+// says so already (kindAcrossStates).
+func searchAcrossStates(f twicestore.JobFilter) bool {
+	return (f.CorrelationID != "" || len(f.Metadata) > 0) && f.State == "" && f.Timing == "" && !kindAcrossStates(f)
 }
 
 // JobList lists matching jobs newest first (by id, descending). BeforeID
@@ -101,7 +135,9 @@ func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*t
 // which no one index holds since migration 021: twice_jobs_kind_id has the
 // ones not running, twice_jobs_running_kind the running ones.
 func kindAcrossStates(f twicestore.JobFilter) bool {
-	return f.Kind != "" && f.State == "" && f.Timing == ""
+	// A correlation id is a narrower start than the kind: its index
+	// holds a few jobs, whatever their state.
+	return f.Kind != "" && f.State == "" && f.Timing == "" && f.CorrelationID == ""
 }
 
 // jobListSQL renders JobList's query; p must have passed Validate. A kind's

@@ -438,7 +438,11 @@ func (e *executor) BatchList(ctx context.Context, p *twicestore.BatchListParams)
 
 // JobChildren lists the jobs a job's completion inserted.
 func (e *executor) JobChildren(ctx context.Context, p *twicestore.JobChildrenParams) ([]*twicetype.JobRow, error) {
-	jobs, err := queryJobs(ctx, e.db, `SELECT `+jobColumns+` FROM twice_jobs WHERE parent_id = ? ORDER BY id`, p.ParentID)
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	jobs, err := queryJobs(ctx, e.db, `SELECT `+jobColumns+` FROM twice_jobs WHERE parent_id = ? ORDER BY id LIMIT ?`, p.ParentID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list children of job %d: %w", p.ParentID, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -62,6 +63,19 @@ func filterSQL(f twicestore.JobFilter) (string, []any) {
 	case twicestore.JobScheduled:
 		conds = append(conds, "state = 'available' AND run_at > ?")
 		args = append(args, micros(nowOr(f.Now)))
+	}
+	if f.CorrelationID != "" {
+		conds = append(conds, "correlation_id = ?") // twice_jobs_correlation (migration 021)
+		args = append(args, f.CorrelationID)
+	}
+	// Each pair is looked up among the job's own: no index can hold every
+	// key a job may carry (an expression index is for one key named in
+	// advance), so a metadata filter reads the jobs the other conditions
+	// leave, newest first, until the page is full. json_each compares
+	// keys whatever characters they hold, which a JSON path could not.
+	for _, k := range slices.Sorted(maps.Keys(f.Metadata)) {
+		conds = append(conds, "EXISTS (SELECT 1 FROM json_each(metadata) AS m WHERE m.key = ? AND m.value = ?)")
+		args = append(args, k, f.Metadata[k])
 	}
 	return strings.Join(conds, " AND "), args
 }

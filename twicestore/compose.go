@@ -59,8 +59,11 @@ type Composer interface {
 
 	// JobChildren lists the jobs a job's completion inserted (its
 	// continuations, and a batch's callback for the batch job that
-	// finished it), by id.
+	// finished it), by id, at most Limit of them when Limit is positive.
 	JobChildren(ctx context.Context, p *JobChildrenParams) ([]*twicetype.JobRow, error)
+	// JobLinks tells what a job belongs to: the job whose completion
+	// inserted it and the batch it is in (0 for none), or ErrNotFound.
+	JobLinks(ctx context.Context, p *JobGetParams) (*JobLinksResult, error)
 	// WorkflowTaskOf tells which workflow task a job is, and the jobs of
 	// that task's dependencies (all completed by the time the task's job
 	// exists), or ErrNotFound when the job belongs to no workflow.
@@ -83,6 +86,19 @@ type WorkflowTaskOfResult struct {
 // JobChildrenParams name the parent job.
 type JobChildrenParams struct {
 	ParentID int64
+	// Limit bounds the children listed, the lowest ids first; zero or
+	// less lists them all.
+	Limit int
+}
+
+// JobLinksResult is what a job belongs to.
+type JobLinksResult struct {
+	// ParentID is the job whose completion inserted this one (a
+	// continuation's, a batch callback's); 0 for none.
+	ParentID int64
+	// BatchID is the batch the job is in; 0 for none. A batch's callback
+	// is not in its batch: its ParentID is the job that finished it.
+	BatchID int64
 }
 
 // WorkflowTaskParams is one task of a workflow to insert.

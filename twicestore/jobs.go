@@ -249,6 +249,11 @@ type JobFilter struct {
 	// Now is the time Timing compares RunAt with; zero is the current
 	// time.
 	Now time.Time
+	// CorrelationID matches the jobs enqueued with this correlation id.
+	CorrelationID string
+	// Metadata matches the jobs whose Metadata holds every one of these
+	// pairs (and maybe others); empty matches any.
+	Metadata map[string]string
 }
 
 // JobTiming tells due jobs from scheduled ones in a JobFilter.
@@ -273,6 +278,9 @@ func (f *JobFilter) Validate() error {
 	case "", JobDue, JobScheduled:
 	default:
 		return fmt.Errorf("job filter: timing %q is not %q or %q", f.Timing, JobDue, JobScheduled)
+	}
+	if _, ok := f.Metadata[""]; ok {
+		return fmt.Errorf("job filter: a metadata pair has no key")
 	}
 	return nil
 }

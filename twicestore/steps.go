@@ -57,6 +57,23 @@ type StepExecutor interface {
 	// JobOutput returns a job's state and the output its completion
 	// recorded, or ErrNotFound.
 	JobOutput(ctx context.Context, p *JobGetParams) (*JobOutputResult, error)
+	// StepList lists the steps of one handler and message key, by step
+	// name, at most Limit of them when Limit is positive: what a
+	// redelivery of the message would find.
+	StepList(ctx context.Context, p *StepListParams) (*StepListResult, error)
+}
+
+// StepListParams name the handler and key whose steps to list.
+type StepListParams struct {
+	Handler string
+	Key     string
+	// Limit bounds the steps listed; zero or less lists them all.
+	Limit int
+}
+
+// StepListResult holds the steps, by name.
+type StepListResult struct {
+	Steps []*twicetype.Step
 }
 
 // StepParams name one step of one delivery.

@@ -47,7 +47,10 @@ func confirmed(r *http.Request, c *confirmation) (bool, *confirmation) {
 	return false, c
 }
 
-// parseFilter reads state, timing, kind and queue from a query or form.
+// parseFilter reads state, timing, kind and queue from a query or form;
+// withState, the jobs page's, also the state, the correlation id and the
+// metadata pairs (the dead letters' bulk actions select by kind and queue
+// only, as their confirmation says).
 func parseFilter(q url.Values, withState bool) (twicestore.JobFilter, error) {
 	f := twicestore.JobFilter{Kind: strings.TrimSpace(q.Get("kind")), Queue: strings.TrimSpace(q.Get("queue")), Node: strings.TrimSpace(q.Get("node"))}
 	switch t := twice.JobTiming(strings.TrimSpace(q.Get("timing"))); t {
@@ -55,6 +58,11 @@ func parseFilter(q url.Values, withState bool) (twicestore.JobFilter, error) {
 		f.Timing = t
 	default:
 		return f, badInputf("timing %q is not %q or %q: say which available jobs to list", t, twice.JobDue, twice.JobScheduled)
+	}
+	if withState {
+		if err := parseSearch(q, &f); err != nil {
+			return f, err
+		}
 	}
 	if s := strings.TrimSpace(q.Get("state")); s != "" && withState {
 		f.State = twicetype.JobState(s)
@@ -87,6 +95,7 @@ func filterQuery(f twicestore.JobFilter) url.Values {
 	if f.Node != "" {
 		q.Set("node", f.Node)
 	}
+	searchQuery(f, q)
 	return q
 }
 

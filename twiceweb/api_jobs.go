@@ -240,7 +240,7 @@ func (a *api) getJob(r *http.Request, _ *caller) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	j, err := a.h.client.JobGet(r.Context(), id)
+	d, err := a.h.client.JobDetail(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -248,7 +248,7 @@ func (a *api) getJob(r *http.Request, _ *caller) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, jobJSON(j, kc), nil
+	return http.StatusOK, jobDetailJSON(d, kc), nil
 }
 
 // jobListResponse is one page of GET /api/v1/jobs.
@@ -260,7 +260,7 @@ type jobListResponse struct {
 
 // listParams are the query parameters of GET /api/v1/jobs: the CLI's
 // filters of 'twice jobs ls'.
-var listParams = []string{"state", "kind", "queue", "node", "timing", "limit", "after"}
+var listParams = []string{"state", "kind", "queue", "node", "timing", "correlation_id", "meta", "limit", "after"}
 
 // listJobs answers a page of jobs, newest first.
 func (a *api) listJobs(r *http.Request, _ *caller) (int, any, error) {
@@ -269,13 +269,17 @@ func (a *api) listJobs(r *http.Request, _ *caller) (int, any, error) {
 		if !slices.Contains(listParams, name) {
 			return 0, nil, badRequest(fmt.Sprintf("unknown query parameter %s: use %s", strconv.QuoteToASCII(name), strings.Join(listParams, ", ")))
 		}
-		if len(vs) > 1 {
+		if len(vs) > 1 && name != "meta" { // meta=key=value pairs repeat
 			return 0, nil, badRequest(fmt.Sprintf("query parameter %q is given %d times: give it once", name, len(vs)))
 		}
 	}
+	md, err := twice.ParseMetadataPairs(q["meta"])
+	if err != nil {
+		return 0, nil, badRequest("query parameter meta: " + err.Error())
+	}
 	p := &twice.JobListParams{JobFilter: twice.JobFilter{
 		State: twicetype.JobState(q.Get("state")), Kind: q.Get("kind"), Queue: q.Get("queue"),
-		Node: q.Get("node"), Timing: twice.JobTiming(q.Get("timing")),
+		Node: q.Get("node"), Timing: twice.JobTiming(q.Get("timing")), CorrelationID: q.Get("correlation_id"), Metadata: md,
 	}}
 	for _, n := range []struct {
 		name string

@@ -152,6 +152,7 @@ func TestAPIOpenAPIMatchesBodies(t *testing.T) {
 		"EnqueueRequest":  enqueueRequest{},
 		"EnqueueResponse": enqueueResponse{},
 		"Job":             apiJob{},
+		"JobDetail":       apiJobDetail{}, // and Job's, by allOf
 		"JobList":         jobListResponse{},
 		"ReasonRequest":   reasonRequest{},
 		"JobAction":       jobActionResponse{},

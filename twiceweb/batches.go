@@ -46,3 +46,17 @@ func (h *Handler) batches(r *http.Request) (string, any, error) {
 	d.Batches = list
 	return "Batches", d, nil
 }
+
+// batch is one batch's page: the list page's row for it, counters and
+// callback, which a job's page links to.
+func (h *Handler) batch(r *http.Request) (string, any, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return "", nil, badInputf("%q is not a batch id: give a positive integer", r.PathValue("id"))
+	}
+	b, err := h.client.BatchGet(r.Context(), id)
+	if err != nil {
+		return "", nil, err
+	}
+	return "Batch " + strconv.FormatInt(id, 10), batchesData{Batches: []*twicetype.Batch{b}}, nil
+}

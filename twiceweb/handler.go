@@ -409,6 +409,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /workflows", h.page(h.workflows))
 	h.mux.HandleFunc("GET /workflows/{id}", h.page(h.workflow))
 	h.mux.HandleFunc("GET /batches", h.page(h.batches))
+	h.mux.HandleFunc("GET /batches/{id}", h.page(h.batch))
 	h.mux.HandleFunc("GET /kinds/{kind}/drain", h.page(h.drain))
 	if h.opts.Metrics != nil {
 		h.mux.Handle("GET /metrics", h.opts.Metrics)

@@ -205,8 +205,9 @@ func (h *Handler) listJobs(r *http.Request, dead bool) (jobsData, error) {
 		}
 	}
 	res, err := h.client.JobList(r.Context(), &twice.JobListParams{
-		JobFilter: twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue, Timing: f.Timing, Node: f.Node},
-		BeforeID:  d.Before, Limit: pageSize,
+		JobFilter: twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue, Timing: f.Timing, Node: f.Node,
+			CorrelationID: f.CorrelationID, Metadata: f.Metadata},
+		BeforeID: d.Before, Limit: pageSize,
 	})
 	if err != nil {
 		return d, err
@@ -275,6 +276,8 @@ type jobData struct {
 	LatestErrors []twicetype.AttemptError
 	// Now tells a scheduled job (run time after it), which can run now.
 	Now time.Time
+	// Detail is what the job produced and belongs to.
+	Detail *twice.JobDetail
 }
 
 func (jobData) page() string { return "job" }
@@ -284,11 +287,12 @@ func (h *Handler) job(r *http.Request) (string, any, error) {
 	if err != nil || id <= 0 {
 		return "", nil, badInputf("%q is not a job id: give a positive integer", r.PathValue("id"))
 	}
-	j, err := h.client.JobGet(r.Context(), id)
+	detail, err := h.client.JobDetail(r.Context(), id)
 	if err != nil {
 		return "", nil, err
 	}
-	d := jobData{Job: j, Now: time.Now()}
+	j := detail.Job
+	d := jobData{Job: j, Now: time.Now(), Detail: detail}
 	kc, err := h.catalog(r.Context())
 	if err != nil {
 		return "", nil, err

@@ -24,6 +24,8 @@ var adminTests = []test{
 	{"DeleteFinishedLooksAtTheOldestOnly", testDeleteFinishedWindow},
 	{"DeleteFinishedGoesOnFromItsCursor", testDeleteFinishedCursor},
 	{"RunNow", testRunNow},
+	{"ListByCorrelationAndMetadata", testListByCorrelationAndMetadata},
+	{"BulkByCorrelationAndMetadata", testBulkByCorrelationAndMetadata},
 }
 
 func testGetNotFound(t *testing.T, e *env) {

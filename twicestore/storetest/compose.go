@@ -31,6 +31,7 @@ var composeTests = []test{
 	{"BatchOpenAddSeal", testBatchOpen},
 	{"BatchFailedFinishes", testBatchFailedFinishes},
 	{"BatchListPages", testBatchList},
+	{"JobLinks", testJobLinks},
 }
 
 // kindIDs lists the ids of the jobs of kind, ascending.

@@ -24,6 +24,7 @@ var stepTests = []test{
 	{"SettleRefusedWhileRunning", testStepSettleRunning},
 	{"UnstorableRefused", testStepUnstorable},
 	{"OutputWithCompletion", testJobOutput},
+	{"List", testStepList},
 }
 
 // step returns the params of step name for a running job.

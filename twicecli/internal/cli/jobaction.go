@@ -175,7 +175,7 @@ func (c *cli) runJobAction(cmd *cobra.Command, act jobAction, f *jobActionFlags,
 			states = []twicetype.JobState{twicetype.JobStateAvailable} // due or scheduled: available jobs only
 		}
 	}
-	narrowed := *filter != twice.JobFilter{}
+	narrowed := narrows(filter)
 	client, done, err := c.openClient(cmd)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ type listFlags struct {
 	before                   int64
 	json                     bool
 	showArgs                 bool
+	search                   searchFlags
 }
 
 // stateNames lists the job states for messages.
@@ -47,6 +48,7 @@ func (l *listFlags) registerFilters(cmd *cobra.Command, withState bool) {
 	f.StringVar(&l.node, "node", "", "only jobs this node runs, or last ran")
 	f.BoolVar(&l.due, "due", false, "only available jobs due now")
 	f.BoolVar(&l.scheduled, "scheduled", false, "only available jobs due later (delays, backoffs, snoozes)")
+	l.search.register(cmd)
 }
 
 func (l *listFlags) register(cmd *cobra.Command, withState bool) {
@@ -63,6 +65,9 @@ func (l *listFlags) filter() (*twice.JobFilter, error) {
 		return nil, usagef("--state %q: use one of %s", l.state, stateNames())
 	}
 	f := &twice.JobFilter{State: state, Kind: l.kind, Queue: l.queue, Node: l.node}
+	if err := l.search.apply(f); err != nil {
+		return nil, err
+	}
 	switch {
 	case l.due && l.scheduled:
 		return nil, usagef("--due and --scheduled exclude each other: give one, or neither for both")
@@ -112,6 +117,7 @@ always redacted.`,
 		Example: `  twice jobs --state dead --kind email.partner-verification.v1
   twice jobs --scheduled --queue bulk
   twice jobs --limit 20 --before 120 --json
+  twice jobs --correlation-id 5f0c2a7e --meta tenant=acme
   twice jobs show 42`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
@@ -170,7 +176,7 @@ func (c *cli) listJobs(cmd *cobra.Command, l *listFlags) error {
 func (c *cli) jobsShowCommand(l *listFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
-		Short: "Show a job: envelope, args (sensitive fields redacted) and every attempt's error",
+		Short: "Show a job: envelope, args (sensitive fields redacted), every attempt's error, and its output, steps, batch, workflow and children",
 		Args:  exactArgs(1, "the job ID"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
@@ -182,18 +188,22 @@ func (c *cli) jobsShowCommand(l *listFlags) *cobra.Command {
 				return err
 			}
 			defer done()
-			job, err := client.JobGet(cmd.Context(), id)
+			detail, err := client.JobDetail(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
+			job := detail.Job
 			book, err := c.loadKindBook(cmd.Context(), client, l.showArgs)
 			if err != nil {
 				return err
 			}
 			if l.json {
-				return writeJSON(c.stdout, book.newJobJSON(job, true, time.Now()))
+				return writeJSON(c.stdout, book.newJobDetailJSON(detail, time.Now()))
 			}
-			return book.printJob(c.stdout, job, time.Now())
+			if err := book.printJob(c.stdout, job, time.Now()); err != nil {
+				return err
+			}
+			return printJobDetail(c.stdout, detail)
 		}),
 	}
 }

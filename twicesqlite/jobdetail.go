@@ -1,0 +1,60 @@
+package twicesqlite
+
+// What a job's page shows beside the job: the steps of its message and
+// what it belongs to.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
+)
+
+// StepList lists the steps of one handler and key, read by the primary
+// key's (handler, key) prefix in step order.
+func (e *executor) StepList(ctx context.Context, p *twicestore.StepListParams) (*twicestore.StepListResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	rs, err := e.db.QueryContext(ctx, `SELECT step, strategy, claimed_at, done_at, receipt, job_id, epoch FROM twice_steps
+		WHERE handler = ? AND key = ? ORDER BY step LIMIT ?`, p.Handler, p.Key, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, err)
+	}
+	steps, err := dbrows.Collect(rs, func(row dbrows.Scanner) (*twicetype.Step, error) {
+		s := &twicetype.Step{Handler: p.Handler, Key: p.Key}
+		var claimed, done sql.NullInt64
+		var receipt sql.NullString
+		if err := row.Scan(&s.Step, &s.Strategy, &claimed, &done, &receipt, &s.JobID, &s.Epoch); err != nil {
+			return nil, err
+		}
+		s.ClaimedAt, s.DoneAt = fromMicros(claimed), fromMicros(done)
+		if receipt.Valid {
+			s.Receipt = []byte(receipt.String)
+		}
+		return s, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, err)
+	}
+	return &twicestore.StepListResult{Steps: steps}, nil
+}
+
+// JobLinks reads a job's parent and batch.
+func (e *executor) JobLinks(ctx context.Context, p *twicestore.JobGetParams) (*twicestore.JobLinksResult, error) {
+	res := &twicestore.JobLinksResult{}
+	err := e.db.QueryRowContext(ctx, `SELECT coalesce(parent_id, 0), coalesce(batch_id, 0) FROM twice_jobs WHERE id = ?`, p.ID).
+		Scan(&res.ParentID, &res.BatchID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("links of job %d: %w", p.ID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("links of job %d: %w", p.ID, err)
+	}
+	return res, nil
+}
