@@ -1,6 +1,0 @@
--- 020: reserved.
---
--- Another change takes 020; this empty step keeps the numbering without a
--- gap until it lands. Replace this file with it.
-
-SELECT 1;
