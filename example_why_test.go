@@ -65,7 +65,7 @@ func ExampleClient_JobWaitReasons() {
 		fmt.Printf("%s: %s\n", j.Kind, r.Text)
 	}
 	// Output:
-	// legacy.export.v1: orphaned: no live worker registers legacy.export.v1; the job waits for one (it is never failed or dropped for it)
+	// legacy.export.v1: orphaned: no live worker registers its kind; it waits for one (it is never failed or dropped for it)
 	// invoice.monthly.v1: scheduled: due at 2100-01-01T00:00:00Z
 	// email.welcome.v1: held (store switch by ops@example.com: "smtp down")
 }

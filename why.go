@@ -55,9 +55,10 @@ const (
 // the dashboard API's "waiting_because" carry.
 type WaitReason struct {
 	Code WaitCode `json:"code"`
-	// Text says it in one line for people, e.g. `held: kill switch of
-	// email.welcome.v1 off in the store by ops@host since
-	// 2026-01-02T15:04:05Z: "smtp down"`.
+	// Text says it in one line for people, beginning with the code, e.g.
+	// `held: its kill switch is off in the store by ops@host since
+	// 2026-01-02T15:04:05Z: "smtp down"`. It names neither the job's kind
+	// nor its queue, which are shown beside it.
 	Text string `json:"text"`
 	// Until is when the wait ends by itself, when known: a scheduled
 	// job's run time, a parked job's timer, the end of a queue's pause or
@@ -285,16 +286,16 @@ func (b *waitBook) blocked(kind, queue string) *WaitReason {
 	q := b.queues[queue]
 	if q.Paused {
 		r := &WaitReason{Code: WaitPaused, Since: q.PausedAt.UTC(), Until: q.Until.UTC(), By: q.By, Reason: q.Reason}
-		r.Text = "paused: queue " + queue + " paused" + byText(q.By, q.PausedAt, q.Reason) + untilText(q.Until)
+		r.Text = "paused: its queue is paused" + byText(q.By, q.PausedAt, q.Reason) + untilText(q.Until)
 		return r
 	}
 	switch {
 	case !known || !k.Live:
 		return &WaitReason{Code: WaitOrphaned,
-			Text: "orphaned: no live worker registers " + kind + "; the job waits for one (it is never failed or dropped for it)"}
+			Text: "orphaned: no live worker registers its kind; it waits for one (it is never failed or dropped for it)"}
 	case len(q.Nodes) == 0:
 		return &WaitReason{Code: WaitOrphaned,
-			Text: "orphaned: no live worker works queue " + queue + "; the job waits for one that lists it in its Config.Queues"}
+			Text: "orphaned: no live worker works its queue; it waits for one that lists the queue in its Config.Queues"}
 	}
 	return nil
 }
@@ -303,14 +304,14 @@ func heldReason(d toggles.Decision) *WaitReason {
 	if d.DecidedBy == toggles.SourceStore {
 		t := d.Store
 		r := &WaitReason{Code: WaitHeld, Source: WaitSourceStore, Since: t.At.UTC(), Until: t.ExpiresAt.UTC(), By: t.By, Reason: t.Reason}
-		r.Text = "held: kill switch of " + d.Kind + " off in the store" + byText(t.By, t.At, t.Reason) + untilText(t.ExpiresAt)
+		r.Text = "held: its kill switch is off in the store" + byText(t.By, t.At, t.Reason) + untilText(t.ExpiresAt)
 		return r
 	}
 	if d.DecidedBy == toggles.SourceFile {
-		return &WaitReason{Code: WaitHeld, Source: WaitSourceFile, Text: "held: kill switch of " + d.Kind + " off in the toggles file"}
+		return &WaitReason{Code: WaitHeld, Source: WaitSourceFile, Text: "held: its kill switch is off in the toggles file"}
 	}
 	return &WaitReason{Code: WaitHeld, Source: WaitSourceFailClosed,
-		Text: "held: " + d.Kind + " is fail-closed and no stored kill switch turns it on (unless a worker's toggles file does)"}
+		Text: "held: its kind is fail-closed and no stored kill switch turns it on (unless a worker's toggles file does)"}
 }
 
 func parkedReason(j *twicetype.JobRow) *WaitReason {
@@ -350,10 +351,10 @@ func (b *waitBook) dueReason(kind string) *WaitReason {
 	limits := strings.Join(u.Limit.Phrases(), ", ")
 	if u.Throttled < u.Due {
 		return &WaitReason{Code: WaitDue, Text: fmt.Sprintf(
-			"due: a worker starts it at its next fetch, unless its concurrency key's slot is taken (%s's limits: %s; %s)", kind, limits, usage)}
+			"due: a worker starts it at its next fetch, unless its concurrency key's slot is taken (its kind's limits: %s; %s)", limits, usage)}
 	}
 	return &WaitReason{Code: WaitThrottled,
-		Text:  fmt.Sprintf("throttled: %s's limits (%s) are used up: %s", kind, limits, usage),
+		Text:  fmt.Sprintf("throttled: its kind's limits (%s) are used up: %s", limits, usage),
 		Limit: &WaitLimit{Limits: u.Limit.Phrases(), Running: u.Running, Due: u.Due, Throttled: u.Throttled, Usage: u}}
 }
 

@@ -48,9 +48,9 @@ func TestWaitBookReason(t *testing.T) {
 		{"retry", book(nil), &retry, WaitScheduled, "scheduled: retry 2 of 4 at 2026-01-02T16:00:00Z", later.RunAt},
 		{"timer", book(nil), timer, WaitParked, `parked: waiting for signal "cool-off" or its timer at 2026-01-02T15:01:00Z`, timer.RunAt},
 		{"held until expiry, before scheduled", book(func(b *waitBook) { b.switches = toggles.NewSet(nil, []twicetype.Toggle{offUntil}) }), &later, WaitHeld,
-			`held: kill switch of a.b.v1 off in the store by ops since 2026-01-02T14:00:00Z: "incident 7", until 2026-01-02T16:00:00Z`, offUntil.ExpiresAt},
+			`held: its kill switch is off in the store by ops since 2026-01-02T14:00:00Z: "incident 7", until 2026-01-02T16:00:00Z`, offUntil.ExpiresAt},
 		{"held by the file", book(func(b *waitBook) { b.switches = toggles.NewSet(map[string]bool{"a.b.v1": false}, nil) }), due, WaitHeld,
-			"held: kill switch of a.b.v1 off in the toggles file", time.Time{}},
+			"held: its kill switch is off in the toggles file", time.Time{}},
 		{"a file's on lifts fail-closed", book(func(b *waitBook) {
 			b.switches = toggles.NewSet(map[string]bool{"a.b.v1": true}, nil)
 			k := b.kinds["a.b.v1"]
@@ -58,18 +58,18 @@ func TestWaitBookReason(t *testing.T) {
 			b.kinds["a.b.v1"] = k
 		}), due, WaitDue, "due: a worker starts it at its next fetch", time.Time{}},
 		{"paused until", book(func(b *waitBook) { b.queues["default"] = pause }), due, WaitPaused,
-			"paused: queue default paused since 2026-01-02T14:59:00Z, until 2026-01-02T15:01:00Z", pause.Until},
+			"paused: its queue is paused since 2026-01-02T14:59:00Z, until 2026-01-02T15:01:00Z", pause.Until},
 		{"a parked job is parked, even paused", book(func(b *waitBook) { b.queues["default"] = pause }), timer, WaitParked,
 			`parked: waiting for signal "cool-off" or its timer at 2026-01-02T15:01:00Z`, timer.RunAt},
 		{"kind in no catalog", book(func(b *waitBook) { delete(b.kinds, "a.b.v1") }), due, WaitOrphaned,
-			"orphaned: no live worker registers a.b.v1; the job waits for one (it is never failed or dropped for it)", time.Time{}},
+			"orphaned: no live worker registers its kind; it waits for one (it is never failed or dropped for it)", time.Time{}},
 		{"stranded queue", book(func(b *waitBook) { b.queues["default"] = QueueInfo{} }), &later, WaitOrphaned,
-			"orphaned: no live worker works queue default; the job waits for one that lists it in its Config.Queues", time.Time{}},
+			"orphaned: no live worker works its queue; it waits for one that lists the queue in its Config.Queues", time.Time{}},
 		{"per-key limit holds back some", book(func(b *waitBook) { b.limits["a.b.v1"] = perKey }), due, WaitDue,
-			"due: a worker starts it at its next fetch, unless its concurrency key's slot is taken (a.b.v1's limits: per key 1; 1 running, 1 of 3 due jobs held back)", time.Time{}},
+			"due: a worker starts it at its next fetch, unless its concurrency key's slot is taken (its kind's limits: per key 1; 1 running, 1 of 3 due jobs held back)", time.Time{}},
 		{"a rate used up", book(func(b *waitBook) {
 			b.limits["a.b.v1"] = LimitUsage{Kind: "a.b.v1", Limit: twicestore.KindLimit{Rate: RateLimit{Limit: 10, Period: time.Minute}}, Due: 2, Throttled: 2, RateUsed: 10}
-		}), due, WaitThrottled, "throttled: a.b.v1's limits (rate 10/1m) are used up: 0 running, 2 of 2 due jobs held back, 10 of 10 starts used in the last 1m", time.Time{}},
+		}), due, WaitThrottled, "throttled: its kind's limits (rate 10/1m) are used up: 0 running, 2 of 2 due jobs held back, 10 of 10 starts used in the last 1m", time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -63,7 +63,7 @@ func TestJobWaitReasons(t *testing.T) {
 		}
 		check("held", func(r *twice.WaitReason) bool {
 			return r.Source == twice.WaitSourceStore && r.By == whytest.SwitchBy && r.Reason == whytest.SwitchReason &&
-				!r.Since.IsZero() && strings.Contains(r.Text, whytest.KindHeld) && strings.Contains(r.Text, whytest.SwitchReason)
+				!r.Since.IsZero() && strings.Contains(r.Text, whytest.SwitchBy) && strings.Contains(r.Text, whytest.SwitchReason)
 		})
 		check("fail-closed", func(r *twice.WaitReason) bool {
 			return r.Source == twice.WaitSourceFailClosed && strings.Contains(r.Text, "fail-closed")
@@ -75,7 +75,7 @@ func TestJobWaitReasons(t *testing.T) {
 		})
 		check("paused", func(r *twice.WaitReason) bool {
 			return r.By == whytest.PauseBy && r.Reason == whytest.PauseReason && !r.Since.IsZero() && r.Until.IsZero() &&
-				strings.Contains(r.Text, "queue "+whytest.PausedQueue)
+				strings.Contains(r.Text, "its queue is paused by "+whytest.PauseBy)
 		})
 		check("scheduled", func(r *twice.WaitReason) bool {
 			return r.Retry == 0 && r.Until.After(time.Now().Add(23*time.Hour)) && strings.HasPrefix(r.Text, "scheduled: due at ")
@@ -87,7 +87,7 @@ func TestJobWaitReasons(t *testing.T) {
 		check("parked", func(r *twice.WaitReason) bool {
 			return r.Signal == whytest.ApprovalSignal && r.Until.IsZero() && strings.Contains(r.Text, `"approval" (no timeout)`)
 		})
-		check("orphaned", func(r *twice.WaitReason) bool { return strings.Contains(r.Text, whytest.KindGone) })
+		check("orphaned", func(r *twice.WaitReason) bool { return strings.Contains(r.Text, "no live worker registers its kind") })
 
 		counts, err := client.JobWaitCounts(t.Context())
 		if err != nil {
