@@ -408,3 +408,31 @@ func (w *worker) working() bool {
 	defer w.mu.Unlock()
 	return w.started && !w.stopping
 }
+
+// WorkflowWaitReasons says why each of the workflow's tasks waits, by task
+// name: a task with no job yet waits for its dependencies (TaskWaitReason),
+// one with a job as its job does (JobWaitReasons, one read of the store
+// for all of them). A task that runs, finished or was cancelled has none.
+func (c *Client) WorkflowWaitReasons(ctx context.Context, w *WorkflowInfo) (map[string]*WaitReason, error) {
+	var jobs []*twicetype.JobRow
+	for _, t := range w.Tasks {
+		if t.Job != nil {
+			jobs = append(jobs, t.Job)
+		}
+	}
+	reasons, err := c.JobWaitReasons(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*WaitReason{}
+	for _, t := range w.Tasks {
+		r := w.TaskWaitReason(t.Name)
+		if t.Job != nil {
+			r, reasons = reasons[0], reasons[1:]
+		}
+		if r != nil {
+			out[t.Name] = r
+		}
+	}
+	return out, nil
+}

@@ -137,7 +137,8 @@ type etlArgs struct{}
 func (etlArgs) Kind() string { return "test.etl.v1" }
 
 // TestTaskWaitReason: a workflow task that has no job yet says which of
-// its dependencies it waits for: those not completed.
+// its dependencies it waits for: those not completed; one with a job, as
+// its job waits.
 func TestTaskWaitReason(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
@@ -159,6 +160,16 @@ func TestTaskWaitReason(t *testing.T) {
 	info, err := client.WorkflowGet(t.Context(), res.Workflow.ID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	reasons, err := client.WorkflowWaitReasons(t.Context(), info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for task, code := range map[string]twice.WaitCode{"extract": twice.WaitOrphaned, "clean": twice.WaitOrphaned,
+		"load": twice.WaitDependencies, "report": twice.WaitDependencies} {
+		if r := reasons[task]; r == nil || r.Code != code {
+			t.Errorf("WorkflowWaitReasons[%s] = %+v, want code %s (no worker runs the kind)", task, r, code)
+		}
 	}
 	for task, want := range map[string][]string{"extract": nil, "clean": nil, "load": {"clean", "extract"}, "report": {"load"}, "nope": nil} {
 		r := info.TaskWaitReason(task)

@@ -151,6 +151,8 @@ type jobsData struct {
 	// Paused lists the paused queues: their jobs wait on purpose.
 	Paused []string
 	Now    time.Time // available jobs due after it are scheduled
+	// Why says why each listed job that waits does, by id.
+	Why map[int64]*twice.WaitReason
 }
 
 // IsPaused reports whether queue is paused, for a listing's rows.
@@ -208,6 +210,9 @@ func (h *Handler) listJobs(r *http.Request, dead bool) (jobsData, error) {
 		return d, err
 	}
 	d.Jobs, d.Next = res.Jobs, res.Next
+	if d.Why, err = h.waitReasons(r.Context(), res.Jobs); err != nil {
+		return d, err
+	}
 	// The filter's choices come from what is cheap to know — the
 	// catalogued kinds, the known queues — never from a scan of every job.
 	add := func(list *[]string, v string) {
@@ -271,6 +276,8 @@ type jobData struct {
 	LatestErrors []twicetype.AttemptError
 	// Now tells a scheduled job (run time after it), which can run now.
 	Now time.Time
+	// Why says why the job waits; nil when it runs or has finished.
+	Why *twice.WaitReason
 }
 
 func (jobData) page() string { return "job" }
@@ -285,6 +292,11 @@ func (h *Handler) job(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	d := jobData{Job: j, Now: time.Now()}
+	why, err := h.waitReasons(r.Context(), []*twicetype.JobRow{j})
+	if err != nil {
+		return "", nil, err
+	}
+	d.Why = why[j.ID]
 	kc, err := h.catalog(r.Context())
 	if err != nil {
 		return "", nil, err

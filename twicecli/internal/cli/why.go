@@ -41,28 +41,3 @@ func (k *kindBook) whyCell(j *twicetype.JobRow) string {
 	}
 	return terminalText(truncate(r.Text, whyRunes))
 }
-
-// taskReasons says why each of tasks (a workflow's) waits: a task with no
-// job yet waits for its dependencies, one with a job as its job does; nil
-// for a task that runs, finished or was cancelled.
-func taskReasons(ctx context.Context, client *twice.Client, info *twice.WorkflowInfo, tasks []*twicetype.WorkflowTask) ([]*twice.WaitReason, error) {
-	var jobs []*twicetype.JobRow
-	for _, t := range tasks {
-		if t.Job != nil {
-			jobs = append(jobs, t.Job)
-		}
-	}
-	reasons, err := client.JobWaitReasons(ctx, jobs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*twice.WaitReason, len(tasks))
-	for i, t := range tasks {
-		if t.Job == nil {
-			out[i] = info.TaskWaitReason(t.Name)
-			continue
-		}
-		out[i], reasons = reasons[0], reasons[1:]
-	}
-	return out, nil
-}

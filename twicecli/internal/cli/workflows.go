@@ -151,14 +151,14 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 				return err
 			}
 			ordered := info.TasksInOrder()
-			reasons, err := taskReasons(cmd.Context(), client, info, ordered)
+			reasons, err := client.WorkflowWaitReasons(cmd.Context(), info)
 			if err != nil {
 				return err
 			}
 			tasks := make([]workflowTaskJSON, len(ordered))
 			for i, t := range ordered {
 				tj := workflowTaskJSON{Name: t.Name, Kind: t.Kind, Deps: t.Deps, State: string(t.State), Pending: t.Pending,
-					WaitingBecause: reasons[i]}
+					WaitingBecause: reasons[t.Name]}
 				if tj.Deps == nil {
 					tj.Deps = []string{}
 				}
