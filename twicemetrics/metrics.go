@@ -4,11 +4,13 @@
 // run-time and enqueue-to-start histograms; and, read from the store at
 // each scrape, the depth and oldest-job age of each queue and the orphaned
 // jobs; and, once ReportLimits is given the client, the flow-control usage
-// of each limited kind (slots in use, throttled jobs).
+// of each limited kind (slots in use, throttled jobs); and, once
+// ReportWaitReasons is, why the due jobs are not running.
 //
 //	m := twicemetrics.New(store)
 //	client, err := twice.NewClient(store, twice.Config{Registry: reg, Observer: m})
 //	m.ReportLimits(client)
+//	m.ReportWaitReasons(client)
 //	http.Handle("/metrics", m.Handler())
 package twicemetrics
 
@@ -47,6 +49,9 @@ type Metrics struct {
 	limits                                            atomic.Pointer[LimitLister]
 	throttledDesc, slotsUsedDesc, slotsDesc, rateDesc *prometheus.Desc
 	waitingDesc                                       *prometheus.Desc
+
+	whys       atomic.Pointer[WaitCounter]
+	notRunDesc *prometheus.Desc
 }
 
 // QueueReader is what the queue gauges read of a store. Every twice store
@@ -72,6 +77,21 @@ type LimitLister interface {
 // its global limit; twice_limit_rate_used, the starts in a rate-limited
 // kind's current window. Without it no limit gauge is reported.
 func (m *Metrics) ReportLimits(l LimitLister) { m.limits.Store(&l) }
+
+// WaitCounter counts the due jobs that are not running by why they are
+// not: a *twice.Client, which reads the kill switches, pauses, catalog and
+// limits that say so.
+type WaitCounter interface {
+	JobWaitCounts(ctx context.Context) ([]twice.WaitCount, error)
+}
+
+// ReportWaitReasons makes each scrape report twice_jobs_not_running, the
+// due jobs that are not running, by kind, queue and reason: held (a kill
+// switch), paused (the queue), orphaned (no live worker for the kind or
+// the queue), throttled (a limit) or due (a worker starts them at its next
+// fetch), as twice.Client.JobWaitCounts counts them from counts by kind,
+// never by reading each job. Without it the gauge is not reported.
+func (m *Metrics) ReportWaitReasons(w WaitCounter) { m.whys.Store(&w) }
 
 // New returns the metrics of the jobs in store, registered in a registry
 // of their own (with the Go and process collectors) that Handler serves.
@@ -118,7 +138,10 @@ func New(store QueueReader) *Metrics {
 		slotsUsedDesc: prometheus.NewDesc("twice_limit_slots_used", "Running jobs of a kind with a concurrency limit, across all nodes.", []string{"kind"}, nil),
 		slotsDesc:     prometheus.NewDesc("twice_limit_slots", "The global concurrency limit of a kind.", []string{"kind"}, nil),
 		rateDesc:      prometheus.NewDesc("twice_limit_rate_used", "Starts of a rate-limited kind in its current window.", []string{"kind"}, nil),
-		waitingDesc:   prometheus.NewDesc("twice_jobs_waiting", "Jobs parked by their handler until a signal or a timer (twice.AwaitSignal, twice.Sleep): they hold no worker and are not stuck.", []string{"kind", "queue"}, nil),
+		notRunDesc: prometheus.NewDesc("twice_jobs_not_running",
+			"Due jobs that are not running, by why: held (kill switch), paused (queue), orphaned (no live worker), throttled (limit), due (next fetch).",
+			[]string{"kind", "queue", "reason"}, nil),
+		waitingDesc: prometheus.NewDesc("twice_jobs_waiting", "Jobs parked by their handler until a signal or a timer (twice.AwaitSignal, twice.Sleep): they hold no worker and are not stuck.", []string{"kind", "queue"}, nil),
 	}
 	m.registry.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -166,6 +189,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.slotsDesc
 	ch <- m.rateDesc
 	ch <- m.waitingDesc
+	ch <- m.notRunDesc
 }
 
 // Collect implements prometheus.Collector: the counters and histograms,
@@ -199,6 +223,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.collectLimits(ctx, ch)
 	m.collectQueues(ctx, ch, now)
 	m.collectWaiting(ctx, ch)
+	m.collectWaitReasons(ctx, ch)
 	orphans, err := m.store.JobOrphans(ctx, &twicestore.JobOrphansParams{AliveSince: now.Add(-ops.NodeAliveWindow)})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(m.orphanDesc, err)
@@ -218,6 +243,23 @@ func (m *Metrics) collectWaiting(ctx context.Context, ch chan<- prometheus.Metri
 	}
 	for _, c := range res.Counts {
 		ch <- prometheus.MustNewConstMetric(m.waitingDesc, prometheus.GaugeValue, float64(c.Count), c.Kind, c.Queue)
+	}
+}
+
+// collectWaitReasons reports why the due jobs are not running, if
+// ReportWaitReasons was given a counter.
+func (m *Metrics) collectWaitReasons(ctx context.Context, ch chan<- prometheus.Metric) {
+	w := m.whys.Load()
+	if w == nil {
+		return
+	}
+	counts, err := (*w).JobWaitCounts(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(m.notRunDesc, err)
+		return
+	}
+	for _, c := range counts {
+		ch <- prometheus.MustNewConstMetric(m.notRunDesc, prometheus.GaugeValue, float64(c.Count), c.Kind, c.Queue, string(c.Code))
 	}
 }
 

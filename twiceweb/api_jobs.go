@@ -194,6 +194,9 @@ type apiJob struct {
 	Cancel        *apiCancelRequest `json:"cancel,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
 	AttemptedBy   string            `json:"attempted_by,omitempty"`
+	// WaitingBecause says why a job that neither runs nor has finished
+	// is not running.
+	WaitingBecause *twice.WaitReason `json:"waiting_because,omitempty"`
 }
 
 type apiAttemptError struct {
@@ -248,7 +251,13 @@ func (a *api) getJob(r *http.Request, _ *caller) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, jobDetailJSON(d, kc), nil
+	why, err := a.h.waitReasons(r.Context(), []*twicetype.JobRow{d.Job})
+	if err != nil {
+		return 0, nil, err
+	}
+	out := jobDetailJSON(d, kc)
+	out.WaitingBecause = why[d.Job.ID]
+	return http.StatusOK, out, nil
 }
 
 // jobListResponse is one page of GET /api/v1/jobs.
@@ -307,9 +316,15 @@ func (a *api) listJobs(r *http.Request, _ *caller) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	why, err := a.h.waitReasons(r.Context(), res.Jobs)
+	if err != nil {
+		return 0, nil, err
+	}
 	out := jobListResponse{Jobs: make([]apiJob, 0, len(res.Jobs)), Next: res.Next}
 	for _, j := range res.Jobs {
-		out.Jobs = append(out.Jobs, jobJSON(j, kc))
+		job := jobJSON(j, kc)
+		job.WaitingBecause = why[j.ID]
+		out.Jobs = append(out.Jobs, job)
 	}
 	return http.StatusOK, out, nil
 }

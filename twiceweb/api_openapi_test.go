@@ -160,6 +160,8 @@ func TestAPIOpenAPIMatchesBodies(t *testing.T) {
 		"Queue":           queueResponse{},
 		"SwitchRequest":   switchRequest{},
 		"Switch":          switchResponse{},
+		"WaitReason":      twice.WaitReason{},
+		"WaitLimit":       twice.WaitLimit{},
 		// Problem is left out: twicehttp's idempotency replies add
 		// original_status to the problems this package writes.
 	} {

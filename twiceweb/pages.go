@@ -154,6 +154,8 @@ type jobsData struct {
 	// Select puts a checkbox on every row and the bulk actions above
 	// them (see bulk.go).
 	Select bool
+	// Why says why each listed job that waits does, by id.
+	Why map[int64]*twice.WaitReason
 }
 
 // IsPaused reports whether queue is paused, for a listing's rows.
@@ -213,6 +215,9 @@ func (h *Handler) listJobs(r *http.Request, dead bool) (jobsData, error) {
 		return d, err
 	}
 	d.Jobs, d.Next = res.Jobs, res.Next
+	if d.Why, err = h.waitReasons(r.Context(), res.Jobs); err != nil {
+		return d, err
+	}
 	// The filter's choices come from what is cheap to know — the
 	// catalogued kinds, the known queues — never from a scan of every job.
 	add := func(list *[]string, v string) {
@@ -278,6 +283,8 @@ type jobData struct {
 	Now time.Time
 	// Detail is what the job produced and belongs to.
 	Detail *twice.JobDetail
+	// Why says why the job waits; nil when it runs or has finished.
+	Why *twice.WaitReason
 }
 
 func (jobData) page() string { return "job" }
@@ -293,6 +300,11 @@ func (h *Handler) job(r *http.Request) (string, any, error) {
 	}
 	j := detail.Job
 	d := jobData{Job: j, Now: time.Now(), Detail: detail}
+	why, err := h.waitReasons(r.Context(), []*twicetype.JobRow{j})
+	if err != nil {
+		return "", nil, err
+	}
+	d.Why = why[j.ID]
 	kc, err := h.catalog(r.Context())
 	if err != nil {
 		return "", nil, err

@@ -66,6 +66,8 @@ func (workflowData) page() string { return "workflow" }
 type workflowTaskRow struct {
 	*twicetype.WorkflowTask
 	State string
+	// Why says why the task waits: for its dependencies, or as its job.
+	Why *twice.WaitReason
 }
 
 func (h *Handler) workflow(r *http.Request) (string, any, error) {
@@ -98,12 +100,16 @@ func (h *Handler) workflow(r *http.Request) (string, any, error) {
 		return l
 	}
 	d := workflowData{Workflow: info.Workflow, Counts: info.Counts()}
+	why, err := h.client.WorkflowWaitReasons(r.Context(), info)
+	if err != nil {
+		return "", nil, err
+	}
 	for _, t := range info.Tasks {
 		l := depth(t)
 		for len(d.Levels) <= l {
 			d.Levels = append(d.Levels, nil)
 		}
-		row := workflowTaskRow{WorkflowTask: t, State: string(t.State)}
+		row := workflowTaskRow{WorkflowTask: t, State: string(t.State), Why: why[t.Name]}
 		switch {
 		case t.Job != nil:
 			row.State = string(t.Job.State)

@@ -41,7 +41,8 @@ func TestWorkflowPages(t *testing.T) {
 		t.Fatalf("workflow page: %d\n%s", code, body)
 	}
 	for _, want := range []string{"level 0", "level 2", `data-task-state="fetch">available`, `data-task-state="load">pending`,
-		"1 to go", `href="/jobs/` + strconv.FormatInt(res.Jobs[0].ID, 10) + `"`} {
+		"1 to go", `href="/jobs/` + strconv.FormatInt(res.Jobs[0].ID, 10) + `"`,
+		`data-why="dependencies" title="dependencies: waiting for fetch to complete"`, `data-why="orphaned"`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("workflow page lacks %q:\n%s", want, body)
 		}

@@ -103,6 +103,9 @@ func (d *dashboardFlags) start(ctx context.Context, client *twice.Client, metric
 	if err != nil {
 		return func() {}, err
 	}
+	if metrics != nil {
+		metrics.ReportWaitReasons(client) // twice_jobs_not_running, on the dashboard's /metrics
+	}
 	h, err := twiceweb.New(client, o)
 	if err != nil {
 		return func() {}, err

@@ -152,6 +152,9 @@ func (c *cli) listJobs(cmd *cobra.Command, l *listFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := book.loadWhy(cmd.Context(), client, res.Jobs); err != nil {
+		return err
+	}
 	if len(res.Jobs) == 0 && p.BeforeID == 0 {
 		if err := checkFilterNames(cmd.Context(), client, &p.JobFilter); err != nil {
 			return err
@@ -195,6 +198,9 @@ func (c *cli) jobsShowCommand(l *listFlags) *cobra.Command {
 			job := detail.Job
 			book, err := c.loadKindBook(cmd.Context(), client, l.showArgs)
 			if err != nil {
+				return err
+			}
+			if err := book.loadWhy(cmd.Context(), client, []*twicetype.JobRow{job}); err != nil {
 				return err
 			}
 			if l.json {

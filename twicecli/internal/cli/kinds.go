@@ -21,6 +21,8 @@ type kindBook struct {
 	// paused holds the queues paused now, whose waiting jobs are shown as
 	// paused rather than stuck.
 	paused map[string]bool
+	// why holds why the listed jobs that wait do (loadWhy), by id.
+	why map[int64]*twice.WaitReason
 }
 
 // loadKindBook reads the catalog and the queues' pauses through client.

@@ -7,9 +7,6 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/testkit/limitstest"
-	"github.com/twicejobs/twice/twicepg"
-	"github.com/twicejobs/twice/twicesqlite"
-	"github.com/twicejobs/twice/twicestore"
 )
 
 // limitedWorker opens the store at db and starts the limited worker of
@@ -17,21 +14,7 @@ import (
 // returns its registry, for the CLI under test.
 func limitedWorker(t *testing.T, db string) *twice.Registry {
 	t.Helper()
-	var (
-		store twicestore.Store
-		err   error
-	)
-	if isPostgresURL(db) {
-		store, err = twicepg.Open(t.Context(), db)
-	} else {
-		store, err = twicesqlite.Open(t.Context(), db)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered first, so it runs after the worker has stopped.
-	t.Cleanup(func() { _ = store.Close() })
-	return limitstest.StartWorker(t, store)
+	return limitstest.StartWorker(t, openTestStore(t, db))
 }
 
 func TestLimitsList(t *testing.T) {

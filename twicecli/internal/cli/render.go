@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/ops"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
@@ -61,6 +62,9 @@ type jobJSON struct {
 	Cancel     *cancelJSON `json:"cancel,omitempty"`
 	CreatedAt  time.Time   `json:"created_at"`
 	FinishedAt *time.Time  `json:"finished_at,omitempty"`
+	// WaitingBecause says why a job that neither runs nor has finished
+	// is not running (twice.Client.JobWaitReasons).
+	WaitingBecause *twice.WaitReason `json:"waiting_because,omitempty"`
 }
 
 // cancelJSON is a job's cancel request.
@@ -80,7 +84,7 @@ func (k *kindBook) newJobJSON(j *twicetype.JobRow, full bool, now time.Time) *jo
 		MessageID: j.MessageID, Key: j.Key, CorrelationID: j.CorrelationID, UniqueKey: j.UniqueKey,
 		Args: a.json, ArgsRedacted: a.redacted, ArgsTypeKnown: a.known, ArgsHidden: a.hidden, ArgsUnreadable: a.unreadable,
 		RunAt: j.RunAt, WaitName: j.WaitName, Scheduled: scheduled(j, now), QueuePaused: k.paused[j.Queue], AttemptedBy: j.AttemptedBy, Note: j.Note,
-		ErrorCount: len(j.Errors), Snoozes: j.Snoozes, CreatedAt: j.CreatedAt,
+		ErrorCount: len(j.Errors), Snoozes: j.Snoozes, CreatedAt: j.CreatedAt, WaitingBecause: k.why[j.ID],
 	}
 	if c := j.Cancel; c != nil {
 		out.Cancel = &cancelJSON{At: c.At, By: c.By, Reason: c.Reason}
@@ -189,11 +193,11 @@ func (k *kindBook) args(j *twicetype.JobRow) shownArgs {
 // timeout as its run time and the signal it waits for as its note.
 func (k *kindBook) printJobTable(w io.Writer, jobs []*twicetype.JobRow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tNOTE / LAST ERROR")
+	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tRUN AT\tWHY\tNOTE / LAST ERROR")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n",
 			j.ID, terminalText(j.Kind), terminalText(j.Queue), k.state(j, now), j.Attempt, j.MaxAttempts, runAtCell(j),
-			terminalText(firstLine(noteOrError(j), 70)))
+			k.whyCell(j), terminalText(firstLine(noteOrError(j), 70)))
 	}
 	return tw.Flush()
 }
@@ -305,6 +309,9 @@ func (k *kindBook) printJob(w io.Writer, j *twicetype.JobRow, now time.Time) err
 		row("waiting for", "signal "+j.WaitName+" "+waitUntil(j))
 	} else {
 		row("run at", formatTime(j.RunAt))
+	}
+	if r := k.why[j.ID]; r != nil {
+		row("waits because", r.Text)
 	}
 	if !j.LeaseUntil.IsZero() {
 		row("lease until", formatTime(j.LeaseUntil))

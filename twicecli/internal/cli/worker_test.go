@@ -16,8 +16,6 @@ import (
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicecli/internal/demo"
-	"github.com/twicejobs/twice/twicepg"
-	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 	"github.com/twicejobs/twice/twiceweb"
@@ -27,19 +25,7 @@ import (
 // until the job reaches a terminal state.
 func waitFinished(t *testing.T, db string, id int64) *twicetype.JobRow {
 	t.Helper()
-	var (
-		store twicestore.Store
-		err   error
-	)
-	if isPostgresURL(db) {
-		store, err = twicepg.Open(t.Context(), db)
-	} else {
-		store, err = twicesqlite.Open(t.Context(), db)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = store.Close() }()
+	store := openTestStore(t, db)
 	var j *twicetype.JobRow
 	waitfor.Cond(t, fmt.Sprintf("job %d to finish", id), func() bool {
 		var err error

@@ -122,6 +122,9 @@ type workflowTaskJSON struct {
 	Pending  int      `json:"pending"`
 	JobID    int64    `json:"job_id,omitempty"`
 	Attempts int      `json:"attempts,omitempty"`
+	// WaitingBecause says why a task waits: for its dependencies, those
+	// not completed, or as its job waits.
+	WaitingBecause *twice.WaitReason `json:"waiting_because,omitempty"`
 }
 
 func (c *cli) workflowsShowCommand() *cobra.Command {
@@ -148,9 +151,14 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 				return err
 			}
 			ordered := info.TasksInOrder()
+			reasons, err := client.WorkflowWaitReasons(cmd.Context(), info)
+			if err != nil {
+				return err
+			}
 			tasks := make([]workflowTaskJSON, len(ordered))
 			for i, t := range ordered {
-				tj := workflowTaskJSON{Name: t.Name, Kind: t.Kind, Deps: t.Deps, State: string(t.State), Pending: t.Pending}
+				tj := workflowTaskJSON{Name: t.Name, Kind: t.Kind, Deps: t.Deps, State: string(t.State), Pending: t.Pending,
+					WaitingBecause: reasons[t.Name]}
 				if tj.Deps == nil {
 					tj.Deps = []string{}
 				}
@@ -179,7 +187,7 @@ func (c *cli) workflowsShowCommand() *cobra.Command {
 				if len(t.Deps) > 0 {
 					deps = strings.Join(t.Deps, ",")
 					if t.JobID == 0 && t.State == string(twicetype.WorkflowTaskWaiting) {
-						deps += fmt.Sprintf(" (%d pending)", t.Pending)
+						deps += " (waiting for " + strings.Join(t.WaitingBecause.Dependencies, ",") + ")"
 						state = "pending" // for its dependencies; a parked job is "waiting"
 					}
 				}

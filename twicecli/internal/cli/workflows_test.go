@@ -36,12 +36,13 @@ func TestWorkflowsCommands(t *testing.T) {
 		t.Fatalf("workflows ls:\n%s", out)
 	}
 	out := s.ok("workflows", "show", "1").stdout
-	for _, want := range []string{`workflow 1 "import": running, 0/2`, "fetch", "available", "load", "pending", "fetch (1 pending)"} {
+	for _, want := range []string{`workflow 1 "import": running, 0/2`, "fetch", "available", "load", "pending", "fetch (waiting for fetch)"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("workflows show lacks %q:\n%s", want, out)
 		}
 	}
-	if out := s.ok("workflows", "show", "1", "--json").stdout; !strings.Contains(out, `"task_list"`) || !strings.Contains(out, `"on_dead": "hold"`) {
+	if out := s.ok("workflows", "show", "1", "--json").stdout; !strings.Contains(out, `"task_list"`) || !strings.Contains(out, `"on_dead": "hold"`) ||
+		!strings.Contains(out, `"code": "dependencies"`) || !strings.Contains(out, `"code": "orphaned"`) {
 		t.Fatalf("workflows show --json:\n%s", out)
 	}
 	if out := s.ok("workflows", "cancel", "1", "--reason", "wrong file", "--by", "ops").stdout; !strings.Contains(out, "cancelled workflow 1: 1 waiting tasks will not run, 1 jobs") {
