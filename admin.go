@@ -71,8 +71,10 @@ var (
 	// ErrJobRunning: the job is running, so it cannot be deleted or retried;
 	// cancel it first (state).
 	ErrJobRunning = errors.New("job is running")
-	// ErrJobNotRetryable: the job is waiting to run, or completed; only
-	// dead, discarded and cancelled jobs are retried (state).
+	// ErrJobNotRetryable: the job is waiting to run, or completed and not
+	// asked for as such (a filter with State completed), or a completed
+	// workflow task or batch member; dead, discarded and cancelled jobs
+	// are retried, and completed ones when asked for (state).
 	ErrJobNotRetryable = errors.New("job is not dead, discarded or cancelled")
 	// ErrJobNotDead: the job is not dead, so it cannot be discarded
 	// (state).

@@ -289,13 +289,21 @@ func (c *Client) JobDeleteTx(ctx context.Context, tx any, p *JobActionParams) (*
 
 // JobRetry makes dead, discarded and cancelled jobs available again, with
 // their attempts reset and their error history kept. A running job is
-// refused (ErrJobRunning), as is one waiting to run or completed
-// (ErrJobNotRetryable), and one whose unique key another job of its kind
-// holds (ErrUniqueConflict); the others are retried all the same. A job
-// whose effect may have happened (ReplayUncertain: its own ClaimBefore
-// claim, or a step claimed without a receipt) is skipped with an error
-// wrapping ErrRetryUncertain, unless p.Force, with a Reason; see
-// JobRetryPreview for what a retry would do before it does it.
+// refused (ErrJobRunning), as is one waiting to run (ErrJobNotRetryable),
+// and one whose unique key another job of its kind holds
+// (ErrUniqueConflict); the others are retried all the same. A job whose
+// effect may have happened (ReplayUncertain: its own ClaimBefore claim, or
+// a step claimed without a receipt) is skipped with an error wrapping
+// ErrRetryUncertain, unless p.Force, with a Reason recorded in the job's
+// history with p.By; see JobRetryPreview for what a retry would do before
+// it does it.
+//
+// Completed jobs are replayed only when the filter asks for them (State
+// completed): a retry by ids or by another filter refuses them
+// (ErrJobNotRetryable), so work that succeeded never runs again by
+// accident. Replayed, a job whose marker exists completes again without
+// calling its handler's effect. A completed workflow task or batch member
+// is refused even then (ReplayRefused): its completion fired its edges.
 func (c *Client) JobRetry(ctx context.Context, p *JobActionParams) (*JobActionResult, error) {
 	return c.jobAction(ctx, c.store, actionRetry, p, true)
 }
@@ -451,12 +459,18 @@ func jobResult(action jobAction, r twicestore.JobActionResult) JobResult {
 		out.Err = fmt.Errorf("job %d is %s: %w; nothing to cancel", r.ID, r.State, ErrJobFinished)
 	case twicestore.JobActionConflict:
 		out.Err = fmt.Errorf("job %d: %w (job %d): retry it once that job no longer holds the key (finished outside its ByStates, or deleted)", r.ID, ErrUniqueConflict, r.HolderID)
+	case twicestore.JobActionComposed:
+		out.Err = fmt.Errorf("job %d completed as a workflow task or batch member: %w: its completion fired its edges already; "+
+			"enqueue its work anew to run it again", r.ID, ErrJobNotRetryable)
 	case twicestore.JobActionWrongState:
 		switch {
 		case action == actionRunNow && r.State == twicetype.JobStateRunning:
 			out.Err = fmt.Errorf("job %d is running already: %w", r.ID, ErrJobRunning)
 		case r.State == twicetype.JobStateRunning:
 			out.Err = fmt.Errorf("job %d: %w: cancel it first, or wait for it to finish", r.ID, ErrJobRunning)
+		case action == actionRetry && r.State == twicetype.JobStateCompleted:
+			out.Err = fmt.Errorf("job %d is completed: %w: a retry replays completed jobs only when asked for: select state completed "+
+				"(JobFilter.State, --state completed), after a preview (JobRetryPreview, --dry-run) of which would really run", r.ID, ErrJobNotRetryable)
 		case action == actionRetry:
 			out.Err = fmt.Errorf("job %d is %s: %w", r.ID, r.State, ErrJobNotRetryable)
 		case action == actionDiscard:

@@ -55,3 +55,57 @@ func ExampleClient_JobRetryPreview() {
 	// no-op: 1 will run: 1
 	// receipts sent: 1
 }
+
+// After an incident that lost the receipt of order o-4 (its marker
+// released once the loss was confirmed), the completed receipts are
+// replayed: asked for with state completed, since a retry by id alone
+// refuses a completed job. The preview says which would really run; the
+// replay sends o-4's receipt again and completes o-3's as a no-op.
+func ExampleClient_JobRetry_completed() {
+	var sent atomic.Int32
+	reg := twice.NewRegistry()
+	twice.MustRegister(reg, twice.HandlerFunc[ReceiptEmail](func(context.Context, *twice.Job[ReceiptEmail]) error {
+		sent.Add(1)
+		return nil
+	}), &twice.KindOpts{Strategy: twice.ClaimAfter})
+	client, stop := exampleClient(reg)
+	defer stop()
+	ctx := context.Background()
+	var ids []int64
+	for _, order := range []string{"o-3", "o-4"} {
+		res, err := client.Enqueue(ctx, ReceiptEmail{Order: order}, nil)
+		if err != nil {
+			panic(err)
+		}
+		_, _ = client.Wait(ctx, res.Job.ID)
+		ids = append(ids, res.Job.ID)
+	}
+	if _, err := client.MarkerRelease(ctx, &twice.MarkerReleaseParams{
+		MarkerParams: twice.MarkerParams{Handler: "email.receipt.v1", Key: "receipt-o-4"},
+		By:           "ops", Reason: "the mail provider lost it"}); err != nil {
+		panic(err)
+	}
+
+	res, _ := client.JobRetry(ctx, &twice.JobActionParams{IDs: ids[:1]})
+	fmt.Println("by id alone:", errors.Is(res.Err(), twice.ErrJobNotRetryable))
+	completed := &twice.JobActionParams{Filter: &twice.JobFilter{State: twicetype.JobStateCompleted}, By: "ops"}
+	preview, err := client.JobRetryPreview(ctx, completed)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("no-op:", preview.Counts[twice.ReplayNoop], "will run:", preview.Counts[twice.ReplayWillRun])
+	res, err = client.JobRetry(ctx, completed)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("replayed:", len(res.Changed()))
+	for _, id := range ids {
+		_, _ = client.Wait(ctx, id)
+	}
+	fmt.Println("receipts sent:", sent.Load())
+	// Output:
+	// by id alone: true
+	// no-op: 1 will run: 1
+	// replayed: 2
+	// receipts sent: 3
+}

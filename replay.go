@@ -7,7 +7,9 @@ package twice
 // effect that may have happened (a ClaimBefore claim or a step without a
 // receipt): JobRetryPreview says so before anything runs, and JobRetry
 // acts on the same classification, skipping the uncertain jobs unless
-// forced with a reason.
+// forced with a reason. Completed jobs are replayed the same way when the
+// selection asks for them (state completed), but for workflow tasks and
+// batch members, whose completion fired its edges already.
 
 import (
 	"cmp"
@@ -41,6 +43,11 @@ const (
 	// ReplayBlocked: another job holds the job's unique key, so a retry
 	// conflicts (ErrUniqueConflict) and changes nothing.
 	ReplayBlocked = twicestore.ReplayBlocked
+	// ReplayRefused: a completed workflow task or batch member. Its
+	// completion released the tasks depending on it, or counted in its
+	// batch (and may have fired the callback), so JobRetry leaves it
+	// (ErrJobNotRetryable): enqueue its work anew to run it again.
+	ReplayRefused = twicestore.ReplayRefused
 )
 
 // ReplayClasses lists the classes in the order previews show them.
@@ -56,18 +63,19 @@ const retryPreviewPage = 5000
 // RetryPreview is what a retry of a selection would do, per class.
 type RetryPreview struct {
 	// Total is the number of jobs classified: those a retry takes (dead,
-	// discarded, cancelled) and, when the filter asks for completed jobs,
-	// those.
+	// discarded, cancelled) and, when the filter asks for completed jobs
+	// (State completed), those.
 	Total int
 	// Counts is the number of jobs per class; a class with none is absent.
 	Counts map[ReplayClass]int
 	// Samples are the lowest ids of each class, at most
 	// RetryPreviewSamples of them.
 	Samples map[ReplayClass][]int64
-	// Completed counts the completed jobs among them. JobRetry refuses a
-	// completed job (ErrJobNotRetryable): their classes say what enqueuing
-	// their work again would do, so an operator replays the will-run ones
-	// knowingly (with a new message, not a retry).
+	// Completed counts the completed jobs among them. JobRetry with the
+	// same params replays them as their classes say: the no-ops complete
+	// again without calling the effect, the will-run ones run it again,
+	// the uncertain ones are skipped unless forced, and the blocked and
+	// refused ones (workflow tasks, batch members) are left as they are.
 	Completed int
 	// Forced reports that the preview was asked with Force, so uncertain
 	// jobs are counted as a retry would take them: all retried.
@@ -77,8 +85,9 @@ type RetryPreview struct {
 // JobRetryPreview says, without changing anything, what JobRetry with the
 // same params would do to each job it selects: a no-op (its marker
 // absorbs the replay), a real run, an uncertain effect (skipped unless
-// Force), or a conflict on a unique key. A filter with State completed
-// previews completed jobs too, which JobRetry refuses (see
+// Force), a conflict on a unique key, or a refusal (a completed workflow
+// task or batch member). A filter with State completed previews completed
+// jobs, which JobRetry with that filter replays (see
 // RetryPreview.Completed). The jobs are read in pages of a few thousand,
 // each in one statement, never one round trip per job.
 //
@@ -112,14 +121,16 @@ func (c *Client) JobRetryPreview(ctx context.Context, p *JobActionParams) (*Retr
 // replayJobs classifies every job filter selects, in id order, as a retry
 // would meet them: a job whose unique key a job earlier in the selection
 // takes back is blocked by it too, as JobRetry retries only the lowest id
-// of a key; an uncertain job takes nothing back unless forced.
+// of a key; an uncertain job takes nothing back unless forced, and a
+// refused one never. Completed jobs are read when the filter's State is
+// completed, as JobRetry then retries them.
 func (c *Client) replayJobs(ctx context.Context, exec twicestore.Executor, filter twicestore.JobFilter, force bool) ([]twicestore.ReplayJob, error) {
 	kinds, err := c.replayKinds(ctx, exec)
 	if err != nil {
 		return nil, err
 	}
 	p := &twicestore.JobRetryPreviewParams{Filter: filter, Kinds: kinds, Limit: retryPreviewPage,
-		Completed: filter.State == twicetype.JobStateCompleted}
+		Completed: replaysCompleted(filter)}
 	type ref struct{ kind, key string }
 	taken := map[ref]int64{}
 	var out []twicestore.ReplayJob
@@ -131,7 +142,7 @@ func (c *Client) replayJobs(ctx context.Context, exec twicestore.Executor, filte
 		for _, j := range res.Jobs {
 			r := ref{j.Kind, j.UniqueKey}
 			switch {
-			case j.UniqueKey == "" || j.Class == ReplayBlocked || j.State == twicetype.JobStateCompleted:
+			case j.UniqueKey == "" || j.Class == ReplayBlocked || j.Class == ReplayRefused:
 			case j.Class == ReplayUncertain && !force:
 			case taken[r] != 0:
 				j.Class, j.HolderID = ReplayBlocked, taken[r]
@@ -145,6 +156,13 @@ func (c *Client) replayJobs(ctx context.Context, exec twicestore.Executor, filte
 		}
 		p.AfterID = res.Jobs[len(res.Jobs)-1].ID
 	}
+}
+
+// replaysCompleted reports whether a retry of filter takes completed jobs:
+// only when it asks for them, so a retry by id or by another state never
+// replays a job that succeeded.
+func replaysCompleted(filter twicestore.JobFilter) bool {
+	return filter.State == twicetype.JobStateCompleted
 }
 
 // replayKinds names each kind's handler and strategy: the registry's for
@@ -169,9 +187,10 @@ func (c *Client) replayKinds(ctx context.Context, exec twicestore.Executor) (map
 }
 
 // retrySkippingUncertain is JobRetry's path: the selection is classified
-// first, and unless p.Force, its uncertain jobs are left out of the retry,
-// each with a result saying how to settle it. With no uncertain job, the
-// store's retry runs on the selection as it always did.
+// first; its refused jobs (completed workflow tasks and batch members)
+// and, unless p.Force, its uncertain ones are left out of the retry, each
+// with a result saying why and what to do. With none left out, the store's
+// retry runs on the selection as it always did.
 func (c *Client) retrySkippingUncertain(ctx context.Context, exec twicestore.Executor, p *JobActionParams,
 	filter twicestore.JobFilter, now time.Time) (*twicestore.JobBulkResult, []JobResult, error) {
 	jobs, err := c.replayJobs(ctx, exec, filter, p.Force)
@@ -182,6 +201,8 @@ func (c *Client) retrySkippingUncertain(ctx context.Context, exec twicestore.Exe
 	var forced, rest []int64
 	for _, j := range jobs {
 		switch {
+		case j.Class == ReplayRefused:
+			skipped = append(skipped, JobResult{ID: j.ID, State: j.State, Err: composedErr(&j)})
 		case j.Class != ReplayUncertain:
 			rest = append(rest, j.ID)
 		case p.Force:
@@ -209,7 +230,7 @@ func (c *Client) retrySkippingUncertain(ctx context.Context, exec twicestore.Exe
 		return &twicestore.JobBulkResult{}, skipped, nil
 	}
 	filter.IDs = ids
-	res, err := exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+	res, err := c.retryForced(ctx, exec, filter, forced, p, now)
 	return res, skipped, err
 }
 
@@ -219,8 +240,9 @@ func (c *Client) retrySkippingUncertain(ctx context.Context, exec twicestore.Exe
 // begins; otherwise the caller's.
 func (c *Client) retryForced(ctx context.Context, exec twicestore.Executor, filter twicestore.JobFilter, forced []int64,
 	p *JobActionParams, now time.Time) (*twicestore.JobBulkResult, error) {
+	bulk := &twicestore.JobBulkParams{Filter: filter, Now: now, Completed: replaysCompleted(filter)}
 	if len(forced) == 0 {
-		return exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+		return exec.JobRetry(ctx, bulk)
 	}
 	store, owned := exec.(twicestore.Store)
 	if owned {
@@ -231,7 +253,7 @@ func (c *Client) retryForced(ctx context.Context, exec twicestore.Executor, filt
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
 		exec = tx
 	}
-	res, err := exec.JobRetry(ctx, &twicestore.JobBulkParams{Filter: filter, Now: now})
+	res, err := exec.JobRetry(ctx, bulk)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +289,19 @@ func uncertainErr(j *twicestore.ReplayJob) error {
 	return fmt.Errorf("job %d: %w (%s): check whether the effect happened, then settle it "+
 		"(twice markers release, or the step's settle) or discard the job, or retry it forced with a reason "+
 		"(Force and Reason; --force --reason in the CLI)", j.ID, ErrRetryUncertain, what)
+}
+
+// composedErr says why a completed workflow task or batch member was left
+// out of a replay, and what to do instead.
+func composedErr(j *twicestore.ReplayJob) error {
+	if j.WorkflowID != 0 {
+		return fmt.Errorf("job %d completed as task %q of workflow %d: %w: its completion released the tasks that "+
+			"depend on it already, so a retry in place would count it twice; to run it again, enqueue its work anew "+
+			"(a new workflow, or Enqueue)", j.ID, j.WorkflowTask, j.WorkflowID, ErrJobNotRetryable)
+	}
+	return fmt.Errorf("job %d completed as a member of batch %d: %w: it counted in its batch already (whose callback "+
+		"may have run), so a retry in place would count it twice; to run it again, enqueue its work anew",
+		j.ID, j.BatchID, ErrJobNotRetryable)
 }
 
 // sortResults orders an action's results by job id.

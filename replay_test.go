@@ -3,11 +3,14 @@ package twice_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/testkit/waitfor"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -174,7 +177,8 @@ func TestJobRetryPreview(t *testing.T) {
 }
 
 // TestJobRetryPreviewCompleted: completed jobs are classified when the
-// filter asks for them; JobRetry still refuses them.
+// filter asks for them; JobRetry refuses them by id alone, saying how to
+// ask for them.
 func TestJobRetryPreviewCompleted(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store twicestore.Store) {
@@ -201,11 +205,258 @@ func TestJobRetryPreviewCompleted(t *testing.T) {
 			t.Errorf("preview of completed jobs = %+v, want 4 no-ops", pv)
 		}
 		res, err := c.JobRetry(ctx, &twice.JobActionParams{IDs: ids[:1]})
-		if err != nil || !errors.Is(res.Err(), twice.ErrJobNotRetryable) {
-			t.Errorf("retry of a completed job = %+v, %v; want ErrJobNotRetryable", res, err)
+		if err != nil || !errors.Is(res.Err(), twice.ErrJobNotRetryable) || !strings.Contains(res.Err().Error(), "select state completed") {
+			t.Errorf("retry of a completed job = %+v, %v; want ErrJobNotRetryable saying to select state completed", res, err)
 		}
 		if _, err := c.JobRetryPreview(ctx, &twice.JobActionParams{}); !errors.Is(err, twice.ErrInvalidInput) {
 			t.Errorf("preview with no selection: %v, want ErrInvalidInput", err)
+		}
+	})
+}
+
+// TestJobRetryReplaysCompleted is issue 25's replay proof at small scale:
+// completed ClaimAfter jobs whose markers exist, completed ClaimBefore jobs
+// whose own claims leave a replay uncertain, and completed unique jobs
+// whose keys newer jobs hold. The preview counts them as no-op, uncertain
+// and blocked; the real retry of state completed then completes the
+// no-ops again without one handler call, runs none of the uncertain ones
+// and leaves the blocked ones; forced with a reason, an uncertain one is
+// retried, recorded in its history with who, and the runtime's own guard
+// still calls no handler.
+func TestJobRetryReplaysCompleted(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		const noops, uncertainN, blockedN = 12, 4, 3
+		ctx := context.Background()
+		var emails, charges atomic.Int64
+		reg := twice.NewRegistry()
+		twice.MustRegister(reg, twice.HandlerFunc[replayEmailArgs](func(context.Context, *twice.Job[replayEmailArgs]) error {
+			emails.Add(1)
+			return nil
+		}), &twice.KindOpts{HandlerName: "mailer"})
+		twice.MustRegister(reg, twice.HandlerFunc[replayChargeArgs](func(context.Context, *twice.Job[replayChargeArgs]) error {
+			charges.Add(1)
+			return nil
+		}), &twice.KindOpts{Strategy: twice.ClaimBefore})
+		c := startClient(t, store, testConfig(reg))
+		var absorbed, uncertain, blocked, all []int64
+		for i := range noops {
+			absorbed = append(absorbed, mustEnqueue(t, c, replayEmailArgs{N: i}, nil).ID)
+		}
+		for i := range uncertainN {
+			uncertain = append(uncertain, mustEnqueue(t, c, replayChargeArgs{N: i}, nil).ID)
+		}
+		for i := range blockedN {
+			blocked = append(blocked, mustEnqueue(t, c, replayEmailArgs{N: 100 + i}, &twice.EnqueueOpts{UniqueKey: fmt.Sprint("u-", i)}).ID)
+		}
+		all = append(append(append(all, absorbed...), uncertain...), blocked...)
+		for _, id := range all {
+			waitJob(t, store, id, "completed", isState(twicetype.JobStateCompleted))
+		}
+		// Completed outside their unique states (the default), the blocked
+		// jobs' keys are free: newer jobs, scheduled later, take them.
+		var holders []int64
+		for i := range blockedN {
+			holders = append(holders, mustEnqueue(t, c, replayEmailArgs{N: 200 + i},
+				&twice.EnqueueOpts{UniqueKey: fmt.Sprint("u-", i), RunAt: time.Now().Add(time.Hour)}).ID)
+		}
+		emailsBefore, chargesBefore := emails.Load(), charges.Load()
+
+		completed := &twice.JobFilter{State: twicetype.JobStateCompleted}
+		pv, err := c.JobRetryPreview(ctx, &twice.JobActionParams{Filter: completed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[twice.ReplayClass]int{twice.ReplayNoop: noops, twice.ReplayUncertain: uncertainN, twice.ReplayBlocked: blockedN}
+		for _, cl := range twice.ReplayClasses {
+			if pv.Counts[cl] != want[cl] {
+				t.Fatalf("preview counts %v, want %v", pv.Counts, want)
+			}
+		}
+		if pv.Total != len(all) || pv.Completed != len(all) {
+			t.Errorf("preview total %d completed %d, want %d", pv.Total, pv.Completed, len(all))
+		}
+
+		res, err := c.JobRetry(ctx, &twice.JobActionParams{Filter: completed, By: "ops@test", Reason: "incident 25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		class := map[int64]twice.ReplayClass{}
+		for _, id := range absorbed {
+			class[id] = twice.ReplayNoop
+		}
+		for _, id := range uncertain {
+			class[id] = twice.ReplayUncertain
+		}
+		for _, id := range blocked {
+			class[id] = twice.ReplayBlocked
+		}
+		if len(res.Jobs) != len(all) {
+			t.Fatalf("%d results, want %d: %+v", len(res.Jobs), len(all), res.Jobs)
+		}
+		for _, r := range res.Jobs {
+			switch class[r.ID] {
+			case twice.ReplayNoop:
+				if !r.Changed {
+					t.Errorf("no-op job %d: %+v, want retried", r.ID, r)
+				}
+			case twice.ReplayUncertain:
+				if r.Changed || !errors.Is(r.Err, twice.ErrRetryUncertain) {
+					t.Errorf("uncertain job %d: %+v, want skipped with ErrRetryUncertain", r.ID, r)
+				}
+			case twice.ReplayBlocked:
+				if r.Changed || !errors.Is(r.Err, twice.ErrUniqueConflict) {
+					t.Errorf("blocked job %d: %+v, want ErrUniqueConflict", r.ID, r)
+				}
+			default:
+				t.Errorf("result for job %d, which the replay did not select: %+v", r.ID, r)
+			}
+		}
+		for _, id := range absorbed {
+			row := waitJob(t, store, id, "completed again as a no-op", func(j *twicetype.JobRow) bool {
+				return j.State == twicetype.JobStateCompleted && j.Note != ""
+			})
+			if row.Attempt != 1 {
+				t.Errorf("replayed job %d: attempt %d, want 1", id, row.Attempt)
+			}
+		}
+		if n := emails.Load() - emailsBefore; n != 0 {
+			t.Errorf("%d email effect calls during the replay, want 0 for the %d no-ops", n, noops)
+		}
+		for _, id := range append(append([]int64{}, uncertain...), blocked...) {
+			if row := mustGet(t, c, id); row.State != twicetype.JobStateCompleted || row.Note != "" {
+				t.Errorf("job %d after the replay: %s, note %q; want completed as it was", id, row.State, row.Note)
+			}
+		}
+		for _, id := range holders {
+			if st := mustGet(t, c, id).State; st != twicetype.JobStateAvailable {
+				t.Errorf("holder %d is %s, want available", id, st)
+			}
+		}
+
+		// Forced, with a reason: the uncertain job is retried and the
+		// operator recorded on it; its own claim makes the runtime
+		// dead-letter it rather than charge again.
+		res, err = c.JobRetry(ctx, &twice.JobActionParams{IDs: uncertain[:1], Filter: completed, By: "ops@test",
+			Reason: "checked the provider", Force: true})
+		if err != nil || len(res.Changed()) != 1 {
+			t.Fatalf("forced replay = %+v, %v; want the job retried", res, err)
+		}
+		row := waitJob(t, store, uncertain[0], "dead (its own claim)", isState(twicetype.JobStateDead))
+		if n := charges.Load() - chargesBefore; n != 0 {
+			t.Errorf("%d charges after the forced replay, want 0", n)
+		}
+		recorded := false
+		for _, e := range row.Errors {
+			recorded = recorded || e.Error == "retried by ops@test despite an uncertain effect (forced): checked the provider"
+		}
+		if !recorded {
+			t.Errorf("the forced replay is not in the job's history: %+v", row.Errors)
+		}
+	})
+}
+
+type replayStepArgs struct {
+	Step string `json:"step"`
+}
+
+func (replayStepArgs) Kind() string { return "replay.step.v1" }
+
+// TestJobRetryCompletedComposed: a replay of completed jobs leaves the
+// workflow tasks and batch members among them (their completion released
+// their dependents or counted in their batch), as the preview says, and
+// a continuation's parent replayed as a no-op inserts no second child.
+func TestJobRetryCompletedComposed(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, store twicestore.Store) {
+		ctx := context.Background()
+		var calls atomic.Int64
+		reg := twice.NewRegistry()
+		twice.MustRegister(reg, twice.HandlerFunc[replayStepArgs](func(_ context.Context, j *twice.Job[replayStepArgs]) error {
+			calls.Add(1)
+			if j.Args.Step == "parent" {
+				return j.Then(replayStepArgs{Step: "child"}, nil)
+			}
+			return nil
+		}), nil)
+		c := startClient(t, store, testConfig(reg))
+		wf, err := c.EnqueueWorkflow(ctx, twice.NewWorkflow("replay").
+			Add("a", replayStepArgs{Step: "a"}, nil).
+			Add("b", replayStepArgs{Step: "b"}, nil, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch, err := c.EnqueueBatch(ctx, twice.NewBatch(replayStepArgs{Step: "callback"}, nil).
+			Add(replayStepArgs{Step: "m1"}, nil).Add(replayStepArgs{Step: "m2"}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent := mustEnqueue(t, c, replayStepArgs{Step: "parent"}, nil)
+		waitfor.Cond(t, "the workflow, the batch's callback and the child to complete", func() bool {
+			n, err := c.JobList(ctx, &twice.JobListParams{JobFilter: twice.JobFilter{State: twicetype.JobStateCompleted}})
+			return err == nil && len(n.Jobs) == 7 // a, b, m1, m2, the callback, the parent, the child
+		}, nil)
+		info, err := c.WorkflowGet(ctx, wf.Workflow.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := map[int64]string{
+			info.Task("a").Job.ID: fmt.Sprintf(`task "a" of workflow %d`, wf.Workflow.ID),
+			info.Task("b").Job.ID: fmt.Sprintf(`task "b" of workflow %d`, wf.Workflow.ID),
+			batch.Jobs[0].Job.ID:  fmt.Sprintf("member of batch %d", batch.Batch.ID),
+			batch.Jobs[1].Job.ID:  fmt.Sprintf("member of batch %d", batch.Batch.ID),
+		}
+		batchBefore, err := c.BatchGet(ctx, batch.Batch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		callsBefore := calls.Load()
+
+		completed := &twice.JobFilter{State: twicetype.JobStateCompleted}
+		pv, err := c.JobRetryPreview(ctx, &twice.JobActionParams{Filter: completed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The callback, the parent and the child completed under
+		// ClaimAfter: their markers exist.
+		if pv.Counts[twice.ReplayRefused] != 4 || pv.Counts[twice.ReplayNoop] != 3 || pv.Total != 7 {
+			t.Errorf("preview = %+v, want 4 refused and 3 no-op", pv)
+		}
+		res, err := c.JobRetry(ctx, &twice.JobActionParams{Filter: completed, By: "ops@test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Jobs {
+			if why, ok := refused[r.ID]; ok {
+				if r.Changed || !errors.Is(r.Err, twice.ErrJobNotRetryable) || !strings.Contains(r.Err.Error(), why) {
+					t.Errorf("job %d: %+v, want refused naming %s", r.ID, r, why)
+				}
+			} else if !r.Changed {
+				t.Errorf("job %d: %+v, want replayed", r.ID, r)
+			}
+		}
+		if len(res.Changed()) != 3 {
+			t.Errorf("replayed %v, want the callback, the parent and the child", res.Changed())
+		}
+		for _, id := range res.Changed() {
+			waitJob(t, store, id, "completed again as a no-op", func(j *twicetype.JobRow) bool {
+				return j.State == twicetype.JobStateCompleted && j.Note != ""
+			})
+		}
+		if n := calls.Load() - callsBefore; n != 0 {
+			t.Errorf("%d handler calls during the replay, want 0", n)
+		}
+		kids, err := store.JobChildren(ctx, &twicestore.JobChildrenParams{ParentID: parent.ID})
+		if err != nil || len(kids) != 1 {
+			t.Errorf("children of the replayed parent = %d (%v), want the one of its first completion", len(kids), err)
+		}
+		after, err := c.WorkflowGet(ctx, wf.Workflow.ID)
+		if err != nil || after.Workflow.Completed != 2 || after.Workflow.State != twicetype.WorkflowCompleted {
+			t.Errorf("workflow after the replay = %+v, %v; want 2 completed, completed", after.Workflow, err)
+		}
+		batchAfter, err := c.BatchGet(ctx, batch.Batch.ID)
+		if err != nil || batchAfter.Completed != batchBefore.Completed || batchAfter.Pending != 0 || batchAfter.CallbackJobID != batchBefore.CallbackJobID {
+			t.Errorf("batch after the replay = %+v, %v; want as before: %+v", batchAfter, err, batchBefore)
 		}
 	})
 }

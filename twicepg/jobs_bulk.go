@@ -22,7 +22,8 @@ import (
 // matchedSQL is the first step of every bulk action: the jobs the filter
 // (rendered after the action's own numbered arguments) matches, locked.
 const matchedSQL = `matched AS (
-	SELECT j.id, j.state, j.kind, j.unique_key, j.cancel_requested_at IS NOT NULL AS cancel_asked
+	SELECT j.id, j.state, j.kind, j.unique_key, j.cancel_requested_at IS NOT NULL AS cancel_asked,
+		j.workflow_id IS NOT NULL OR j.batch_id IS NOT NULL AS composed
 	FROM twice_jobs AS j WHERE %s ORDER BY j.id FOR UPDATE
 )`
 
@@ -58,7 +59,9 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 	return driverkit.FinishResults(f, results), nil
 }
 
-// retrySQL retries the matched dead, discarded and cancelled jobs, except a
+// retrySQL retries the matched dead, discarded and cancelled jobs, and with
+// $2 the completed ones that are no workflow task or batch member (their
+// completion fired its edges already), except a
 // unique job whose key another job of its kind holds (held: one the unique
 // index covers, unfinished or finished in one of its unique states, such as
 // a completed job that keeps its key), and, among matched jobs sharing a
@@ -70,6 +73,7 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 var retrySQL = `WITH ` + matchedSQL + `,
 retryable AS (
 	SELECT * FROM matched WHERE state IN ('dead', 'discarded', 'cancelled')
+		OR ($2::boolean AND state = 'completed' AND NOT composed)
 ),
 held AS (
 	SELECT DISTINCT ON (r.id) r.id, h.id AS holder
@@ -92,7 +96,7 @@ retried AS (
 	FROM chosen WHERE j.id = chosen.id
 	RETURNING j.id
 )
-SELECT m.id, m.state, m.kind, m.unique_key, r.id IS NOT NULL, coalesce(held.holder, 0)
+SELECT m.id, m.state, m.kind, m.unique_key, m.composed, r.id IS NOT NULL, coalesce(held.holder, 0)
 FROM matched AS m
 LEFT JOIN retried AS r ON r.id = m.id
 LEFT JOIN held ON held.id = m.id`
@@ -103,7 +107,8 @@ LEFT JOIN held ON held.id = m.id`
 // changed nothing.
 const retryTries = 3
 
-// JobRetry moves matching dead, discarded or cancelled jobs back to
+// JobRetry moves matching dead, discarded or cancelled jobs (and completed
+// ones with p.Completed, but for workflow tasks and batch members) back to
 // available, due at Now, with their attempts reset, their cancel request
 // cleared and their error history kept. The lease epoch is never reset: it
 // must only grow for fencing to hold. A unique job whose key another job of
@@ -115,10 +120,10 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 	if err := p.Filter.Validate(); err != nil {
 		return nil, fmt.Errorf("retry jobs: %w", err)
 	}
-	where, args := filterSQL(p.Filter, 1)
-	args = append([]any{nowOr(p.Now)}, args...)
+	where, args := filterSQL(p.Filter, 2)
+	args = append([]any{nowOr(p.Now), p.Completed}, args...)
 	for try := 1; ; try++ {
-		res, err := e.retry(ctx, fmt.Sprintf(retrySQL, where), args)
+		res, err := e.retry(ctx, fmt.Sprintf(retrySQL, where), args, p.Completed)
 		if isUniqueViolation(err) && try < retryTries {
 			continue
 		}
@@ -133,7 +138,7 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 	}
 }
 
-func (e *executor) retry(ctx context.Context, query string, args []any) ([]twicestore.JobActionResult, error) {
+func (e *executor) retry(ctx context.Context, query string, args []any, completed bool) ([]twicestore.JobActionResult, error) {
 	rs, err := e.q.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -151,22 +156,19 @@ func (e *executor) retry(ctx context.Context, query string, args []any) ([]twice
 			r          twicestore.JobActionResult
 			state      string
 			ref        uniqueRef
+			composed   bool
 			wasRetried bool
 		)
-		if err := rs.Scan(&r.ID, &state, &ref.kind, &ref.key, &wasRetried, &r.HolderID); err != nil {
+		if err := rs.Scan(&r.ID, &state, &ref.kind, &ref.key, &composed, &wasRetried, &r.HolderID); err != nil {
 			return nil, err
 		}
 		r.State = twicetype.JobState(state)
-		switch {
-		case wasRetried:
-			r.Status, r.State = twicestore.JobActionDone, twicetype.JobStateAvailable
+		r.Status = driverkit.RetryStatus(r.State, completed, composed, wasRetried)
+		if wasRetried {
+			r.State = twicetype.JobStateAvailable
 			if ref.key != "" {
 				retried[ref] = r.ID
 			}
-		case r.State != twicetype.JobStateDead && r.State != twicetype.JobStateDiscarded && r.State != twicetype.JobStateCancelled:
-			r.Status = twicestore.JobActionWrongState
-		default:
-			r.Status = twicestore.JobActionConflict
 		}
 		results, refs = append(results, r), append(refs, ref)
 	}

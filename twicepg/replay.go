@@ -23,7 +23,8 @@ const replayPreviewSQL = `WITH k AS (
 	SELECT * FROM unnest($1::text[], $2::text[]) AS k(kind, handler)
 ),
 c AS (
-	SELECT j.id, j.kind, j.state, j.idempotency_key AS key, j.unique_key
+	SELECT j.id, j.kind, j.state, j.idempotency_key AS key, j.unique_key,
+		coalesce(j.workflow_id, 0) AS workflow_id, j.workflow_task, coalesce(j.batch_id, 0) AS batch_id
 	FROM twice_jobs AS j
 	WHERE %s AND j.state IN (%s) AND j.id > $3
 	ORDER BY j.id LIMIT $4
@@ -31,7 +32,8 @@ c AS (
 ch AS (
 	SELECT c.*, coalesce(k.handler, c.kind) AS handler FROM c LEFT JOIN k ON k.kind = c.kind
 )
-SELECT ch.id, ch.kind, ch.state, ch.unique_key, m.handler IS NOT NULL, coalesce(m.job_id, 0),
+SELECT ch.id, ch.kind, ch.state, ch.unique_key, ch.workflow_id, ch.workflow_task, ch.batch_id,
+	m.handler IS NOT NULL, coalesce(m.job_id, 0),
 	coalesce(st.open, 0), coalesce(st.done, 0),
 	coalesce((SELECT h.id FROM twice_jobs AS h
 		WHERE ch.unique_key <> '' AND h.kind = ch.kind AND h.unique_key = ch.unique_key AND h.id <> ch.id
@@ -74,7 +76,7 @@ func (e *executor) JobRetryPreview(ctx context.Context, p *twicestore.JobRetryPr
 			open  int64
 			done  int64
 		)
-		err := s.Scan(&j.ID, &j.Kind, &state, &j.UniqueKey, &j.Marker, &j.MarkerJobID, &open, &done, &j.HolderID)
+		err := s.Scan(&j.ID, &j.Kind, &state, &j.UniqueKey, &j.WorkflowID, &j.WorkflowTask, &j.BatchID, &j.Marker, &j.MarkerJobID, &open, &done, &j.HolderID)
 		j.State, j.StepsOpen, j.StepsDone = twicetype.JobState(state), int(open), int(done)
 		return j, err
 	})

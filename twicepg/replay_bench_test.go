@@ -18,6 +18,8 @@ import (
 // of 5,000, completed jobs included). ns/op is one whole preview of the
 // 10,150 jobs; the issue asks for under 5 s. The data is built in bulk:
 // one insert call per group, markers and states set by one statement each.
+// The real replay that follows a preview, with a worker counting effect
+// calls, is the root package's BenchmarkReplay.
 func BenchmarkRetryPreview(b *testing.B) {
 	u, _ := pgtest.Schema(b, "bench_replay")
 	s, err := Open(context.Background(), u)

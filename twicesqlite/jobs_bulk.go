@@ -23,6 +23,8 @@ type matchedJob struct {
 	kind        string
 	uniqueKey   string
 	cancelAsked bool
+	// composed: a workflow task's job or a batch member.
+	composed bool
 }
 
 // bulk reads the jobs f matches, in id order, and calls act for each inside
@@ -35,7 +37,8 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 	var results []twicestore.JobActionResult
 	err := e.inTx(ctx, func(q dbtx) error {
 		where, args := filterSQL(f)
-		rows, err := q.QueryContext(ctx, `SELECT id, state, kind, unique_key, cancel_requested_at IS NOT NULL
+		rows, err := q.QueryContext(ctx, `SELECT id, state, kind, unique_key, cancel_requested_at IS NOT NULL,
+			workflow_id IS NOT NULL OR batch_id IS NOT NULL
 			FROM twice_jobs WHERE `+where+` ORDER BY id`, args...)
 		if err != nil {
 			return err
@@ -49,7 +52,7 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 				j     matchedJob
 				state string
 			)
-			if err := row.Scan(&j.id, &state, &j.kind, &j.uniqueKey, &j.cancelAsked); err != nil {
+			if err := row.Scan(&j.id, &state, &j.kind, &j.uniqueKey, &j.cancelAsked, &j.composed); err != nil {
 				return err
 			}
 			j.state = twicetype.JobState(state)
@@ -71,7 +74,8 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 	return driverkit.FinishResults(f, results), nil
 }
 
-// JobRetry moves matching dead, discarded or cancelled jobs back to
+// JobRetry moves matching dead, discarded or cancelled jobs (and completed
+// ones with p.Completed, but for workflow tasks and batch members) back to
 // available, due at Now, with their attempts reset, their cancel request
 // cleared and their error history kept. The lease epoch is never reset: it
 // must only grow for fencing to hold. A unique job whose key another job of
@@ -84,10 +88,8 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	now := micros(nowOr(p.Now))
 	return e.bulk(ctx, "retry jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
-		switch j.state {
-		case twicetype.JobStateDead, twicetype.JobStateDiscarded, twicetype.JobStateCancelled:
-		default:
-			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}, nil
+		if !driverkit.RetryTakes(j.state, p.Completed, j.composed) {
+			return twicestore.JobActionResult{Status: driverkit.RetryStatus(j.state, p.Completed, j.composed, false), State: j.state}, nil
 		}
 		if j.uniqueKey != "" {
 			var holder int64

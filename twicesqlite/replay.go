@@ -18,14 +18,17 @@ import (
 // unique key through the (kind, unique_key) index. A job's handler is its
 // kind's in the JSON object of the first argument, else the kind itself.
 const replayPreviewSQL = `WITH c AS (
-	SELECT id, kind, state, idempotency_key AS key, unique_key FROM twice_jobs
+	SELECT id, kind, state, idempotency_key AS key, unique_key,
+		coalesce(workflow_id, 0) AS workflow_id, workflow_task, coalesce(batch_id, 0) AS batch_id
+	FROM twice_jobs
 	WHERE %s AND state IN (%s) AND id > ?
 	ORDER BY id LIMIT ?
 ),
 ch AS (
 	SELECT c.*, coalesce(k.value, c.kind) AS handler FROM c LEFT JOIN json_each(?) AS k ON k.key = c.kind
 )
-SELECT ch.id, ch.kind, ch.state, ch.unique_key, m.handler IS NOT NULL, coalesce(m.job_id, 0),
+SELECT ch.id, ch.kind, ch.state, ch.unique_key, ch.workflow_id, ch.workflow_task, ch.batch_id,
+	m.handler IS NOT NULL, coalesce(m.job_id, 0),
 	(SELECT count(*) FROM twice_steps AS s WHERE s.handler = ch.handler AND s.key = ch.key AND s.done_at IS NULL),
 	(SELECT count(*) FROM twice_steps AS s WHERE s.handler = ch.handler AND s.key = ch.key AND s.done_at IS NOT NULL),
 	coalesce((SELECT h.id FROM twice_jobs AS h
@@ -66,7 +69,7 @@ func (e *executor) JobRetryPreview(ctx context.Context, p *twicestore.JobRetryPr
 			j     twicestore.ReplayJob
 			state string
 		)
-		err := s.Scan(&j.ID, &j.Kind, &state, &j.UniqueKey, &j.Marker, &j.MarkerJobID, &j.StepsOpen, &j.StepsDone, &j.HolderID)
+		err := s.Scan(&j.ID, &j.Kind, &state, &j.UniqueKey, &j.WorkflowID, &j.WorkflowTask, &j.BatchID, &j.Marker, &j.MarkerJobID, &j.StepsOpen, &j.StepsDone, &j.HolderID)
 		j.State = twicetype.JobState(state)
 		return j, err
 	})

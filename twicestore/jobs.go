@@ -317,11 +317,18 @@ type JobCountResult struct {
 }
 
 // JobBulkParams select the jobs a bulk action applies to. The action's own
-// state guard (dead for discard; dead, discarded or cancelled for retry;
-// not running for delete) always applies on top.
+// state guard (dead for discard; dead, discarded or cancelled for retry,
+// and completed with Completed; not running for delete) always applies on
+// top.
 type JobBulkParams struct {
 	Filter JobFilter
 	Now    time.Time
+	// Completed lets JobRetry take completed jobs too (a replay of work
+	// that succeeded), except a workflow task's job or a batch member
+	// (JobActionComposed). Without it a completed job is refused
+	// (JobActionWrongState), so only a caller that asked for completed
+	// jobs replays them. Other actions ignore it.
+	Completed bool
 }
 
 // JobCancelParams select the jobs to cancel and say who asks and why.
@@ -365,6 +372,11 @@ const (
 	// held by another job of its kind (JobActionResult.HolderID), unfinished
 	// or finished in one of its UniqueStates; nothing changed.
 	JobActionConflict JobActionStatus = "conflict"
+	// JobActionComposed: a retry with Completed found the job completed
+	// as a workflow task or a batch member. Its completion already
+	// released its dependents or counted in its batch, so retrying it in
+	// place would move those again; nothing changed.
+	JobActionComposed JobActionStatus = "composed"
 )
 
 // JobActionResult is what a bulk action did to one job.

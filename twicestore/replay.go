@@ -82,6 +82,11 @@ type ReplayJob struct {
 	// HolderID is another job holding the job's unique key, which a retry
 	// would conflict with; 0 when none does.
 	HolderID int64
+	// WorkflowID and WorkflowTask name the workflow task the job is (0 and
+	// empty when none); BatchID its batch (0 when none).
+	WorkflowID   int64
+	WorkflowTask string
+	BatchID      int64
 	// Class is ClassifyReplay's verdict.
 	Class ReplayClass
 }
@@ -105,20 +110,28 @@ const (
 	// ReplayBlocked: another job holds the job's unique key; a retry
 	// conflicts and changes nothing.
 	ReplayBlocked ReplayClass = "blocked"
+	// ReplayRefused: a completed workflow task or batch member. Its
+	// completion released its dependents or counted in its batch already,
+	// so a retry leaves it as it is (JobActionComposed); enqueue its work
+	// anew instead.
+	ReplayRefused ReplayClass = "refused"
 )
 
 // ReplayClasses lists the classes in the order previews show them.
-var ReplayClasses = []ReplayClass{ReplayNoop, ReplayWillRun, ReplayUncertain, ReplayBlocked}
+var ReplayClasses = []ReplayClass{ReplayNoop, ReplayWillRun, ReplayUncertain, ReplayBlocked, ReplayRefused}
 
 // ClassifyReplay decides a job's class from what a preview read and its
-// kind's strategy, the same way the runtime decides a delivery: a held
-// unique key first (the retry would not happen at all), then a step left
-// open, then the strategy's marker. A ClaimBefore claim made by the job
+// kind's strategy, the same way JobRetry and the runtime decide: a
+// completed workflow task or batch member first (JobRetry refuses it),
+// then a held unique key (the retry would not happen at all), then a step
+// left open, then the strategy's marker. A ClaimBefore claim made by the job
 // itself is uncertain, not a no-op: the runtime treats a claim of an
 // earlier delivery of the same job as an interrupted effect. Drivers call
 // it on every job they return.
 func ClassifyReplay(j *ReplayJob, strategy string) ReplayClass {
 	switch {
+	case j.State == twicetype.JobStateCompleted && (j.WorkflowID != 0 || j.BatchID != 0):
+		return ReplayRefused
 	case j.HolderID != 0:
 		return ReplayBlocked
 	case j.StepsOpen > 0:

@@ -91,8 +91,9 @@ type Executor interface {
 	JobList(ctx context.Context, p *JobListParams) (*JobListResult, error)
 	// JobCount counts jobs by state, queue and kind.
 	JobCount(ctx context.Context, p *JobCountParams) (*JobCountResult, error)
-	// JobRetry moves dead, discarded or cancelled jobs back to available
-	// with their attempts reset and their error history kept. A job whose
+	// JobRetry moves dead, discarded or cancelled jobs (and completed ones
+	// with Completed, see JobBulkParams) back to available with their
+	// attempts reset and their error history kept. A job whose
 	// unique key another job holds (see JobInsertParams.UniqueStates) is
 	// left alone with a JobActionConflict result; the others are retried
 	// all the same.

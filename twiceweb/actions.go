@@ -99,15 +99,16 @@ func filterQuery(f twicestore.JobFilter) url.Values {
 	return q
 }
 
-// deadSelection reads which dead jobs an action applies to: the ids given,
-// or with all=yes every dead job matching kind and queue. It describes the
-// selection for the confirmation and the log.
-func (h *Handler) deadSelection(r *http.Request) (twicestore.JobFilter, string, error) {
+// deadSelection reads which jobs in state (dead, or completed for a
+// replay) an action applies to: the ids given, or with all=yes every job
+// in state matching kind and queue. It describes the selection for the
+// confirmation and the log.
+func (h *Handler) deadSelection(r *http.Request, state twicetype.JobState) (twicestore.JobFilter, string, error) {
 	f, err := parseFilter(r.PostForm, false)
 	if err != nil {
 		return f, "", err
 	}
-	f.State = twicetype.JobStateDead
+	f.State = state
 	for _, s := range r.PostForm["id"] {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id <= 0 {
@@ -120,11 +121,11 @@ func (h *Handler) deadSelection(r *http.Request) (twicestore.JobFilter, string, 
 	case len(f.IDs) > 0 && all:
 		return f, "", badInputf("give either job ids or all=yes, not both")
 	case len(f.IDs) == 1:
-		return f, fmt.Sprintf("dead job %d", f.IDs[0]), nil
+		return f, fmt.Sprintf("%s job %d", state, f.IDs[0]), nil
 	case len(f.IDs) > 1:
-		return f, fmt.Sprintf("%d dead jobs", len(f.IDs)), nil
+		return f, fmt.Sprintf("%d %s jobs", len(f.IDs), state), nil
 	case !all:
-		return f, "", badInputf("no job selected: give a job id, or all=yes for every dead job matching the filter")
+		return f, "", badInputf("no job selected: give a job id, or all=yes for every %s job matching the filter", state)
 	}
 	res, err := h.store.JobCount(r.Context(), &twicestore.JobCountParams{Filter: f})
 	if err != nil {
@@ -134,7 +135,7 @@ func (h *Handler) deadSelection(r *http.Request) (twicestore.JobFilter, string, 
 	for _, c := range res.Counts {
 		n += c.Count
 	}
-	what := fmt.Sprintf("all %d dead jobs", n)
+	what := fmt.Sprintf("all %d %s jobs", n, state)
 	if f.Kind != "" {
 		what += " of kind " + f.Kind
 	}
@@ -154,9 +155,15 @@ func (h *Handler) discardDead(r *http.Request, who string) (string, *confirmatio
 
 // bulkDead retries or discards the selected dead jobs once confirmed,
 // through the admin API, which acts on each job on its own (a unique-key
-// conflict or a job in another state refuses that job only).
+// conflict or a job in another state refuses that job only). A retry
+// whose form says state=completed replays completed jobs instead, as
+// Client.JobRetry does when its filter asks for them.
 func (h *Handler) bulkDead(r *http.Request, who, verb string) (string, *confirmation, error) {
-	f, what, err := h.deadSelection(r)
+	state := twicetype.JobStateDead
+	if verb == "retry" && strings.TrimSpace(r.PostForm.Get("state")) == string(twicetype.JobStateCompleted) {
+		state = twicetype.JobStateCompleted
+	}
+	f, what, err := h.deadSelection(r, state)
 	if err != nil {
 		return "", nil, err
 	}
@@ -178,10 +185,11 @@ func (h *Handler) bulkDead(r *http.Request, who, verb string) (string, *confirma
 		act = h.client.JobDiscard
 	}
 	p := &twice.JobActionParams{IDs: f.IDs, By: who, Reason: reason}
-	if len(f.IDs) == 0 {
+	if len(f.IDs) == 0 || state == twicetype.JobStateCompleted {
 		// In bulk the selection is the dead jobs matching the page's
 		// filter; jobs named by id go as they are, so the admin API says
-		// why one in another state is refused.
+		// why one in another state is refused. A replay asks for
+		// completed jobs by its filter, by id too.
 		p.Filter = &twice.JobFilter{State: f.State, Kind: f.Kind, Queue: f.Queue}
 	}
 	res, err := act(r.Context(), p)
@@ -193,7 +201,7 @@ func (h *Handler) bulkDead(r *http.Request, who, verb string) (string, *confirma
 		if refused != nil {
 			return "", nil, &stateConflict{fmt.Errorf("nothing to %s: %w", verb, refused)}
 		}
-		return "", nil, badInputf("nothing to %s: %s matched no dead job (already retried or discarded?)", verb, what)
+		return "", nil, badInputf("nothing to %s: %s matched no %s job (already retried or discarded?)", verb, what, state)
 	}
 	h.logger.InfoContext(r.Context(), "dashboard action", "who", who, "action", verb+" dead jobs",
 		"what", what, "ids", ids, "kind", f.Kind, "queue", f.Queue, "reason", reason, "refused", errString(refused))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicetype"
 )
 
 // The actions of the operator plane beyond dead letters and switches: a
@@ -265,20 +266,26 @@ func (h *Handler) triggerSchedule(r *http.Request, who string) (string, *confirm
 // retryPreviewDetail is the confirmation's preview of a bulk retry: how
 // many of the selected jobs a replay absorbs (their marker exists), really
 // runs, skips because their effect may have happened, or leaves because
-// another job holds their unique key. An operator sees which charges or
-// emails could repeat before saying yes. A preview that fails says so and
-// leaves the confirmation as it was: the retry still reports each job.
+// another job holds their unique key, and, for completed jobs, how many
+// it refuses as workflow tasks or batch members. An operator sees which
+// charges or emails could repeat before saying yes. A preview that fails
+// says so and leaves the confirmation as it was: the retry still reports
+// each job.
 func (h *Handler) retryPreviewDetail(r *http.Request, ids []int64, filter *twice.JobFilter) string {
 	p := &twice.JobActionParams{IDs: ids}
-	if len(ids) == 0 {
+	if len(ids) == 0 || filter.State == twicetype.JobStateCompleted {
 		p.Filter = filter
 	}
 	pv, err := h.client.JobRetryPreview(r.Context(), p)
 	if err != nil {
 		return " (No preview of what the retry would do: " + err.Error() + ".)"
 	}
-	return fmt.Sprintf(" Preview: %d no-op (the marker exists: no effect is repeated), %d will run (the effect happens again), "+
+	detail := fmt.Sprintf(" Preview: %d no-op (the marker exists: no effect is repeated), %d will run (the effect happens again), "+
 		"%d uncertain (the effect may have happened: skipped; settle them first, or use twice jobs retry --force --reason), "+
 		"%d blocked (another job holds the unique key).",
 		pv.Counts[twice.ReplayNoop], pv.Counts[twice.ReplayWillRun], pv.Counts[twice.ReplayUncertain], pv.Counts[twice.ReplayBlocked])
+	if n := pv.Counts[twice.ReplayRefused]; n > 0 {
+		detail += fmt.Sprintf(" %d refused (completed workflow tasks or batch members: their completion fired its edges; enqueue their work anew).", n)
+	}
+	return detail
 }

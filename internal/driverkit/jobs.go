@@ -141,3 +141,33 @@ func RescueResult(jobs []*twicetype.JobRow) *twicestore.JobRescueResult {
 	}
 	return res
 }
+
+// RetryTakes reports whether JobRetry takes a job in state: dead,
+// discarded and cancelled always; completed only when the caller asked for
+// completed jobs (JobBulkParams.Completed) and the job is no workflow task
+// or batch member (composed), whose completion fired its edges already.
+func RetryTakes(state twicetype.JobState, completed, composed bool) bool {
+	switch state {
+	case twicetype.JobStateDead, twicetype.JobStateDiscarded, twicetype.JobStateCancelled:
+		return true
+	case twicetype.JobStateCompleted:
+		return completed && !composed
+	}
+	return false
+}
+
+// RetryStatus is JobRetry's verdict on one matched job: retried; taken but
+// not retried, so its unique key was held; a completed workflow task or
+// batch member asked for (JobActionComposed); or a state a retry does not
+// take.
+func RetryStatus(state twicetype.JobState, completed, composed, retried bool) twicestore.JobActionStatus {
+	switch {
+	case retried:
+		return twicestore.JobActionDone
+	case RetryTakes(state, completed, composed):
+		return twicestore.JobActionConflict
+	case completed && composed && state == twicetype.JobStateCompleted:
+		return twicestore.JobActionComposed
+	}
+	return twicestore.JobActionWrongState
+}

@@ -14,6 +14,8 @@ var replayTests = []test{
 	{"CompletedOnAsk", testReplayCompleted},
 	{"PagesAndFilters", testReplayPages},
 	{"HistoryAppend", testReplayHistory},
+	{"RetryCompletedOnAsk", testReplayRetryCompleted},
+	{"CompletedComposedRefused", testReplayComposedRefused},
 }
 
 // replayKinds are the kinds the replay checks preview, with handler names
@@ -215,5 +217,128 @@ func testReplayHistory(t *testing.T, e *env) {
 		if len(got) != len(j.Errors)+1 || got[len(got)-1].Error != entry.Error || !got[len(got)-1].At.Equal(entry.At) {
 			t.Errorf("job %d errors after an append = %+v, want %d with the entry last", j.ID, got, len(j.Errors)+1)
 		}
+	}
+}
+
+// completedJob inserts p, fetches it and completes it.
+func (e *env) completedJob(p *twicestore.JobInsertParams) *twicetype.JobRow {
+	e.t.Helper()
+	ins := e.insertOne(p)
+	e.complete(e.leaseID(ins.ID), e.base)
+	return e.get(ins.ID)
+}
+
+// testReplayRetryCompleted: JobRetry takes a completed job only with
+// Completed, whether named by id or matched by a filter; replayed, it is
+// available with its attempts reset, its epoch kept, and a completed job
+// holding its own unique key takes it back without conflicting with
+// itself, while one whose key another job holds is left.
+func testReplayRetryCompleted(t *testing.T, e *env) {
+	plain := e.completedJob(e.job("replay.after.v1"))
+	own := e.completedJob(e.uniqueIn("replay.after.v1", "own", twicetype.JobStateCompleted))
+	heldElsewhere := e.completedJob(e.uniqueJob("replay.after.v1", "taken"))
+	holder := e.insertOne(func() *twicestore.JobInsertParams {
+		p := e.uniqueJob("replay.after.v1", "taken")
+		p.RunAt = e.at(time.Hour)
+		return p
+	}())
+	byID := twicestore.JobFilter{IDs: []int64{plain.ID, own.ID}}
+	res := e.retryResults(&twicestore.JobBulkParams{Filter: byID, Now: e.at(time.Minute)})
+	for _, r := range res.Results {
+		if r.Status != twicestore.JobActionWrongState || r.State != twicetype.JobStateCompleted {
+			t.Errorf("retry without Completed: job %d %s (%s), want wrong_state, completed", r.ID, r.Status, r.State)
+		}
+	}
+	completed := twicestore.JobFilter{State: twicetype.JobStateCompleted}
+	if ids := e.retry(&twicestore.JobBulkParams{Filter: completed, Now: e.at(time.Minute)}); len(ids) != 0 {
+		t.Fatalf("retry of state completed without Completed retried %v", ids)
+	}
+	res = e.retryResults(&twicestore.JobBulkParams{Filter: completed, Now: e.at(time.Minute), Completed: true})
+	want := map[int64]twicestore.JobActionStatus{plain.ID: twicestore.JobActionDone, own.ID: twicestore.JobActionDone,
+		heldElsewhere.ID: twicestore.JobActionConflict}
+	if len(res.Results) != len(want) {
+		t.Fatalf("retry with Completed: %+v, want %d results", res.Results, len(want))
+	}
+	for _, r := range res.Results {
+		if r.Status != want[r.ID] {
+			t.Errorf("retry with Completed: job %d %s, want %s", r.ID, r.Status, want[r.ID])
+		}
+		if r.ID == heldElsewhere.ID && (r.HolderID != holder.ID || r.State != twicetype.JobStateCompleted) {
+			t.Errorf("held job: holder %d state %s, want %d completed", r.HolderID, r.State, holder.ID)
+		}
+	}
+	for _, j := range []*twicetype.JobRow{plain, own} {
+		got := e.get(j.ID)
+		if got.State != twicetype.JobStateAvailable || got.Attempt != 0 || got.Epoch != j.Epoch || !got.RunAt.Equal(e.at(time.Minute)) {
+			t.Errorf("replayed job %d: state %s attempt %d epoch %d run at %s, want available, 0, %d, %s",
+				j.ID, got.State, got.Attempt, got.Epoch, got.RunAt, j.Epoch, e.at(time.Minute))
+		}
+	}
+	// The replayed job holds its key again: a new job with it is a
+	// duplicate.
+	if r := e.insert(e.uniqueIn("replay.after.v1", "own", twicetype.JobStateCompleted))[0]; !r.Duplicate || r.Job.ID != own.ID {
+		t.Errorf("insert with the replayed job's key = %+v, want a duplicate of job %d", r, own.ID)
+	}
+}
+
+// testReplayComposedRefused: a completed workflow task and a completed
+// batch member are previewed as refused, with their workflow, task and
+// batch, and a retry with Completed leaves them and their workflow's and
+// batch's counters as they were; the same jobs dead are retried.
+func testReplayComposedRefused(t *testing.T, e *env) {
+	wf := e.workflow("hold", e.task("a"), e.task("b", "a"))
+	task := e.runTask(wf.Workflow.ID, "a", twicetype.JobStateCompleted)
+	b, _ := e.batch(false, false, 2)
+	members := e.fetch(e.base, 10, "node-a", "storetest.member.v1")
+	if len(members) != 2 {
+		t.Fatalf("fetched %d batch members, want 2", len(members))
+	}
+	e.complete(members[0], e.base)
+	wfBefore, batchBefore := taskStates(e.workflowGet(wf.Workflow.ID)), batchCounts(e.batchGet(b.Batch.ID))
+
+	completed := twicestore.JobFilter{State: twicetype.JobStateCompleted}
+	got := e.preview(&twicestore.JobRetryPreviewParams{Filter: completed, Completed: true})
+	if len(got) != 2 {
+		t.Fatalf("preview of completed jobs = %+v, want the task and the member", got)
+	}
+	for _, j := range got {
+		if j.Class != twicestore.ReplayRefused {
+			t.Errorf("job %d is %q, want refused (%+v)", j.ID, j.Class, j)
+		}
+		switch j.ID {
+		case task.ID:
+			if j.WorkflowID != wf.Workflow.ID || j.WorkflowTask != "a" || j.BatchID != 0 {
+				t.Errorf("task: workflow %d task %q batch %d, want %d a 0", j.WorkflowID, j.WorkflowTask, j.BatchID, wf.Workflow.ID)
+			}
+		case members[0].ID:
+			if j.BatchID != b.Batch.ID || j.WorkflowID != 0 {
+				t.Errorf("member: batch %d workflow %d, want %d 0", j.BatchID, j.WorkflowID, b.Batch.ID)
+			}
+		default:
+			t.Errorf("preview read job %d, neither the task %d nor the member %d", j.ID, task.ID, members[0].ID)
+		}
+	}
+	res := e.retryResults(&twicestore.JobBulkParams{Filter: completed, Now: e.at(time.Minute), Completed: true})
+	if len(res.IDs) != 0 || len(res.Results) != 2 {
+		t.Fatalf("retry of completed composed jobs = %+v, want 2 refused", res)
+	}
+	for _, r := range res.Results {
+		if r.Status != twicestore.JobActionComposed || r.State != twicetype.JobStateCompleted {
+			t.Errorf("job %d: %s (%s), want composed, completed", r.ID, r.Status, r.State)
+		}
+	}
+	if got := taskStates(e.workflowGet(wf.Workflow.ID)); got != wfBefore {
+		t.Errorf("workflow after a refused replay: %s, want %s", got, wfBefore)
+	}
+	if got := batchCounts(e.batchGet(b.Batch.ID)); got != batchBefore {
+		t.Errorf("batch after a refused replay: %s, want %s", got, batchBefore)
+	}
+	// Dead, a batch member is retried as before: only a completion fired
+	// edges that a retry would fire again.
+	e.finish(&twicestore.JobOutcome{ID: members[1].ID, Epoch: members[1].Epoch, State: twicetype.JobStateDead, FinishedAt: e.base,
+		Error: &twicetype.AttemptError{Attempt: 1, At: e.base, Error: "boom"}})
+	if ids := e.retry(&twicestore.JobBulkParams{Filter: twicestore.JobFilter{IDs: []int64{members[1].ID}}, Now: e.at(time.Minute),
+		Completed: true}); len(ids) != 1 {
+		t.Errorf("retry of a dead batch member retried %v, want it", ids)
 	}
 }

@@ -59,26 +59,33 @@ a forgotten filter never deletes every job.`,
 	}
 	retryJobAction = jobAction{
 		name: "retry", done: "retried",
-		short: "Make dead, discarded or cancelled jobs available again, attempts reset, history kept",
+		short: "Make dead, discarded or cancelled jobs available again (completed ones with --state completed), history kept",
 		long: `Make dead, discarded or cancelled jobs available again, with their attempts
-reset and their error history kept. A running, waiting or completed job is
-refused, as is one whose unique key an unfinished job of its kind holds;
-the others are retried all the same, each with its own result line.
+reset and their error history kept. A running or waiting job is refused,
+as is one whose unique key another job of its kind holds; the others are
+retried all the same, each with its own result line.
 
 With --all it retries every dead job the filters select (--state
 discarded or cancelled for those).
+
+Completed jobs are replayed only with --state completed (with --all, or
+with their ids): a job that succeeded never runs again by accident. A
+completed workflow task or batch member is refused even then: its
+completion released its dependents or counted in its batch already.
 
 --dry-run changes nothing: it classifies each job the retry would take and
 prints the count and a sample of ids per class: no-op (its marker exists,
 so the replay calls no effect), will-run (no marker: the effect happens
 again), uncertain (its own claim-before claim, or a step claimed without a
-receipt: the effect may have happened) and blocked (another job holds its
-unique key). With --state completed it classifies completed jobs too,
-which a retry refuses. The real retry skips the uncertain jobs, each with
-a line saying how to settle it, unless --force with a --reason.`,
+receipt: the effect may have happened), blocked (another job holds its
+unique key) and refused (a completed workflow task or batch member). The
+real retry does what the dry run says: it skips the uncertain jobs, each
+with a line saying how to settle it, unless --force with a --reason,
+recorded in each forced job's history with who.`,
 		example: `  twice jobs retry 42 43
   twice jobs retry --all --state cancelled --kind invoice.send.v1
   twice jobs retry --all --kind invoice.send.v1 --dry-run
+  twice jobs retry --all --state completed --kind email.welcome.v1 --dry-run
   twice jobs retry 42 --force --reason "checked the provider: no charge"`,
 		apply:     (*twice.Client).JobRetry,
 		allStates: []twicetype.JobState{twicetype.JobStateDead},
@@ -128,7 +135,7 @@ func (c *cli) jobActionCommand(act jobAction) *cobra.Command {
 	fl.StringVar(&f.reason, "reason", "", "why, recorded and logged with who acted")
 	fl.StringVar(&f.by, "by", "", "who acts (default $USER@hostname)")
 	if act.name == retryJobAction.name {
-		fl.BoolVar(&f.dryRun, "dry-run", false, "print what the retry would do to each class of job (no-op, will-run, uncertain, blocked); change nothing")
+		fl.BoolVar(&f.dryRun, "dry-run", false, "print what the retry would do to each class of job (no-op, will-run, uncertain, blocked, refused); change nothing")
 		fl.BoolVar(&f.force, "force", false, "retry jobs whose effect is uncertain too (needs --reason)")
 	}
 	return cmd
@@ -263,6 +270,7 @@ var replayClassHelp = map[twice.ReplayClass]string{
 	twice.ReplayWillRun:   "no marker: the effect happens again",
 	twice.ReplayUncertain: "the effect may have happened: skipped; settle it first (twice markers release, a step's settle) or --force --reason",
 	twice.ReplayBlocked:   "another job holds its unique key: the retry leaves it",
+	twice.ReplayRefused:   "a completed workflow task or batch member: the retry leaves it; enqueue its work anew",
 }
 
 // retryPreviewJSON is a dry run with --json.
@@ -294,6 +302,9 @@ func (c *cli) printRetryPreview(pv *twice.RetryPreview, asJSON bool) error {
 	}
 	fmt.Fprintf(c.stdout, "a retry would take %d jobs (dry run: nothing changed):\n", pv.Total)
 	for _, cl := range twice.ReplayClasses {
+		if cl == twice.ReplayRefused && pv.Counts[cl] == 0 {
+			continue // only completed jobs are refused: no line for the others
+		}
 		line := fmt.Sprintf("  %-9s %7d  %s", cl, pv.Counts[cl], replayClassHelp[cl])
 		if cl == twice.ReplayUncertain && pv.Forced {
 			line = fmt.Sprintf("  %-9s %7d  %s", cl, pv.Counts[cl], "the effect may have happened: retried anyway (--force)")
@@ -312,7 +323,7 @@ func (c *cli) printRetryPreview(pv *twice.RetryPreview, asJSON bool) error {
 		fmt.Fprintln(c.stdout, line)
 	}
 	if pv.Completed > 0 {
-		fmt.Fprintf(c.stdout, "%d of them are completed, which a retry refuses: enqueue their work again for the will-run ones you mean to repeat\n", pv.Completed)
+		fmt.Fprintf(c.stdout, "%d of them are completed: the same command without --dry-run replays them as classed above\n", pv.Completed)
 	}
 	return nil
 }

@@ -16,6 +16,13 @@ import (
 // on the store with the job running.
 func deadWith(t *testing.T, s *setup, id int64, kind, queue string, during func(*twicesqlite.Store, *twicetype.JobRow)) {
 	t.Helper()
+	finishWith(t, s, id, kind, queue, twicetype.JobStateDead, during)
+}
+
+// finishWith finishes the job id of kind in queue in state, after during
+// has run on the store with the job running.
+func finishWith(t *testing.T, s *setup, id int64, kind, queue string, state twicetype.JobState, during func(*twicesqlite.Store, *twicetype.JobRow)) {
+	t.Helper()
 	ctx := t.Context()
 	store, err := twicesqlite.Open(ctx, s.db)
 	if err != nil {
@@ -33,7 +40,7 @@ func deadWith(t *testing.T, s *setup, id int64, kind, queue string, during func(
 		during(store, j)
 	}
 	if _, err := store.JobFinish(ctx, &twicestore.JobFinishParams{Outcomes: []*twicestore.JobOutcome{{
-		ID: j.ID, Epoch: j.Epoch, State: twicetype.JobStateDead, FinishedAt: now,
+		ID: j.ID, Epoch: j.Epoch, State: state, FinishedAt: now,
 	}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +90,7 @@ func TestJobsRetryDryRun(t *testing.T) {
 	if err := json.Unmarshal([]byte(s.ok("jobs", "retry", "--all", "--dry-run", "--json").stdout), &js); err != nil {
 		t.Fatal(err)
 	}
-	if js.Total != 3 || len(js.Classes) != 4 || js.Classes[2].Class != "uncertain" || js.Classes[2].Count != 1 {
+	if js.Total != 3 || len(js.Classes) != 5 || js.Classes[2].Class != "uncertain" || js.Classes[2].Count != 1 {
 		t.Errorf("--dry-run --json = %+v", js)
 	}
 	if out := s.ok("jobs", "retry", "--all", "--dry-run", "--kind", "email.partner-verification.v1", "--state", "cancelled").stdout; !strings.Contains(out, "no jobs match") {
@@ -105,5 +112,49 @@ func TestJobsRetryDryRun(t *testing.T) {
 	}
 	if out := s.ok("jobs", "retry", id(uncertain), "--force", "--reason", "checked: no upload").stdout; out != "job "+id(uncertain)+": retried\n" {
 		t.Errorf("forced retry printed %q", out)
+	}
+}
+
+// TestJobsRetryCompleted (issue 25 item 5): completed jobs are replayed
+// only when --state completed asks for them: by id alone the retry
+// refuses, saying how; with --state completed the dry run classes them
+// and the real retry replays them.
+func TestJobsRetryCompleted(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	id := func(n int64) string { return strconv.FormatInt(n, 10) }
+	claim := func(st *twicesqlite.Store, j *twicetype.JobRow) {
+		if _, err := st.MarkerClaim(t.Context(), &twicestore.MarkerParams{Handler: emailKind, Key: j.Key, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noop := s.enqueue(emailKind, `{"user_id": 1}`)
+	finishWith(t, s, noop, emailKind, "critical", twicetype.JobStateCompleted, claim)
+	runs := s.enqueue("ads.image-watermark.v1", `{"image_id": 1}`)
+	finishWith(t, s, runs, "ads.image-watermark.v1", "bulk", twicetype.JobStateCompleted, nil)
+
+	before := jobsSnapshot(t, s.db)
+	wantError(t, s.run("jobs", "retry", id(noop)), ExitFailure, "job "+id(noop)+" is completed", "select state completed")
+	out := s.ok("jobs", "retry", "--all", "--state", "completed", "--dry-run").stdout
+	for _, want := range []string{
+		"a retry would take 2 jobs (dry run: nothing changed)",
+		"no-op           1", "(jobs " + id(noop) + ")",
+		"will-run        1", "(jobs " + id(runs) + ")",
+		"2 of them are completed: the same command without --dry-run replays them",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("jobs retry --state completed --dry-run printed:\n%s\nwithout %q", out, want)
+		}
+	}
+	sameJobs(t, s.db, before)
+
+	out = s.ok("jobs", "retry", "--all", "--state", "completed").stdout
+	if out != "job "+id(noop)+": retried\njob "+id(runs)+": retried\n" {
+		t.Errorf("jobs retry --all --state completed printed %q", out)
+	}
+	for _, n := range []int64{noop, runs} {
+		if st := jobState(t, s, n); st != "available" {
+			t.Errorf("job %d is %s after the replay, want available", n, st)
+		}
 	}
 }
