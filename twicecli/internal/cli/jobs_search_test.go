@@ -193,19 +193,21 @@ func TestJobsShowComposition(t *testing.T) {
 		}
 		id := strconv.FormatInt(j.ID, 10)
 
-		r := s.ok("jobs", "show", id)
-		for _, want := range []string{
-			"output\n", `"pdf": "s3://7.pdf"`,
-			"steps (2, handler invoice.render.v1)", "charge  uncertain", "upload  done", `receipt "s3://7.pdf"`, "settle the step",
-			"batch " + strconv.FormatInt(b.Batch.ID, 10) + "  running: 1 of 2 completed, 1 pending, 0 dead, 0 cancelled",
-			"children (1, inserted by this job's completion)", "invoice.mail.v1  available",
-		} {
-			if !strings.Contains(r.stdout, want) {
-				t.Errorf("jobs show does not print %q:\n%s", want, r.stdout)
+		// The team's binary, and the stock one, which registers no kind.
+		for name, r := range map[string]result{"team": s.ok("jobs", "show", id), "stock": runStock(t, ctx, "jobs", "show", id, "--db", s.db)} {
+			for _, want := range []string{
+				"output\n", `"pdf": "s3://7.pdf"`,
+				"steps (2, handler invoice.render.v1)", "charge  uncertain", "upload  done", `receipt "s3://7.pdf"`, "settle the step",
+				"batch " + strconv.FormatInt(b.Batch.ID, 10) + "  running: 1 of 2 completed, 1 pending, 0 dead, 0 cancelled",
+				"children (1, inserted by this job's completion)", "invoice.mail.v1  available",
+			} {
+				if r.code != ExitOK || !strings.Contains(r.stdout, want) {
+					t.Errorf("%s: jobs show (exit %d) does not print %q:\n%s%s", name, r.code, want, r.stdout, r.stderr)
+				}
 			}
 		}
 
-		r = s.ok("jobs", "show", id, "--json")
+		r := s.ok("jobs", "show", id, "--json")
 		var got struct {
 			ID      int64           `json:"id"`
 			State   string          `json:"state"`

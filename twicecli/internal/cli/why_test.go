@@ -41,20 +41,17 @@ func testJobsWhy(t *testing.T, s *setup) {
 		}
 		return r.stdout
 	}
-	// The stock binary knows a kind's limits once the catalog carries
-	// them: until then its throttled job reads due, as its 'limits ls'
-	// lists no limit.
+	// The stock binary knows a kind's limits from the catalog: its
+	// 'limits ls' lists them, and its throttled job reads throttled.
 	var stockLimits []limitJSON
 	if err := json.Unmarshal([]byte(run(stock, "limits", "ls", "--json")), &stockLimits); err != nil {
 		t.Fatal(err)
 	}
+	if len(stockLimits) == 0 {
+		t.Fatal("the stock binary's limits ls lists no limit: the catalog does not carry them")
+	}
 	for name, opts := range map[string]Options{"team": team, "stock": stock} {
-		want := func(j whytest.Job) twice.WaitCode {
-			if name == "stock" && j.Code == twice.WaitThrottled && len(stockLimits) == 0 {
-				return twice.WaitDue
-			}
-			return j.Code
-		}
+		want := func(j whytest.Job) twice.WaitCode { return j.Code }
 		var jobs []jobJSON
 		if err := json.Unmarshal([]byte(run(opts, "jobs", "--json")), &jobs); err != nil {
 			t.Fatal(err)
