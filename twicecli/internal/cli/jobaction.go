@@ -224,22 +224,32 @@ func (c *cli) runJobAction(cmd *cobra.Command, act jobAction, f *jobActionFlags,
 			}
 		}
 	}
-	if len(results) == 0 && f.all {
-		if err := checkFilterNames(cmd.Context(), client, filter); err != nil {
-			return err
-		}
-	}
 	if f.dryRun {
 		pv := mergePreviews(previews)
 		if pv.Total == 0 && f.all {
-			if err := checkFilterNames(cmd.Context(), client, filter); err != nil {
-				return err
-			}
+			return noMatch(cmd, client, filter, "a retry would change nothing")
 		}
 		return c.printRetryPreview(pv, asJSON)
 	}
+	if len(results) == 0 && f.all {
+		return noMatch(cmd, client, filter, "nothing changed")
+	}
 	slices.SortFunc(results, func(a, b twice.JobResult) int { return cmp.Compare(a.ID, b.ID) })
 	return c.printJobResults(act, results, ids, asJSON)
+}
+
+// noMatch is the error of an --all whose filters select no job: a
+// misspelt name says so (checkFilterNames), and otherwise the filters are
+// bad input all the same, since the action they name did nothing.
+func noMatch(cmd *cobra.Command, client *twice.Client, filter *twice.JobFilter, outcome string) error {
+	if err := checkFilterNames(cmd.Context(), client, filter); err != nil {
+		return err
+	}
+	list := cmd.Root().Name() + " jobs"
+	if cmd.Parent() != nil && cmd.Parent().Name() == "dlq" {
+		list = cmd.Root().Name() + " dlq ls"
+	}
+	return usagef("no jobs match the filters, so %s: list them with '%s' and the same filters to check them", outcome, list)
 }
 
 // mergePreviews adds up the previews of the states --all retries.

@@ -216,10 +216,8 @@ func TestDLQ(t *testing.T) {
 	wantError(t, s.run("dlq", "discard", id(1)), ExitFailure, "is discarded: job is not dead")
 
 	// In bulk, narrowed: only dead jobs, never the discarded one.
-	r = s.ok("dlq", "retry", "--all", "--kind", emailKind)
-	if r.stdout != "no jobs match\n" {
-		t.Errorf("retry --all of another kind: %q", r.stdout)
-	}
+	wantError(t, s.run("dlq", "retry", "--all", "--kind", emailKind), ExitUsage,
+		"no jobs match the filters, so nothing changed: list them with 'twice dlq ls' and the same filters")
 	r = s.ok("dlq", "retry", "--all", "--kind", "ads.image-watermark.v1", "--queue", "bulk")
 	if r.stdout != "job "+id(3)+": retried\n" {
 		t.Errorf("retry --all: %q", r.stdout)
