@@ -141,6 +141,7 @@ func (c *Client) catalogKinds() []twicetype.KindInfo {
 		e := c.registry.lookup(kind)
 		out = append(out, twicetype.KindInfo{
 			Kind:        kind,
+			HandlerName: e.opts.HandlerName,
 			Queue:       c.queueFor(kind, ""),
 			Strategy:    e.opts.Strategy.String(),
 			FailClosed:  e.opts.FailClosed,

@@ -81,7 +81,8 @@ type JobWorkflow struct {
 }
 
 // JobDetail returns job id with its composition, in a bounded number of
-// store reads (at most seven, whatever the job): what `twice jobs show`
+// store reads (at most eight, whatever the job: the kind catalog is read
+// for a kind this client does not register): what `twice jobs show`
 // and the dashboard's job page show. An unknown id is an error wrapping
 // ErrJobNotFound.
 func (c *Client) JobDetail(ctx context.Context, id int64) (*JobDetail, error) {
@@ -89,13 +90,17 @@ func (c *Client) JobDetail(ctx context.Context, id int64) (*JobDetail, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &JobDetail{Job: job, Handler: c.handlerOf(job.Kind)}
 	fail := func(err error) (*JobDetail, error) {
 		if errors.Is(err, twicestore.ErrNotFound) { // deleted meanwhile
 			return nil, fmt.Errorf("twice: job %d: %w", id, ErrJobNotFound)
 		}
 		return nil, fmt.Errorf("twice: job %d: %w", id, err)
 	}
+	handler, err := c.handlerOf(ctx, job.Kind)
+	if err != nil {
+		return fail(err)
+	}
+	d := &JobDetail{Job: job, Handler: handler}
 	if job.State == twicetype.JobStateCompleted {
 		out, err := c.store.JobOutput(ctx, &twicestore.JobGetParams{ID: id})
 		if err != nil {
@@ -138,12 +143,24 @@ func (c *Client) JobDetail(ctx context.Context, id int64) (*JobDetail, error) {
 }
 
 // handlerOf is the handler name kind's markers and steps are written
-// under: the registry's, or the kind itself, the registration default.
-func (c *Client) handlerOf(kind string) string {
+// under: the registry's, or for a kind this client does not register, the
+// one its catalog entry publishes (the kind itself, the registration
+// default, without an entry or a name in it). Only an unregistered kind
+// costs a read.
+func (c *Client) handlerOf(ctx context.Context, kind string) (string, error) {
 	if e := c.registry.lookup(kind); e != nil && e.opts.HandlerName != "" {
-		return e.opts.HandlerName
+		return e.opts.HandlerName, nil
 	}
-	return kind
+	cat, err := c.store.CatalogList(ctx, &twicestore.CatalogListParams{})
+	if err != nil {
+		return "", fmt.Errorf("read the kind catalog: %w", err)
+	}
+	for _, k := range cat.Kinds {
+		if k.Kind == kind {
+			return k.Handler(), nil
+		}
+	}
+	return kind, nil
 }
 
 // stepStatus says what s's claim means for job: a receipt is done; a

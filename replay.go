@@ -93,8 +93,8 @@ type RetryPreview struct {
 //
 // Each kind is read with the handler name and strategy the client's
 // registry gives it, or for a kind it does not register, with the
-// strategy the catalog publishes and the kind as the handler name (the
-// registration default).
+// strategy and handler name the catalog publishes (the kind, for an entry
+// published before the catalog carried handler names).
 func (c *Client) JobRetryPreview(ctx context.Context, p *JobActionParams) (*RetryPreview, error) {
 	const op = "preview retry"
 	filter, err := c.selection(op, p)
@@ -175,7 +175,7 @@ func (c *Client) replayKinds(ctx context.Context, exec twicestore.Executor) (map
 	kinds := make(map[string]twicestore.ReplayKind, len(cat.Kinds))
 	for _, k := range cat.Kinds {
 		if _, err := ParseStrategy(k.Strategy); err == nil {
-			kinds[k.Kind] = twicestore.ReplayKind{Handler: k.Kind, Strategy: k.Strategy}
+			kinds[k.Kind] = twicestore.ReplayKind{Handler: k.Handler(), Strategy: k.Strategy}
 		}
 	}
 	for _, kind := range c.registry.Kinds() {

@@ -399,7 +399,7 @@ func effectKey(handler, key, name string) string {
 // id, say) when its effect happened, or nil when it did not; then retry the
 // job (JobRetry), which resumes after the step or runs it again. The
 // handler name is the kind's HandlerName when this client registers the
-// kind, the kind otherwise. An error wraps twicestore.ErrNotFound when the
+// kind, the one the kind catalog publishes otherwise. An error wraps twicestore.ErrNotFound when the
 // step has no unfinished claim, and ErrJobRunning, settling nothing, while
 // the job runs (its delivery may be in the effect right now); a name or
 // receipt that is not UTF-8 text is refused with ErrInvalidInput.
@@ -411,7 +411,11 @@ func (c *Client) StepSettle(ctx context.Context, id int64, name string, receipt 
 	if err != nil {
 		return err
 	}
-	p := &twicestore.StepParams{Handler: c.handlerOf(row.Kind), Key: row.Key, Step: name}
+	handler, err := c.handlerOf(ctx, row.Kind)
+	if err != nil {
+		return fmt.Errorf("twice: settle step %q of job %d: %w", name, id, err)
+	}
+	p := &twicestore.StepParams{Handler: handler, Key: row.Key, Step: name}
 	if receipt != nil {
 		if p.Receipt, err = encodeReceipt(name, receipt); err != nil {
 			return err

@@ -32,13 +32,14 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 	n := len(p.Kinds)
 	var (
 		kinds, queues, strategies = make([]string, n), make([]string, n), make([]string, n)
+		handlers                  = make([]string, n)
 		failClosed                = make([]bool, n)
 		maxAttempts               = make([]int64, n)
 		timeouts                  = make([]int64, n)
 		args, schedules, limits   = make([]string, n), make([]string, n), make([]string, n)
 	)
 	for i, k := range p.Kinds {
-		kinds[i], queues[i], strategies[i] = k.Kind, k.Queue, k.Strategy
+		kinds[i], queues[i], strategies[i], handlers[i] = k.Kind, k.Queue, k.Strategy, k.HandlerName
 		failClosed[i], maxAttempts[i], timeouts[i] = k.FailClosed, int64(k.MaxAttempts), k.Timeout.Microseconds()
 		schedules[i] = schedulesJSON(k)
 		limits[i] = driverkit.LimitSettingJSON(twicetype.LimitSetting{Limit: k.Limit})
@@ -57,16 +58,17 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 			}
 		}
 		_, err = tx.q.exec(ctx, `INSERT INTO twice_kinds
-			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, limits, node, last_seen)
+			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, limits, handler_name, node, last_seen)
 		SELECT k.kind, k.queue, k.strategy, k.fail_closed, k.max_attempts, k.timeout_us,
-			k.args::jsonb, k.schedules::jsonb, k.limits::jsonb, $10, $11
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[])
-			AS k(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, limits)
+			k.args::jsonb, k.schedules::jsonb, k.limits::jsonb, k.handler_name, $11, $12
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[])
+			AS k(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, limits, handler_name)
 		ON CONFLICT (kind) DO UPDATE SET queue = excluded.queue, strategy = excluded.strategy,
 			fail_closed = excluded.fail_closed, max_attempts = excluded.max_attempts,
 			timeout_us = excluded.timeout_us, args = excluded.args, schedules = excluded.schedules,
-			limits = excluded.limits, node = excluded.node, last_seen = excluded.last_seen`,
-			kinds, queues, strategies, failClosed, maxAttempts, timeouts, args, schedules, limits, p.Node, now)
+			limits = excluded.limits, handler_name = excluded.handler_name,
+			node = excluded.node, last_seen = excluded.last_seen`,
+			kinds, queues, strategies, failClosed, maxAttempts, timeouts, args, schedules, limits, handlers, p.Node, now)
 		return err
 	})
 	if err != nil {
@@ -109,7 +111,7 @@ func schedulesJSON(k twicetype.KindInfo) string {
 // pgx and database/sql both scan into a string.
 func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListParams) (*twicestore.CatalogListResult, error) {
 	rs, err := e.q.query(ctx, `SELECT kind, queue, strategy, fail_closed, max_attempts, timeout_us,
-		args::text, schedules::text, limits::text, node, last_seen FROM twice_kinds ORDER BY kind COLLATE "C"`)
+		args::text, schedules::text, limits::text, handler_name, node, last_seen FROM twice_kinds ORDER BY kind COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
@@ -124,7 +126,7 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 			args, schedules, limits string
 		)
 		if err := row.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
-			&args, &schedules, &limits, &k.Node, &k.LastSeen); err != nil {
+			&args, &schedules, &limits, &k.HandlerName, &k.Node, &k.LastSeen); err != nil {
 			return nil, fmt.Errorf("list kind catalog: %w", err)
 		}
 		if err := json.Unmarshal([]byte(args), &k.Args); err != nil {

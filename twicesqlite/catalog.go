@@ -35,12 +35,13 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 			return err
 		}
 		stmt, err := q.PrepareContext(ctx, `INSERT INTO twice_kinds
-			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, limits, node, last_seen)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			(kind, queue, strategy, fail_closed, max_attempts, timeout_us, args, schedules, limits, handler_name, node, last_seen)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (kind) DO UPDATE SET queue = excluded.queue, strategy = excluded.strategy,
 			fail_closed = excluded.fail_closed, max_attempts = excluded.max_attempts,
 			timeout_us = excluded.timeout_us, args = excluded.args, schedules = excluded.schedules,
-			limits = excluded.limits, node = excluded.node, last_seen = excluded.last_seen`)
+			limits = excluded.limits, handler_name = excluded.handler_name,
+			node = excluded.node, last_seen = excluded.last_seen`)
 		if err != nil {
 			return err
 		}
@@ -52,7 +53,7 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 			}
 			if _, err := stmt.ExecContext(ctx, k.Kind, k.Queue, k.Strategy, k.FailClosed, k.MaxAttempts,
 				k.Timeout.Microseconds(), args, schedulesJSON(k), driverkit.LimitSettingJSON(twicetype.LimitSetting{Limit: k.Limit}),
-				p.Node, micros(now)); err != nil {
+				k.HandlerName, p.Node, micros(now)); err != nil {
 				return fmt.Errorf("kind %q: %w", k.Kind, err)
 			}
 		}
@@ -92,7 +93,7 @@ func schedulesJSON(k twicetype.KindInfo) string {
 // (the column's BINARY collation).
 func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListParams) (*twicestore.CatalogListResult, error) {
 	rows, err := e.db.QueryContext(ctx, `SELECT kind, queue, strategy, fail_closed, max_attempts, timeout_us,
-		args, schedules, limits, node, last_seen FROM twice_kinds ORDER BY kind`)
+		args, schedules, limits, handler_name, node, last_seen FROM twice_kinds ORDER BY kind`)
 	if err != nil {
 		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
@@ -107,7 +108,7 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 			args, schedules, limits string
 		)
 		if err := row.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
-			&args, &schedules, &limits, &k.Node, &lastSeen); err != nil {
+			&args, &schedules, &limits, &k.HandlerName, &k.Node, &lastSeen); err != nil {
 			return nil, fmt.Errorf("list kind catalog: %w", err)
 		}
 		if err := json.Unmarshal([]byte(args), &k.Args); err != nil {

@@ -7,7 +7,12 @@ import "time"
 // and redact a kind that is not compiled into them. A catalogued kind
 // stays after its node stops; LastSeen tells how fresh the entry is.
 type KindInfo struct {
-	Kind        string
+	Kind string
+	// HandlerName is the name the kind's markers and steps are stored
+	// under (KindOpts.HandlerName, the kind unless registered otherwise).
+	// Empty, as a kind published before the catalog carried it reads,
+	// means the kind.
+	HandlerName string
 	Queue       string
 	Strategy    string // the delivery strategy's name, as the registry spells it
 	FailClosed  bool   // the kind stays off while its kill switch state is unknown
@@ -26,6 +31,15 @@ type KindInfo struct {
 	Node string
 	// LastSeen is when that node last published it; the store sets it.
 	LastSeen time.Time
+}
+
+// Handler is the handler name the kind's markers and steps are stored
+// under: HandlerName, or the kind when the entry has none.
+func (k *KindInfo) Handler() string {
+	if k.HandlerName != "" {
+		return k.HandlerName
+	}
+	return k.Kind
 }
 
 // ArgField is one field of a kind's args. Its json tags are the form the

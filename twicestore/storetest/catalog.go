@@ -16,6 +16,7 @@ var catalogTests = []test{
 	{"PublishThenList", testCatalogPublish},
 	{"LatestPublishWins", testCatalogLatestWins},
 	{"LimitsRoundTrip", testCatalogLimits},
+	{"HandlerNameRoundTrip", testCatalogHandlerName},
 	{"SensitiveFlagOutlivesOlderPublish", testCatalogSensitiveKept},
 	{"KeptAfterNodeStops", testCatalogKept},
 	{"ListOrderedByKind", testCatalogOrder},
@@ -48,7 +49,7 @@ func published(k twicetype.KindInfo, node string, now time.Time) twicetype.KindI
 }
 
 func sameKindInfo(a, b twicetype.KindInfo) bool {
-	return a.Kind == b.Kind && a.Queue == b.Queue && a.Strategy == b.Strategy &&
+	return a.Kind == b.Kind && a.HandlerName == b.HandlerName && a.Queue == b.Queue && a.Strategy == b.Strategy &&
 		a.FailClosed == b.FailClosed && a.MaxAttempts == b.MaxAttempts && a.Timeout == b.Timeout &&
 		slices.Equal(a.Args, b.Args) && slices.Equal(a.Schedules, b.Schedules) && a.Limit == b.Limit &&
 		a.Node == b.Node && a.LastSeen.Equal(b.LastSeen) && a.LastSeen.Location() == time.UTC
@@ -67,9 +68,9 @@ func checkCatalog(t *testing.T, what string, got, want []twicetype.KindInfo) {
 func fmtCatalog(ks []twicetype.KindInfo) string {
 	var b strings.Builder
 	for _, k := range ks {
-		fmt.Fprintf(&b, "  %q queue=%q strategy=%q fail-closed=%t attempts=%d timeout=%s\n"+
+		fmt.Fprintf(&b, "  %q handler=%q queue=%q strategy=%q fail-closed=%t attempts=%d timeout=%s\n"+
 			"    args=%+v schedules=%+v limit=%+v node=%q last-seen=%s\n",
-			k.Kind, k.Queue, k.Strategy, k.FailClosed, k.MaxAttempts, k.Timeout, k.Args, k.Schedules, k.Limit, k.Node, k.LastSeen)
+			k.Kind, k.HandlerName, k.Queue, k.Strategy, k.FailClosed, k.MaxAttempts, k.Timeout, k.Args, k.Schedules, k.Limit, k.Node, k.LastSeen)
 	}
 	if b.Len() == 0 {
 		return "  (none)\n"
@@ -80,7 +81,7 @@ func fmtCatalog(ks []twicetype.KindInfo) string {
 // creditV1 is a kind with every field set.
 func creditV1() twicetype.KindInfo {
 	return twicetype.KindInfo{
-		Kind: "storetest.credit.v1", Queue: "money", Strategy: "claim-before", FailClosed: true,
+		Kind: "storetest.credit.v1", HandlerName: "storetest.billing", Queue: "money", Strategy: "claim-before", FailClosed: true,
 		MaxAttempts: 7, Timeout: 90 * time.Second,
 		Args: []twicetype.ArgField{
 			{Name: "account_id", Type: twicetype.ArgTypeString},
@@ -110,6 +111,27 @@ func testCatalogLimits(t *testing.T, e *env) {
 	checkCatalog(t, "after a publish without limits", e.catalog(e.s), []twicetype.KindInfo{
 		published(limited, "node-b", e.at(time.Second)), published(rated, "node-a", e.base),
 	})
+}
+
+// testCatalogHandlerName: a kind's handler name reads back as published,
+// and a later publish replaces it, with none (an older node's, which
+// reads as the kind) included.
+func testCatalogHandlerName(t *testing.T, e *env) {
+	named := twicetype.KindInfo{Kind: "storetest.charge.v1", HandlerName: "storetest.billing", Queue: "default"}
+	e.publish(e.s, "node-a", e.base, named)
+	got := e.catalog(e.s)
+	checkCatalog(t, "after the publish", got, []twicetype.KindInfo{published(named, "node-a", e.base)})
+	if h := got[0].Handler(); h != "storetest.billing" {
+		t.Fatalf("Handler() = %q, want the published handler name", h)
+	}
+	unnamed := named
+	unnamed.HandlerName = ""
+	e.publish(e.s, "node-old", e.at(time.Second), unnamed)
+	got = e.catalog(e.s)
+	checkCatalog(t, "after a publish without one", got, []twicetype.KindInfo{published(unnamed, "node-old", e.at(time.Second))})
+	if h := got[0].Handler(); h != named.Kind {
+		t.Fatalf("Handler() of an entry without a handler name = %q, want the kind", h)
+	}
 }
 
 func testCatalogPublish(t *testing.T, e *env) {
@@ -148,6 +170,7 @@ func testCatalogLatestWins(t *testing.T, e *env) {
 		{Name: "currency", Type: twicetype.ArgTypeString},
 	}
 	v2.Schedules = nil
+	v2.HandlerName = "storetest.credit.v2"
 
 	e.publish(e.s, "node-old", e.base, v1)
 	e.publish(e.s, "node-new", e.at(time.Second), v2)
