@@ -273,7 +273,7 @@ func (h *Handler) triggerSchedule(r *http.Request, who string) (string, *confirm
 // each job.
 func (h *Handler) retryPreviewDetail(r *http.Request, ids []int64, filter *twice.JobFilter) string {
 	p := &twice.JobActionParams{IDs: ids}
-	if len(ids) == 0 || filter.State == twicetype.JobStateCompleted {
+	if len(ids) == 0 || (filter != nil && filter.State == twicetype.JobStateCompleted) {
 		p.Filter = filter
 	}
 	pv, err := h.client.JobRetryPreview(r.Context(), p)
