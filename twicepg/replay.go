@@ -9,7 +9,6 @@ import (
 	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // replayPreviewSQL reads what decides a replay of each matched job in one
@@ -69,17 +68,7 @@ func (e *executor) JobRetryPreview(ctx context.Context, p *twicestore.JobRetryPr
 	if err != nil {
 		return nil, fmt.Errorf("preview retry: %w", err)
 	}
-	jobs, err := dbrows.Collect(rs, func(s dbrows.Scanner) (twicestore.ReplayJob, error) {
-		var (
-			j     twicestore.ReplayJob
-			state string
-			open  int64
-			done  int64
-		)
-		err := s.Scan(&j.ID, &j.Kind, &state, &j.UniqueKey, &j.WorkflowID, &j.WorkflowTask, &j.BatchID, &j.Marker, &j.MarkerJobID, &open, &done, &j.HolderID)
-		j.State, j.StepsOpen, j.StepsDone = twicetype.JobState(state), int(open), int(done)
-		return j, err
-	})
+	jobs, err := dbrows.Collect(rs, driverkit.ReplayJobRow)
 	if err != nil {
 		return nil, fmt.Errorf("preview retry: %w", err)
 	}

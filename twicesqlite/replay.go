@@ -9,7 +9,6 @@ import (
 	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // replayPreviewSQL reads what decides a replay of each matched job in one
@@ -64,15 +63,7 @@ func (e *executor) JobRetryPreview(ctx context.Context, p *twicestore.JobRetryPr
 	if err != nil {
 		return nil, fmt.Errorf("preview retry: %w", err)
 	}
-	jobs, err := dbrows.Collect(rs, func(s dbrows.Scanner) (twicestore.ReplayJob, error) {
-		var (
-			j     twicestore.ReplayJob
-			state string
-		)
-		err := s.Scan(&j.ID, &j.Kind, &state, &j.UniqueKey, &j.WorkflowID, &j.WorkflowTask, &j.BatchID, &j.Marker, &j.MarkerJobID, &j.StepsOpen, &j.StepsDone, &j.HolderID)
-		j.State = twicetype.JobState(state)
-		return j, err
-	})
+	jobs, err := dbrows.Collect(rs, driverkit.ReplayJobRow)
 	if err != nil {
 		return nil, fmt.Errorf("preview retry: %w", err)
 	}

@@ -171,3 +171,19 @@ func RetryStatus(state twicetype.JobState, completed, composed, retried bool) tw
 	}
 	return twicestore.JobActionWrongState
 }
+
+// ReplayJobRow reads one row of a retry preview's query, whose columns
+// are, in order: id, kind, state, unique_key, workflow_id, workflow_task,
+// batch_id, the marker found, the marker's job id, the steps claimed
+// without a receipt, those with one, and the unique key's holder.
+func ReplayJobRow(s dbrows.Scanner) (twicestore.ReplayJob, error) {
+	var (
+		j          twicestore.ReplayJob
+		state      string
+		open, done int64
+	)
+	err := s.Scan(&j.ID, &j.Kind, &state, &j.UniqueKey, &j.WorkflowID, &j.WorkflowTask, &j.BatchID,
+		&j.Marker, &j.MarkerJobID, &open, &done, &j.HolderID)
+	j.State, j.StepsOpen, j.StepsDone = twicetype.JobState(state), int(open), int(done)
+	return j, err
+}
