@@ -1,0 +1,16 @@
+package twicemysql
+
+import (
+	"context"
+
+	"github.com/twicejobs/twice/twicestore"
+)
+
+// Not written yet: to be replaced by the port of twicesqlite/jobdetail.go.
+
+func (e *executor) JobLinks(_ context.Context, _ *twicestore.JobGetParams) (*twicestore.JobLinksResult, error) {
+	return nil, errNotImplemented
+}
+func (e *executor) StepList(_ context.Context, _ *twicestore.StepListParams) (*twicestore.StepListResult, error) {
+	return nil, errNotImplemented
+}
