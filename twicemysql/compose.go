@@ -47,3 +47,10 @@ func (e *executor) WorkflowTaskOf(_ context.Context, _ *twicestore.WorkflowTaskO
 // set off: a batch's callback (callback_state 1) and the workflow tasks
 // whose dependencies have all completed. Not written yet.
 func settleComposition(context.Context, dbtx) error { return nil }
+
+// insertChildren inserts, in JobFinish's transaction, the continuation
+// jobs of an outcome (Then) when driverkit.ChildrenEarned says so. Not
+// written yet.
+func insertChildren(context.Context, dbtx, *twicestore.JobOutcome, bool, bool) error {
+	return errNotImplemented
+}

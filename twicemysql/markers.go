@@ -20,3 +20,10 @@ func (e *executor) MarkerPrune(_ context.Context, _ *twicestore.MarkerPruneParam
 func (e *executor) MarkerRelease(_ context.Context, _ *twicestore.MarkerParams) error {
 	return errNotImplemented
 }
+
+// claimMarker records, in q's transaction, that p.Handler processed
+// p.Key, or reports AlreadyProcessed: JobFinish claims an outcome's
+// markers with it. Not written yet.
+func claimMarker(context.Context, dbtx, *twicestore.MarkerParams) (*twicestore.MarkerClaimResult, error) {
+	return nil, errNotImplemented
+}
