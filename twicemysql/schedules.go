@@ -22,9 +22,10 @@ import (
 // loser that waited reads the winner's committed tick and does nothing; if
 // the winner rolls back, a waiting one takes the tick instead.
 //
-// The job goes through JobInsertMany, in this transaction: when an
-// unfinished job of its kind holds its unique key, nothing is inserted,
-// and that job is returned and recorded as the tick's.
+// The job goes through JobInsertMany's insert (insertJobs), in this
+// transaction: when an unfinished job of its kind holds its unique key,
+// nothing is inserted, and that job is returned and recorded as the
+// tick's.
 func (e *executor) ScheduleTick(ctx context.Context, p *twicestore.ScheduleTickParams) (*twicestore.ScheduleTickResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -63,12 +64,11 @@ func (e *executor) ScheduleTick(ctx context.Context, p *twicestore.ScheduleTickP
 		res.Fired = true
 		var jobID int64
 		if p.Job != nil {
-			ins, err := (&executor{db: q}).JobInsertMany(ctx, &twicestore.JobInsertManyParams{
-				Jobs: []*twicestore.JobInsertParams{p.Job}})
+			ins, err := insertJobs(ctx, q, []*twicestore.JobInsertParams{p.Job})
 			if err != nil {
 				return fmt.Errorf("insert job: %w", err)
 			}
-			res.Job = ins.Jobs[0].Job
+			res.Job = ins[0].Job
 			jobID = res.Job.ID
 			if _, err := q.ExecContext(ctx, `UPDATE twice_schedules SET last_job_id = ? WHERE name = ?`,
 				jobID, p.Name); err != nil {
