@@ -181,9 +181,14 @@ func (e *executor) pruneFrom(ctx context.Context, t prunable, before, from time.
 // that holds one of them (a marker being claimed, a record being begun).
 func pruneBatch(ctx context.Context, q dbtx, t prunable, before, from time.Time, limit int) (int, time.Time, error) {
 	keys := strings.Join(t.key, ", ")
-	rows, err := q.QueryContext(ctx, fmt.Sprintf(`SELECT %[2]s, %[3]s FROM %[1]s
-		WHERE %[3]s < ? AND %[3]s >= ? ORDER BY %[3]s LIMIT ? FOR UPDATE SKIP LOCKED`, t.table, keys, t.at),
-		dbTime(before), dbTime(from), limit)
+	// A pass's first batch has no cursor: the driver would send the zero
+	// time as '0000-00-00', which no DATETIME column holds.
+	cond, args := t.at+" < ?", []any{dbTime(before)}
+	if !from.IsZero() {
+		cond, args = cond+" AND "+t.at+" >= ?", append(args, dbTime(from))
+	}
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(`SELECT %s, %s FROM %s WHERE %s ORDER BY %s LIMIT ? FOR UPDATE SKIP LOCKED`,
+		keys, t.at, t.table, cond, t.at), append(args, limit)...)
 	if err != nil {
 		return 0, from, err
 	}
@@ -205,16 +210,16 @@ func pruneBatch(ctx context.Context, q dbtx, t prunable, before, from time.Time,
 	}
 	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(t.key)), ", ") + ")"
 	tuples := make([]string, len(rowsFound))
-	args := make([]any, 0, len(rowsFound)*len(t.key))
+	keyArgs := make([]any, 0, len(rowsFound)*len(t.key))
 	for i, f := range rowsFound {
 		tuples[i] = tuple
-		args = append(args, f.key...)
+		keyArgs = append(keyArgs, f.key...)
 		if at := f.at.UTC(); at.After(from) {
 			from = at
 		}
 	}
 	r, err := q.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE (%s) IN (%s)`,
-		t.table, keys, strings.Join(tuples, ", ")), args...)
+		t.table, keys, strings.Join(tuples, ", ")), keyArgs...)
 	if err != nil {
 		return 0, from, err
 	}
