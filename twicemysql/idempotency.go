@@ -19,70 +19,69 @@ const idempotencyColumns = "fingerprint, done, status, header, body, locked_at, 
 // transaction: the executor's own when it runs in one, otherwise one begun
 // for the call.
 //
-// Its INSERT ... ON DUPLICATE KEY UPDATE (an update that changes nothing)
-// either inserts the record or, meeting one, takes an exclusive lock on
-// it, waiting for a transaction that is inserting or changing it. A plain
-// INSERT would take a shared lock on the duplicate instead, and concurrent
-// Begins that then all asked for the exclusive lock to take over or renew
-// the record would deadlock each other. Holding the exclusive lock, the
-// Begin reads the record and decides alone: an expired record is replaced
-// by a fresh one (as if deleted first); a running record of the same
-// request (fingerprint) whose lock is older than StaleAfter is taken over;
-// any other is returned as it is. Concurrent Begins so run one after the
-// other on the record, and only the first takes a key.
+// A record that exists is read with SELECT ... FOR UPDATE, and decided on
+// under its exclusive lock, so concurrent Begins of a stored key run one
+// after the other: an expired record is replaced by a fresh one (as if
+// deleted first); a running record of the same request (fingerprint)
+// whose lock is older than StaleAfter is taken over; any other is
+// returned as it is.
 //
-// Whether the INSERT inserted is read from its count of affected rows (1
-// inserted, 0 met a record), and checked against the record read: a
-// connection with clientFoundRows counts a record met as 1 too.
+// A key not stored is inserted (at READ COMMITTED the locking read of a
+// missing row locks nothing). Of concurrent inserts the primary key lets
+// one through; the others wait for it to commit and fail with a duplicate
+// key error, which leaves them a shared lock on the new record. A
+// locking read under that lock returns it, and the Begin returns it
+// untaken, as it usually must be (its lock was just taken). Only when it
+// must be taken over or replaced does the Begin go back to the exclusive
+// read, whose wait for other holders of shared locks InnoDB may break as
+// a deadlock; inTx then runs the Begin again, and finds the record. This
+// decides from statements that succeed or fail, never from a count of
+// rows, which a connection with clientFoundRows counts differently.
 func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.IdempotencyBeginParams) (*twicestore.IdempotencyBeginResult, error) {
 	now, expires := dbTime(nowOr(p.Now)), dbTime(p.ExpiresAt)
 	fresh := twicetype.IdempotencyRecord{
 		Principal: p.Principal, Key: p.Key, Fingerprint: p.Fingerprint,
 		LockedAt: now, CreatedAt: now, ExpiresAt: expires,
 	}
+	// takes reports whether this Begin takes the key of rec: expired, or
+	// a stale lock of the same request. A different request never takes
+	// the key over: its first request may have had effects, and its
+	// client may retry it.
+	takes := func(rec twicetype.IdempotencyRecord) bool {
+		return rec.ExpiresAt.Before(now) ||
+			!rec.Done && rec.Fingerprint == p.Fingerprint && rec.LockedAt.Before(now.Add(-p.StaleAfter))
+	}
 	res := &twicestore.IdempotencyBeginResult{}
 	err := e.inTx(ctx, func(q dbtx) error {
-		r, err := q.ExecContext(ctx, "INSERT INTO twice_idempotency (principal, `key`, fingerprint, locked_at, created_at, expires_at)"+
-			" VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE principal = principal",
-			p.Principal, p.Key, p.Fingerprint, now, now, expires)
-		if err != nil {
-			return err
-		}
-		inserted, err := r.RowsAffected()
-		if err != nil {
-			return err
-		}
-		rec, err := idempotencyGet(ctx, q, p.Principal, p.Key, " FOR UPDATE")
-		if err != nil {
-			return err
-		}
-		if inserted == 1 && sameRecord(rec, fresh) {
-			res.Taken, res.Record = true, fresh
-			return nil
-		}
-		if rec.ExpiresAt.Before(now) {
-			// Expired: absent, so the key is taken afresh in its place.
-			if _, err := q.ExecContext(ctx, "UPDATE twice_idempotency SET fingerprint = ?, done = 0, status = 0,"+
-				" header = '{}', body = '', locked_at = ?, created_at = ?, expires_at = ? WHERE principal = ? AND `key` = ?",
-				p.Fingerprint, now, now, expires, p.Principal, p.Key); err != nil {
+		for range 10 {
+			rec, err := idempotencyGet(ctx, q, p.Principal, p.Key, " FOR UPDATE")
+			switch {
+			case err == nil:
+				res.Taken, res.Record, err = takeIdempotency(ctx, q, rec, fresh, takes(rec))
+				return err
+			case !errors.Is(err, twicestore.ErrNotFound):
 				return err
 			}
-			res.Taken, res.Record = true, fresh
-			return nil
+			_, err = q.ExecContext(ctx, "INSERT INTO twice_idempotency (principal, `key`, fingerprint, locked_at, created_at, expires_at)"+
+				" VALUES (?, ?, ?, ?, ?, ?)", p.Principal, p.Key, p.Fingerprint, now, now, expires)
+			if err == nil {
+				res.Taken, res.Record = true, fresh
+				return nil
+			}
+			if !isUniqueViolation(err) {
+				return err
+			}
+			rec, err = idempotencyGet(ctx, q, p.Principal, p.Key, lockShared)
+			switch {
+			case errors.Is(err, twicestore.ErrNotFound): // deleted again (released, pruned): insert again
+			case err != nil:
+				return err
+			case !takes(rec):
+				res.Record = rec
+				return nil
+			}
 		}
-		res.Record = rec
-		// A different request never takes the key over: its first
-		// request may have had effects, and its client may retry it.
-		if rec.Done || rec.Fingerprint != p.Fingerprint || !rec.LockedAt.Before(now.Add(-p.StaleAfter)) {
-			return nil
-		}
-		if _, err := q.ExecContext(ctx, "UPDATE twice_idempotency SET locked_at = ?, expires_at = ?"+
-			" WHERE principal = ? AND `key` = ?", now, expires, p.Principal, p.Key); err != nil {
-			return err
-		}
-		res.Taken = true
-		res.Record.LockedAt, res.Record.ExpiresAt = now, expires
-		return nil
+		return errors.New("the record changed under each of 10 attempts")
 	})
 	if err != nil {
 		return nil, fmt.Errorf("begin idempotency key %q: %w", p.Key, err)
@@ -90,10 +89,23 @@ func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.Idempoten
 	return res, nil
 }
 
-// sameRecord reports whether rec is the running record fresh describes.
-func sameRecord(rec, fresh twicetype.IdempotencyRecord) bool {
-	return !rec.Done && rec.Fingerprint == fresh.Fingerprint && rec.LockedAt.Equal(fresh.LockedAt) &&
-		rec.CreatedAt.Equal(fresh.CreatedAt) && rec.ExpiresAt.Equal(fresh.ExpiresAt)
+// takeIdempotency returns rec, untaken, or when take is set takes its key
+// under the exclusive lock the caller holds: an expired record is
+// replaced by fresh, a stale one gets fresh's lock and expiry.
+func takeIdempotency(ctx context.Context, q dbtx, rec, fresh twicetype.IdempotencyRecord, take bool) (bool, twicetype.IdempotencyRecord, error) {
+	switch {
+	case !take:
+		return false, rec, nil
+	case rec.ExpiresAt.Before(fresh.LockedAt):
+		_, err := q.ExecContext(ctx, "UPDATE twice_idempotency SET fingerprint = ?, done = 0, status = 0,"+
+			" header = '{}', body = '', locked_at = ?, created_at = ?, expires_at = ? WHERE principal = ? AND `key` = ?",
+			fresh.Fingerprint, fresh.LockedAt, fresh.CreatedAt, fresh.ExpiresAt, rec.Principal, rec.Key)
+		return err == nil, fresh, err
+	}
+	_, err := q.ExecContext(ctx, "UPDATE twice_idempotency SET locked_at = ?, expires_at = ? WHERE principal = ? AND `key` = ?",
+		fresh.LockedAt, fresh.ExpiresAt, rec.Principal, rec.Key)
+	rec.LockedAt, rec.ExpiresAt = fresh.LockedAt, fresh.ExpiresAt
+	return err == nil, rec, err
 }
 
 // idempotencyGet reads one record in q, or returns ErrNotFound; lock is
