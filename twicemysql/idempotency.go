@@ -53,6 +53,7 @@ func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.Idempoten
 	}
 	res := &twicestore.IdempotencyBeginResult{}
 	err := e.inTx(ctx, func(q dbtx) error {
+		*res = twicestore.IdempotencyBeginResult{} // inTx may run this again
 		for range 10 {
 			rec, err := idempotencyGet(ctx, q, p.Principal, p.Key, " FOR UPDATE")
 			switch {

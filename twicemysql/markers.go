@@ -159,14 +159,15 @@ func (e *executor) pruneFrom(ctx context.Context, t prunable, before, from time.
 			batch = min(limit-deleted, pruneBatchMax)
 		}
 		var n int
+		cursor := from
 		err := e.inTx(ctx, func(q dbtx) (err error) {
-			n, from, err = pruneBatch(ctx, q, t, before, from, batch)
+			n, cursor, err = pruneBatch(ctx, q, t, before, from, batch) // from each time inTx runs it
 			return err
 		})
 		if err != nil {
 			return deleted, from, err
 		}
-		deleted += n
+		deleted, from = deleted+n, cursor
 		if n < batch || (limit > 0 && deleted >= limit) {
 			return deleted, from, nil
 		}

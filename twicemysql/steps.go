@@ -117,6 +117,7 @@ func (e *executor) StepClaim(ctx context.Context, p *twicestore.StepParams) (*tw
 	}
 	res := &twicestore.StepClaimResult{}
 	err := e.inTx(ctx, func(q dbtx) error {
+		*res = twicestore.StepClaimResult{} // inTx may run this again
 		// A step that exists is returned even to a stale holder, since
 		// reading it writes nothing (a redelivery of a finished job gets
 		// its receipts back).
