@@ -1,16 +1,52 @@
 package twicemysql
 
+// What a job's page shows beside the job: the steps of its message and
+// what it belongs to.
+
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
-// Not written yet: to be replaced by the port of twicesqlite/jobdetail.go.
-
-func (e *executor) JobLinks(_ context.Context, _ *twicestore.JobGetParams) (*twicestore.JobLinksResult, error) {
-	return nil, errNotImplemented
+// StepList lists the steps of one handler and key, read by the primary
+// key's (handler, key) prefix in step order (by bytes: step is VARBINARY).
+func (e *executor) StepList(ctx context.Context, p *twicestore.StepListParams) (*twicestore.StepListResult, error) {
+	rs, err := e.db.QueryContext(ctx, "SELECT step, strategy, claimed_at, done_at, receipt, job_id, epoch FROM twice_steps"+
+		" WHERE handler = ? AND `key` = ? ORDER BY step"+limitSQL(p.Limit), p.Handler, p.Key)
+	if err != nil {
+		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, err)
+	}
+	steps, err := dbrows.Collect(rs, func(row dbrows.Scanner) (*twicetype.Step, error) {
+		s := &twicetype.Step{Handler: p.Handler, Key: p.Key}
+		var done sql.NullTime
+		if err := row.Scan(&s.Step, &s.Strategy, &s.ClaimedAt, &done, &s.Receipt, &s.JobID, &s.Epoch); err != nil {
+			return nil, err
+		}
+		s.ClaimedAt, s.DoneAt = s.ClaimedAt.UTC(), fromNull(done)
+		return s, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, err)
+	}
+	return &twicestore.StepListResult{Steps: steps}, nil
 }
-func (e *executor) StepList(_ context.Context, _ *twicestore.StepListParams) (*twicestore.StepListResult, error) {
-	return nil, errNotImplemented
+
+// JobLinks reads a job's parent and batch.
+func (e *executor) JobLinks(ctx context.Context, p *twicestore.JobGetParams) (*twicestore.JobLinksResult, error) {
+	res := &twicestore.JobLinksResult{}
+	err := e.db.QueryRowContext(ctx, `SELECT COALESCE(parent_id, 0), COALESCE(batch_id, 0) FROM twice_jobs WHERE id = ?`, p.ID).
+		Scan(&res.ParentID, &res.BatchID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("links of job %d: %w", p.ID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("links of job %d: %w", p.ID, err)
+	}
+	return res, nil
 }
