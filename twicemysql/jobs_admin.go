@@ -1,89 +1,22 @@
 package twicemysql
 
-// What operators and the dashboard do with jobs: look them up, list and
-// count them, delete old finished ones, and find orphaned kinds. The bulk
-// actions (retry, discard, cancel, delete) are in jobs_bulk.go.
+// What operators and the dashboard do with jobs besides looking them up,
+// listing and counting them (jobs.go): delete old finished ones and find
+// orphaned kinds. The bulk actions (retry, discard, cancel, delete) are in
+// jobs_bulk.go.
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
-
-// JobGet returns one job, or an error wrapping twicestore.ErrNotFound.
-func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twicetype.JobRow, error) {
-	j, err := scanJob(e.db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM twice_jobs WHERE id = ?`, p.ID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("get job %d: %w", p.ID, twicestore.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get job %d: %w", p.ID, err)
-	}
-	return j, nil
-}
-
-// filterSQL renders f as conditions on the unaliased twice_jobs joined by
-// AND (always at least one), with their arguments. The filter must have
-// passed Validate.
-func filterSQL(f twicestore.JobFilter) (string, []any) {
-	conds := []string{"1 = 1"}
-	var args []any
-	if len(f.IDs) > 0 {
-		list, ids := in(f.IDs)
-		conds = append(conds, "id IN "+list)
-		args = append(args, ids...)
-	}
-	if f.State != "" {
-		conds = append(conds, "state = ?")
-		args = append(args, string(f.State))
-	}
-	if f.Kind != "" {
-		conds = append(conds, "kind = ?")
-		args = append(args, f.Kind)
-	}
-	if f.Queue != "" {
-		conds = append(conds, "queue = ?")
-		args = append(args, f.Queue)
-	}
-	if f.Node != "" {
-		conds = append(conds, "attempted_by = ?")
-		args = append(args, f.Node)
-	}
-	switch f.Timing {
-	case twicestore.JobDue:
-		conds = append(conds, "state = 'available' AND run_at <= ?")
-		args = append(args, dbTime(nowOr(f.Now)))
-	case twicestore.JobScheduled:
-		conds = append(conds, "state = 'available' AND run_at > ?")
-		args = append(args, dbTime(nowOr(f.Now)))
-	}
-	if f.CorrelationID != "" {
-		conds = append(conds, "correlation_id = ?") // twice_jobs_correlation
-		args = append(args, f.CorrelationID)
-	}
-	// Each pair is looked up in the job's own metadata: no index can hold
-	// every key a job may carry, so a metadata filter reads the jobs the
-	// other conditions leave. The value is compared decoded (JSON_UNQUOTE)
-	// and as bytes. JSON_CONTAINS would be shorter, but MariaDB compares
-	// its strings as they are escaped, and encoding/json escapes <, > and
-	// & as \u003c…, which JSON_OBJECT does not.
-	for _, k := range slices.Sorted(maps.Keys(f.Metadata)) {
-		conds = append(conds, "JSON_UNQUOTE(JSON_EXTRACT(metadata, ?)) = CAST(? AS BINARY)")
-		args = append(args, metadataPath(k), f.Metadata[k])
-	}
-	return strings.Join(conds, " AND "), args
-}
 
 // metadataPath is the JSON path of the member named key of a job's
 // metadata: the key quoted as encoding/json quotes it, the way
@@ -103,43 +36,6 @@ func limitSQL(n int) string {
 		return ""
 	}
 	return " LIMIT " + strconv.Itoa(n)
-}
-
-// JobList lists matching jobs newest first (by id, descending). BeforeID
-// continues from a previous page; a Limit of zero or less lists them all.
-func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*twicestore.JobListResult, error) {
-	if err := p.Filter.Validate(); err != nil {
-		return nil, err
-	}
-	where, args := filterSQL(p.Filter)
-	if p.BeforeID > 0 {
-		where += " AND id < ?"
-		args = append(args, p.BeforeID)
-	}
-	jobs, err := queryJobs(ctx, e.db, `SELECT `+jobColumns+` FROM twice_jobs WHERE `+where+` ORDER BY id DESC`+limitSQL(p.Limit), args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return &twicestore.JobListResult{Jobs: jobs}, nil
-}
-
-// JobCount counts matching jobs grouped by state, queue and kind, in that
-// order (queue and kind by their bytes: both are VARBINARY).
-func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (*twicestore.JobCountResult, error) {
-	if err := p.Filter.Validate(); err != nil {
-		return nil, err
-	}
-	where, args := filterSQL(p.Filter)
-	rows, err := e.db.QueryContext(ctx, `SELECT state, queue, kind, COUNT(*) FROM twice_jobs WHERE `+where+`
-		GROUP BY state, queue, kind ORDER BY state, queue, kind`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	counts, err := dbrows.Collect(rows, driverkit.ScanJobCount)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	return &twicestore.JobCountResult{Counts: counts}, nil
 }
 
 // JobOrphans lists, per kind and queue, the available jobs whose kind no
