@@ -80,7 +80,8 @@ func (e *executor) JobOrphans(ctx context.Context, p *twicestore.JobOrphansParam
 // (FOR UPDATE SKIP LOCKED: two nodes cleaning up at once each take other
 // rows, neither waits), then deleted by id under the same guard. The
 // deleted jobs' waits' resolutions (twice_signals) go in the same
-// transaction; a waiting job is never deleted (no finished state).
+// statement (the trigger twice_jobs_composition_deleted of migration
+// 002); a waiting job is never deleted (its state is no finished one).
 func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDeleteFinishedParams) (*twicestore.JobDeleteFinishedResult, error) {
 	return driverkit.DeleteFinished(p, func(c driverkit.FinishedCut, limit int) (n int, last int64, err error) {
 		err = e.inTx(ctx, func(q dbtx) error {
@@ -100,9 +101,6 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *twicestore.JobDelet
 				return err
 			}
 			list, args := in(ids)
-			if _, err := q.ExecContext(ctx, `DELETE FROM twice_signals WHERE job_id IN `+list, args...); err != nil {
-				return err
-			}
 			res, err := q.ExecContext(ctx, `DELETE FROM twice_jobs WHERE id IN `+list+` AND state = ?`,
 				append(args, string(c.State))...)
 			if err != nil {

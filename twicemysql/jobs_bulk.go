@@ -257,16 +257,14 @@ func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams)
 }
 
 // JobDelete deletes matching jobs that are not running; a waiting job is
-// deleted too, and the jobs' waits' resolutions (twice_signals), which
-// nothing refers to once the job is gone, go in the same transaction.
+// deleted too, and every job's waits' resolutions (twice_signals) go with
+// it in the same statement (the trigger twice_jobs_composition_deleted of
+// migration 002).
 func (e *executor) JobDelete(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	return e.bulk(ctx, "delete jobs", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
 		notRunning := func(j matchedJob) bool { return j.state != twicetype.JobStateRunning }
-		ids := idsWhere(jobs, notRunning)
-		if err := execIn(ctx, q, `DELETE FROM twice_signals WHERE job_id IN %s`, nil, ids); err != nil {
-			return nil, err
-		}
-		if err := execIn(ctx, q, `DELETE FROM twice_jobs WHERE id IN %s AND state <> 'running'`, nil, ids); err != nil {
+		err := execIn(ctx, q, `DELETE FROM twice_jobs WHERE id IN %s AND state <> 'running'`, nil, idsWhere(jobs, notRunning))
+		if err != nil {
 			return nil, err
 		}
 		return resultsOf(jobs, func(j matchedJob) twicestore.JobActionResult {
