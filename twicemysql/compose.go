@@ -33,7 +33,7 @@ func insertChildren(ctx context.Context, q dbtx, o *twicestore.JobOutcome, appli
 	for _, c := range o.Children {
 		c.ParentID = o.ID
 	}
-	if _, err := (&executor{db: q}).JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: o.Children}); err != nil {
+	if _, err := insertJobs(ctx, q, o.Children); err != nil {
 		return fmt.Errorf("insert continuations of job %d: %w", o.ID, err)
 	}
 	return nil
@@ -224,9 +224,9 @@ func getWorkflow(ctx context.Context, q dbtx, id int64) (*twicetype.Workflow, er
 // placeholders of a server-side prepared statement.
 const rowsPerInsert = 500
 
-// insertRows runs head followed by one "(?, ...)" group per row, a chunk
+// insertValues runs head followed by one "(?, ...)" group per row, a chunk
 // of rows at a time; row returns the values of row i.
-func insertRows(ctx context.Context, q dbtx, head string, n int, row func(i int) []any) error {
+func insertValues(ctx context.Context, q dbtx, head string, n int, row func(i int) []any) error {
 	for start := 0; start < n; start += rowsPerInsert {
 		end := min(start+rowsPerInsert, n)
 		var (
@@ -282,7 +282,7 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 		if err != nil {
 			return err
 		}
-		err = insertRows(ctx, q, `INSERT INTO twice_workflow_tasks (workflow_id, name, pending, kind, queue, priority,
+		err = insertValues(ctx, q, `INSERT INTO twice_workflow_tasks (workflow_id, name, pending, kind, queue, priority,
 			args, message_id, idempotency_key, correlation_id, max_attempts, metadata, concurrency_key, run_at) VALUES `,
 			len(p.Tasks), func(i int) []any {
 				t := p.Tasks[i]
@@ -297,7 +297,7 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 		if err != nil {
 			return fmt.Errorf("insert tasks: %w", err)
 		}
-		err = insertRows(ctx, q, `INSERT INTO twice_workflow_deps (workflow_id, dep, task) VALUES `, len(edges),
+		err = insertValues(ctx, q, `INSERT INTO twice_workflow_deps (workflow_id, dep, task) VALUES `, len(edges),
 			func(i int) []any { return []any{id, edges[i].dep, edges[i].task} })
 		if err != nil {
 			return fmt.Errorf("insert dependencies: %w", err)
@@ -525,14 +525,14 @@ func batchAdd(ctx context.Context, q dbtx, id int64, jobs []*twicestore.JobInser
 	for _, j := range jobs {
 		j.BatchID = id
 	}
-	r, err := (&executor{db: q}).JobInsertMany(ctx, &twicestore.JobInsertManyParams{Jobs: jobs})
+	out, err := insertJobs(ctx, q, jobs)
 	if err != nil {
 		return nil, err
 	}
-	if n := driverkit.Joined(r.Jobs); n > 0 {
+	if n := driverkit.Joined(out); n > 0 {
 		_, err = q.ExecContext(ctx, `UPDATE twice_batches SET total = total + ?, pending = pending + ? WHERE id = ?`, n, n, id)
 	}
-	return r.Jobs, err
+	return out, err
 }
 
 // batchSeal seals batch id and, when nothing is pending, finishes it and
