@@ -394,22 +394,18 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 		if err != nil {
 			return err
 		}
-		r, err := q.ExecContext(ctx, `UPDATE twice_workflows SET
+		if _, err := q.ExecContext(ctx, `UPDATE twice_workflows SET
 			finished_at = IF(state = 'running', ?, finished_at),
 			state = IF(state = 'running', 'cancelled', state)
-			WHERE id = ?`, now, p.ID)
-		if err != nil {
+			WHERE id = ?`, now, p.ID); err != nil {
 			return err
 		}
-		if n, err := r.RowsAffected(); err != nil {
+		// The workflow as the cancel left it, before its jobs' cancels
+		// count them dead.
+		if res.Workflow, err = getWorkflow(ctx, q, p.ID); err != nil {
 			return err
-		} else if n == 0 {
-			// No row changed: the workflow is missing, or finished already.
-			if _, err := getWorkflow(ctx, q, p.ID); err != nil {
-				return err
-			}
 		}
-		r, err = q.ExecContext(ctx, `UPDATE twice_workflow_tasks SET state = 'cancelled'
+		r, err := q.ExecContext(ctx, `UPDATE twice_workflow_tasks SET state = 'cancelled'
 			WHERE workflow_id = ? AND state IN ('waiting', 'ready')`, p.ID)
 		if err != nil {
 			return err
@@ -425,8 +421,7 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 			Filter: twicestore.JobFilter{IDs: ids}, By: p.By, Reason: p.Reason, Now: now}); err != nil {
 			return err
 		}
-		res.Workflow, err = getWorkflow(ctx, q, p.ID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel workflow %d: %w", p.ID, err)

@@ -159,7 +159,10 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 	}
 	res := &twicestore.JobWakeDueResult{}
 	err := e.inTx(ctx, func(q dbtx) error {
-		query, args := `SELECT id FROM twice_jobs WHERE state = 'waiting' AND run_at <= ?`, []any{now}
+		// FORCE INDEX: without statistics the planner may take the fetch
+		// index and sort every due waiting job, locking them all.
+		query, args := `SELECT id FROM twice_jobs FORCE INDEX (twice_jobs_wait_due)
+			WHERE state = 'waiting' AND run_at <= ?`, []any{now}
 		if p.IDs != nil {
 			if len(p.IDs) == 0 {
 				return nil
