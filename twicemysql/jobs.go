@@ -521,9 +521,9 @@ const cancelNoteSQL = `CONCAT('cancelled', CASE WHEN cancel_by <> '' THEN CONCAT
 // finishSQL writes one outcome, fenced by state and epoch: a worker whose
 // lease was lost (rescued, perhaps fetched again under a newer epoch)
 // writes nothing. MySQL evaluates SET assignments left to right, each
-// seeing the ones before, so state (which the others read as the old
-// one nowhere, but CASEs test) is assigned last and nothing reads a
-// column assigned before it.
+// seeing the columns assigned before it, so no assignment reads a column
+// assigned earlier, and state (which the fence and the park's CASE read as
+// it was) is assigned last.
 //
 // Parameters: 1 state, 2 run_at, 3 refund (0/1), 4 error as a one-element
 // JSON array or NULL, 5 note, 6 finished_at, 7 snooze (0/1), 8 output or
@@ -603,7 +603,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		var runAt, finishedAt, wokeAt any
 		switch o.State {
 		case twicetype.JobStateAvailable:
-			runAt = dbTime(or(o.RunAt, now))
+			runAt = dbTime(orTime(o.RunAt, now))
 		case twicetype.JobStateWaiting:
 			if err := twicestore.CheckWaitName(o.WaitName); err != nil {
 				return nil, fmt.Errorf("finish job %d: %w", o.ID, err)
@@ -613,9 +613,9 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				timer = twicestore.WaitNever
 			}
 			runAt = dbTime(timer)
-			wokeAt = dbTime(or(o.FinishedAt, now))
+			wokeAt = dbTime(orTime(o.FinishedAt, now))
 		case twicetype.JobStateCompleted, twicetype.JobStateDead, twicetype.JobStateCancelled:
-			finishedAt = dbTime(or(o.FinishedAt, now))
+			finishedAt = dbTime(orTime(o.FinishedAt, now))
 		default:
 			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available, waiting, dead or cancelled", o.ID, o.State)
 		}
@@ -716,8 +716,8 @@ func composedJobs(ctx context.Context, q dbtx, ids []int64) (map[int64]bool, err
 	return composed, nil
 }
 
-// or returns t, or def when t is zero.
-func or(t, def time.Time) time.Time {
+// orTime returns t, or def when t is zero.
+func orTime(t, def time.Time) time.Time {
 	if t.IsZero() {
 		return def
 	}
