@@ -34,11 +34,6 @@ const insertRowSQL = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 // and a batch of large payloads that does not is refused as Unstorable.
 const insertChunk = 500
 
-// insertTries bounds how often one job's insert is tried again when its
-// unique key was refused by a holder that no longer held it when looked up
-// (it finished, letting the key go, between the two statements).
-const insertTries = 5
-
 // replaceTries bounds the rounds of replaceHolder: each round that does not
 // settle means another transaction leased, finished or inserted a holder
 // in between.
@@ -74,19 +69,18 @@ func insertArgs(j *twicestore.JobInsertParams, now time.Time) ([]any, error) {
 		nullID(j.ParentID), nullID(j.BatchID), int64(j.UniqueStates.OrDefault())}, nil
 }
 
-// JobInsertMany inserts the jobs in one transaction (or the caller's), a
-// multi-row INSERT per chunk of insertChunk. A job whose unique key a job
-// of its kind holds (already stored, or earlier in the same batch) is not
-// inserted and is reported with that job; a Replace job gives a waiting
-// holder its args and run time.
+// JobInsertMany inserts the jobs in one transaction (or the caller's): a
+// multi-row INSERT for each run of jobs without a unique key, one INSERT
+// for each job with one. A job whose unique key a job of its kind holds
+// (already stored, or earlier in the same batch) is not inserted and is
+// reported with that job; a Replace job gives a waiting holder its args
+// and run time.
 //
-// MySQL has no partial index and no ON CONFLICT DO NOTHING that spares
-// other errors (INSERT IGNORE also turns data errors into warnings), so
-// the unique index on (kind, unique_holder) refuses a taken key with a
-// duplicate-key error. That error rolls back the one statement, not the
-// transaction: the chunk is then inserted row by row, and each refused
-// row looks up its holder. A concurrent inserter of the same key waits on
+// MySQL has no partial index: the unique index on (kind, unique_holder)
+// refuses a taken key, and a concurrent inserter of the same key waits on
 // the index for the other transaction's outcome, so a key is held once.
+// INSERT IGNORE would also turn data errors into warnings; the refusal is
+// read from ON DUPLICATE KEY UPDATE instead (see insertUniqueSQL).
 func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertManyParams) (*twicestore.JobInsertManyResult, error) {
 	res := &twicestore.JobInsertManyResult{Jobs: make([]*twicestore.JobInsertResult, len(p.Jobs))}
 	if len(p.Jobs) == 0 {
@@ -142,9 +136,36 @@ func insertJobs(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams)
 }
 
 // insertChunkOf inserts jobs (with their values) and fills out, parallel
-// to jobs: in one statement when no unique key is refused, else row by
-// row in input order, so the first of a batch's repeats holds the key.
+// to jobs, in input order (so ids ascend in it, and the first of a
+// batch's repeats of a unique key holds it): each run of jobs without a
+// unique key with one multi-row INSERT, each job with one alone (see
+// insertUnique).
 func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, values [][]any, out []*twicestore.JobInsertResult) error {
+	for start := 0; start < len(jobs); {
+		if jobs[start].UniqueKey != "" {
+			r, err := insertUnique(ctx, q, jobs[start], values[start])
+			if err != nil {
+				return err
+			}
+			out[start] = r
+			start++
+			continue
+		}
+		end := start + 1
+		for end < len(jobs) && jobs[end].UniqueKey == "" {
+			end++
+		}
+		if err := insertPlain(ctx, q, jobs[start:end], values[start:end], out[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// insertPlain inserts jobs that have no unique key with one multi-row
+// INSERT and fills out with their rows.
+func insertPlain(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, values [][]any, out []*twicestore.JobInsertResult) error {
 	var sb strings.Builder
 	sb.WriteString("INSERT INTO twice_jobs (" + insertColumns + ") VALUES ")
 	args := make([]any, 0, len(jobs)*len(values[0]))
@@ -156,10 +177,7 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 		args = append(args, values[i]...)
 	}
 	r, err := q.ExecContext(ctx, sb.String(), args...)
-	switch {
-	case isUniqueViolation(err):
-		return insertRows(ctx, q, jobs, values, out)
-	case err != nil:
+	if err != nil {
 		return err
 	}
 	first, err := r.LastInsertId()
@@ -170,13 +188,13 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 	// AUTO_INCREMENT values in one allocation, consecutive from the first
 	// in VALUES order, under innodb_autoinc_lock_mode 1 and 2 alike. The
 	// rows are read back by that range and checked against the inputs.
-	rows, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE id BETWEEN ? AND ? ORDER BY id`,
-		first, first+int64(len(jobs))-1)
+	last := first + int64(len(jobs)) - 1
+	rows, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE id BETWEEN ? AND ? ORDER BY id`, first, last)
 	if err != nil {
 		return fmt.Errorf("read inserted jobs: %w", err)
 	}
 	if len(rows) != len(jobs) {
-		return fmt.Errorf("read inserted jobs: %d rows in ids %d..%d for %d jobs", len(rows), first, first+int64(len(jobs))-1, len(jobs))
+		return fmt.Errorf("read inserted jobs: %d rows in ids %d..%d for %d jobs", len(rows), first, last, len(jobs))
 	}
 	for i, row := range rows {
 		if row.Kind != jobs[i].Kind || row.MessageID != jobs[i].MessageID {
@@ -187,66 +205,48 @@ func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertPara
 	return nil
 }
 
-// insertRows inserts jobs one statement each, in input order, and fills
-// out: a job whose unique key is refused is reported with its holder.
-func insertRows(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, values [][]any, out []*twicestore.JobInsertResult) error {
-	var ids []int64
-	pos := map[int64]int{}
-	for i, j := range jobs {
-		id, holder, err := insertRow(ctx, q, j, values[i])
-		if err != nil {
-			return err
-		}
-		if holder != nil {
-			out[i] = &twicestore.JobInsertResult{Job: holder, Duplicate: true}
-			continue
-		}
-		ids = append(ids, id)
-		pos[id] = i
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	list, args := in(ids)
-	rows, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE id IN `+list, args...)
-	if err != nil {
-		return fmt.Errorf("read inserted jobs: %w", err)
-	}
-	for _, row := range rows {
-		out[pos[row.ID]] = &twicestore.JobInsertResult{Job: row}
-	}
-	for i, r := range out {
-		if r == nil {
-			return fmt.Errorf("read inserted jobs: the job at position %d was inserted and not found", i)
-		}
-	}
-	return nil
-}
+// insertUniqueSQL inserts one job with a unique key. When the unique index
+// refuses it, the no-op update makes the statement change nothing (0 rows
+// affected) and report the holder's id as LAST_INSERT_ID. Unlike INSERT
+// IGNORE, it leaves every other error an error.
+//
+// It is ON DUPLICATE KEY UPDATE rather than a plain INSERT for its locks:
+// a plain INSERT checks the unique index under shared locks, and
+// inserters of one key that all find the entry a finished holder left
+// (delete-marked until purged) all hold it shared and all wait to insert
+// beside it: a deadlock among every one of them, again at each retry.
+// This one takes the entry exclusively, so they queue: the first inserts,
+// the others find its row (waiting for its commit) as their holder.
+const insertUniqueSQL = "INSERT INTO twice_jobs (" + insertColumns + ") VALUES " + insertRowSQL +
+	" ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)"
 
-// insertRow inserts one job and returns its id, or the job holding its
-// unique key when the unique index refused it. Only a refusal of a job
-// with a unique key is looked up: any other duplicate is an error.
-func insertRow(ctx context.Context, q dbtx, j *twicestore.JobInsertParams, values []any) (int64, *twicetype.JobRow, error) {
-	for try := 0; try < insertTries; try++ {
-		r, err := q.ExecContext(ctx, "INSERT INTO twice_jobs ("+insertColumns+") VALUES "+insertRowSQL, values...)
-		if err == nil {
-			id, err := r.LastInsertId()
-			return id, nil, err
-		}
-		if !isUniqueViolation(err) || j.UniqueKey == "" {
-			return 0, nil, err
-		}
-		holders, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE kind = ? AND unique_holder = ?`,
-			j.Kind, j.UniqueKey)
-		if err != nil {
-			return 0, nil, fmt.Errorf("look up the holder of unique key %q: %w", j.UniqueKey, err)
-		}
-		if len(holders) == 1 {
-			return 0, holders[0], nil
-		}
-		// The holder let the key go after refusing it: try again.
+// insertUnique inserts one job with a unique key, or reports the job of
+// its kind holding the key (locked by the statement until the
+// transaction ends, so it holds the key still when read).
+func insertUnique(ctx context.Context, q dbtx, j *twicestore.JobInsertParams, values []any) (*twicestore.JobInsertResult, error) {
+	r, err := q.ExecContext(ctx, insertUniqueSQL, values...)
+	if err != nil {
+		return nil, err
 	}
-	return 0, nil, fmt.Errorf("job of kind %q: its unique key %q kept being refused by holders that let it go", j.Kind, j.UniqueKey)
+	id, err := r.LastInsertId()
+	if err != nil {
+		return nil, err
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return nil, err
+	}
+	row, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM twice_jobs WHERE id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("read job %d: %w", id, err)
+	}
+	if n == 1 {
+		return &twicestore.JobInsertResult{Job: row}, nil
+	}
+	if row.Kind != j.Kind || row.UniqueKey != j.UniqueKey {
+		return nil, fmt.Errorf("job of kind %q with unique key %q: refused as a duplicate of job %d, which is not its key's holder", j.Kind, j.UniqueKey, id)
+	}
+	return &twicestore.JobInsertResult{Job: row, Duplicate: true}, nil
 }
 
 // replaceHolder gives holder, which holds j's unique key, j's args and run
@@ -293,17 +293,11 @@ func replaceHolder(ctx context.Context, q dbtx, j *twicestore.JobInsertParams, v
 		}
 		// The holder let the key go (or was deleted): the insert tells
 		// who holds it now.
-		id, next, err := insertRow(ctx, q, j, values)
-		if err != nil {
-			return nil, err
+		r, err := insertUnique(ctx, q, j, values)
+		if err != nil || !r.Duplicate {
+			return r, err
 		}
-		if next == nil {
-			row, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM twice_jobs WHERE id = ?`, id))
-			if err != nil {
-				return nil, fmt.Errorf("read inserted job %d: %w", id, err)
-			}
-			return &twicestore.JobInsertResult{Job: row}, nil
-		}
+		next := r.Job
 		holder = next
 	}
 	return nil, fmt.Errorf("job of kind %q: its unique key's holder kept changing while it was replaced", j.Kind)
@@ -527,9 +521,9 @@ const cancelNoteSQL = `CONCAT('cancelled', CASE WHEN cancel_by <> '' THEN CONCAT
 // finishSQL writes one outcome, fenced by state and epoch: a worker whose
 // lease was lost (rescued, perhaps fetched again under a newer epoch)
 // writes nothing. MySQL evaluates SET assignments left to right, each
-// seeing the ones before, so state (which the others read as the old
-// one nowhere, but CASEs test) is assigned last and nothing reads a
-// column assigned before it.
+// seeing the columns assigned before it, so no assignment reads a column
+// assigned earlier, and state (which the fence and the park's CASE read as
+// it was) is assigned last.
 //
 // Parameters: 1 state, 2 run_at, 3 refund (0/1), 4 error as a one-element
 // JSON array or NULL, 5 note, 6 finished_at, 7 snooze (0/1), 8 output or
@@ -609,7 +603,7 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		var runAt, finishedAt, wokeAt any
 		switch o.State {
 		case twicetype.JobStateAvailable:
-			runAt = dbTime(or(o.RunAt, now))
+			runAt = dbTime(orTime(o.RunAt, now))
 		case twicetype.JobStateWaiting:
 			if err := twicestore.CheckWaitName(o.WaitName); err != nil {
 				return nil, fmt.Errorf("finish job %d: %w", o.ID, err)
@@ -619,9 +613,9 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				timer = twicestore.WaitNever
 			}
 			runAt = dbTime(timer)
-			wokeAt = dbTime(or(o.FinishedAt, now))
+			wokeAt = dbTime(orTime(o.FinishedAt, now))
 		case twicetype.JobStateCompleted, twicetype.JobStateDead, twicetype.JobStateCancelled:
-			finishedAt = dbTime(or(o.FinishedAt, now))
+			finishedAt = dbTime(orTime(o.FinishedAt, now))
 		default:
 			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available, waiting, dead or cancelled", o.ID, o.State)
 		}
@@ -722,8 +716,8 @@ func composedJobs(ctx context.Context, q dbtx, ids []int64) (map[int64]bool, err
 	return composed, nil
 }
 
-// or returns t, or def when t is zero.
-func or(t, def time.Time) time.Time {
+// orTime returns t, or def when t is zero.
+func orTime(t, def time.Time) time.Time {
 	if t.IsZero() {
 		return def
 	}

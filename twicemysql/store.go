@@ -18,6 +18,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -200,12 +201,33 @@ func (e *executor) inTx(ctx context.Context, fn func(q dbtx) error) error {
 	}
 	var err error
 	for attempt := 0; attempt < deadlockRetries; attempt++ {
+		if attempt > 0 {
+			if werr := deadlockBackoff(ctx, attempt); werr != nil {
+				return mapError(err)
+			}
+		}
 		err = e.txOnce(ctx, run)
 		if !isDeadlock(err) {
 			break
 		}
 	}
 	return mapError(err)
+}
+
+// deadlockBackoff waits a random while, up to 2^attempt ms, before a
+// deadlock's victim runs again. Run again at once, the victims of a race
+// (inserters of one unique key, which all hold the gap the key goes in
+// and all wait to insert there) meet in the same deadlock again and again
+// until the retries run out.
+func deadlockBackoff(ctx context.Context, attempt int) error {
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond) << attempt)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // deadlockRetries is how many times inTx runs a transaction that InnoDB
