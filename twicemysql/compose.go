@@ -111,8 +111,12 @@ func settleCallbacks(ctx context.Context, q dbtx) (int, error) {
 		if err != nil {
 			return n, fmt.Errorf("batch %d: %w", id, err)
 		}
-		if k, err := r.RowsAffected(); err != nil || k != 1 {
-			return n, fmt.Errorf("batch %d: callback insert wrote %d rows: %v", id, k, err)
+		k, err := r.RowsAffected()
+		if err != nil {
+			return n, fmt.Errorf("batch %d: callback insert: %w", id, err)
+		}
+		if k != 1 {
+			return n, fmt.Errorf("batch %d: callback insert wrote %d rows, want 1", id, k)
 		}
 		jobID, err := r.LastInsertId()
 		if err != nil {

@@ -39,8 +39,6 @@ const insertChunk = 500
 // in between.
 const replaceTries = 50
 
-type uniqueRef struct{ kind, key string }
-
 // insertArgs validates j and returns its values in insertColumns' order.
 // A zero CreatedAt is now and a zero RunAt is CreatedAt; a nil Args is an
 // empty payload.

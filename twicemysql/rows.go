@@ -17,9 +17,6 @@ const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key
 	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes, trace,
 	wait_name, signal_seq`
 
-// prefixedJobColumns is jobColumns of the jobs table aliased as j.
-var prefixedJobColumns = "j." + strings.Join(strings.Split(strings.Join(strings.Fields(jobColumns), " "), ", "), ", j.")
-
 // rowScanner is one row of a result: dbrows.Scanner, so the driver's scan
 // functions serve dbrows.Collect as they are.
 type rowScanner = dbrows.Scanner
