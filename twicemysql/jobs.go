@@ -205,7 +205,7 @@ func insertPlain(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams
 
 // insertUniqueSQL inserts one job with a unique key. When the unique index
 // refuses it, the no-op update makes the statement change nothing (0 rows
-// affected) and report the holder's id as LAST_INSERT_ID. Unlike INSERT
+// affected); insertUnique then reads the holder. Unlike INSERT
 // IGNORE, it leaves every other error an error.
 //
 // It is ON DUPLICATE KEY UPDATE rather than a plain INSERT for its locks:
@@ -233,6 +233,19 @@ func insertUnique(ctx context.Context, q dbtx, j *twicestore.JobInsertParams, va
 	n, err := r.RowsAffected()
 	if err != nil {
 		return nil, err
+	}
+	if n != 1 {
+		// MariaDB reports no insert id for the no-op update when the table
+		// has triggers (twice_jobs has, migration 002), so the holder is
+		// read by the unique index; the statement locked it already.
+		err := q.QueryRowContext(ctx, `SELECT id FROM twice_jobs WHERE kind = ? AND unique_holder = ? FOR UPDATE`,
+			j.Kind, j.UniqueKey).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("job of kind %q with unique key %q: refused as a duplicate by another unique index", j.Kind, j.UniqueKey)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("find the holder of unique key %q: %w", j.UniqueKey, err)
+		}
 	}
 	row, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM twice_jobs WHERE id = ?`, id))
 	if err != nil {
