@@ -56,6 +56,11 @@ func nativeDSN(dsn string) (string, error) {
 	}
 	u, err := url.Parse("mysql://" + rest)
 	if err != nil {
+		// url.Error quotes the whole URL, password included: keep its cause.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return "", fmt.Errorf("DSN: %w", err)
 	}
 	host := u.Host
