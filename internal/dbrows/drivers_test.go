@@ -14,7 +14,7 @@ import (
 // (issue 21): a call of Next on anything in their non-test files fails.
 func TestDriversWriteNoRowLoop(t *testing.T) {
 	checked := 0
-	for _, dir := range []string{"../../twicepg", "../../twicesqlite"} {
+	for _, dir := range []string{"../../twicepg", "../../twicesqlite", "../../twicemysql"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
