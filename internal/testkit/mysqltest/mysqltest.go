@@ -50,7 +50,7 @@ func DatabaseIn(t testing.TB, base, prefix string) (dsn, name string) {
 	if err != nil {
 		t.Fatalf("MySQL at %s: %v", admin.Addr, err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }() // the test checked what it needed
 	ctx := context.Background()
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
 		t.Fatalf("MySQL at %s is unreachable or refuses to create a database: %v", admin.Addr, err)
@@ -60,7 +60,7 @@ func DatabaseIn(t testing.TB, base, prefix string) (dsn, name string) {
 		if err != nil {
 			return
 		}
-		defer d.Close()
+		defer func() { _ = d.Close() }() // a cleanup: nothing left to report to
 		_, _ = d.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+name+"`")
 	})
 	mine := cfg.Clone()
