@@ -56,6 +56,11 @@ func nativeDSN(dsn string) (string, error) {
 	}
 	u, err := url.Parse("mysql://" + rest)
 	if err != nil {
+		// url.Error quotes the whole URL, password included: keep its cause.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return "", fmt.Errorf("DSN: %w", err)
 	}
 	host := u.Host
@@ -144,19 +149,31 @@ func checkSQLMode(mode string) error {
 // UNCOMMITTED, a sql_mode that is not strict, or a database whose
 // character set is not utf8mb4 (its tables are created in the database's
 // defaults, and utf8 of three bytes cannot hold every text a job carries).
+// It also reads a DATETIME back, which catches a pool New was given that
+// lacks parseTime=true or sets a loc other than UTC: New never sees the
+// DSN, only what the connections do.
 func checkServer(ctx context.Context, db *sql.DB) error {
-	var version, isolation, mode, charset string
+	var (
+		version, isolation, mode, charset string
+		probe                             any
+	)
 	err := db.QueryRowContext(ctx,
-		`SELECT VERSION(), @@SESSION.transaction_isolation, @@SESSION.sql_mode, @@character_set_database`,
-	).Scan(&version, &isolation, &mode, &charset)
+		`SELECT VERSION(), @@SESSION.transaction_isolation, @@SESSION.sql_mode, @@character_set_database, CAST('2000-01-01 00:00:00' AS DATETIME(6))`,
+	).Scan(&version, &isolation, &mode, &charset, &probe)
 	if err != nil {
 		// MariaDB before 11.1 and old MySQL name the variable tx_isolation.
 		err = db.QueryRowContext(ctx,
-			`SELECT VERSION(), @@SESSION.tx_isolation, @@SESSION.sql_mode, @@character_set_database`,
-		).Scan(&version, &isolation, &mode, &charset)
+			`SELECT VERSION(), @@SESSION.tx_isolation, @@SESSION.sql_mode, @@character_set_database, CAST('2000-01-01 00:00:00' AS DATETIME(6))`,
+		).Scan(&version, &isolation, &mode, &charset, &probe)
 	}
 	if err != nil {
 		return fmt.Errorf("read the server's version and settings: %w", err)
+	}
+	switch t, ok := probe.(time.Time); {
+	case !ok:
+		return errors.New("the connections read a DATETIME as text: open the database with parseTime=true in its DSN (twice reads its times as time.Time)")
+	case t.Location() != time.UTC:
+		return fmt.Errorf("the connections read times in %s: twice stores times in UTC; remove loc from the DSN or set loc=UTC", t.Location())
 	}
 	if err := checkVersion(version); err != nil {
 		return err

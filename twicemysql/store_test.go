@@ -11,6 +11,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	skipExamplesWithoutServer()
 	goleak.VerifyTestMain(m)
 }
 

@@ -54,7 +54,8 @@ completed jobs (retention deletes them); use a scratch database.`,
   twice bench steady --db postgres://localhost/bench --duration 30s --strategy claim-after
   twice bench latency --db postgres://localhost/bench --rate 500 --duration 20s
   twice bench burndown --db postgres://localhost/bench --parked 100000
-  twice bench signal --db postgres://localhost/bench --rate 200 --duration 10s`,
+  twice bench signal --db postgres://localhost/bench --rate 200 --duration 10s
+  twice bench burndown --db 'mysql://root@127.0.0.1:3306/bench?parseTime=true' --jobs 20000`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("%s takes one mode (burndown, steady, latency or signal), got %d arguments", cmd.CommandPath(), len(args))

@@ -34,9 +34,10 @@ func (c *cli) demoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the signup flow with injected faults; --once runs a scripted scenario and checks it converged",
-		Long: `Run the seed's signup flow on --db, a SQLite file or a postgres:// URL (its
-database and search_path schema must exist; the demo's tables are created
-if missing): each signup commits its user row with
+		Long: `Run the seed's signup flow on --db, a SQLite file, a postgres:// URL (its
+database and search_path schema must exist) or a mysql:// URL (its
+database must exist, in utf8mb4; the demo's tables are created if
+missing): each signup commits its user row with
 its verification-email and balance-credit jobs (the transactional outbox),
 ad images get watermarked, and faults are injected through the real
 runtime: redelivered messages, crashes between an email's send and its
@@ -56,10 +57,13 @@ exit, so earlier runs cannot blur the check; on a database given with --db
 it checks only what this run created.
 
 Watermarked images go to --objects, by default ` + demo.ObjectsDirName + ` next to a
-SQLite file, or for a postgres:// URL a directory of its own under the
+SQLite file, or for a postgres:// or mysql:// URL a directory of its own under the
 system's temporary directory.`,
 		Args: unknownSubcommand,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if err := checkDBURL(c.db); err != nil {
+				return err
+			}
 			if once {
 				return c.demoOnce(cmd, objects, redeliver)
 			}

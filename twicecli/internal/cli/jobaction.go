@@ -33,7 +33,7 @@ var (
 		long: `Cancel jobs. A job waiting to run (due or scheduled) ends cancelled at
 once, with who and why recorded on it. A running job gets a cancel
 request: the node running it cancels the handler's context (at once on
-PostgreSQL, within about half a second on SQLite) and the job ends
+PostgreSQL, within about half a second on SQLite and MySQL) and the job ends
 cancelled, never retried, unless it finishes first. A finished job is left
 alone. Each job gets its own result line; one refusal never stops the
 others.

@@ -14,9 +14,10 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// onBothDatabases runs test on a SQLite setup and, when TWICE_TEST_POSTGRES
-// is set, on a PostgreSQL one.
-func onBothDatabases(t *testing.T, test func(t *testing.T, s *setup)) {
+// onEveryDatabase runs test on a SQLite setup and, when
+// TWICE_TEST_POSTGRES and TWICE_TEST_MYSQL are set, on a PostgreSQL and a
+// MySQL one.
+func onEveryDatabase(t *testing.T, test func(t *testing.T, s *setup)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		test(t, newSetup(t))
@@ -24,6 +25,10 @@ func onBothDatabases(t *testing.T, test func(t *testing.T, s *setup)) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		test(t, newPostgresSetup(t))
+	})
+	t.Run("mysql", func(t *testing.T) {
+		t.Parallel()
+		test(t, newMySQLSetup(t))
 	})
 }
 
@@ -72,7 +77,7 @@ func listedIDs(t *testing.T, s *setup, args ...string) []int64 {
 // nothing.
 func TestJobsByCorrelationIDAndMetadata(t *testing.T) {
 	t.Parallel()
-	onBothDatabases(t, func(t *testing.T, s *setup) {
+	onEveryDatabase(t, func(t *testing.T, s *setup) {
 		store := storeOf(t, s)
 		const kind = "crm.contact-sync.v1"
 		a := insertJob(t, store, kind, "req-1", map[string]string{"tenant": "acme", "region": "eu"})
@@ -159,7 +164,7 @@ func jobsOf(t *testing.T, store twicestore.Store) []string {
 // inserted; --json carries the same.
 func TestJobsShowComposition(t *testing.T) {
 	t.Parallel()
-	onBothDatabases(t, func(t *testing.T, s *setup) {
+	onEveryDatabase(t, func(t *testing.T, s *setup) {
 		ctx := t.Context()
 		store := storeOf(t, s)
 		now := time.Now()

@@ -1,7 +1,7 @@
 // Package cli is the twice command line: it parses the arguments of a
 // twice binary and runs its commands (serve, dashboard, migrate, enqueue,
 // jobs, dlq, queues, orphans, recurring, toggles, markers, bench, and in
-// the stock binary demo) against a SQLite database or PostgreSQL,
+// the stock binary demo) against a SQLite database, PostgreSQL or MySQL,
 // reporting failures as one line and an exit code. The public face is
 // package twicecli; the stock binary adds the demo.
 package cli
@@ -113,8 +113,9 @@ func (c *cli) rootCommand() *cobra.Command {
 		Short: "Operate twice, the background-job system where every handler runs at least twice",
 		Long: `twice runs background jobs that converge when delivered twice.
 
-The database is a SQLite file or a postgres:// URL: --db, else $TWICE_DB,
-else ` + DBDefault + `.
+The database is a SQLite file, a postgres:// URL or a
+mysql://user:pass@host:3306/db?parseTime=true URL (MySQL 8.0+, MariaDB
+10.6+; mariadb:// too): --db, else $TWICE_DB, else ` + DBDefault + `.
 
 This command line knows the kinds of the binary it is built into (a team
 builds its own with twicecli.Main(registry)) and, for any other kind, the
@@ -133,7 +134,7 @@ args fields and sensitive fields.`,
 	if env := os.Getenv("TWICE_DB"); env != "" {
 		db = env
 	}
-	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file, or a postgres:// URL (env TWICE_DB)")
+	root.PersistentFlags().StringVar(&c.db, "db", db, "SQLite database file, or a postgres:// or mysql:// URL (env TWICE_DB)")
 	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "log level: debug, info, warn or error (default info for serve, dashboard and demo, warn for demo --once, error elsewhere; info logs every action with who and why)")
 	if c.demo != nil {
 		root.AddCommand(c.demo(c))

@@ -13,20 +13,34 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/twicemysql"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
 )
 
-// openStore opens the --db database: a postgres:// URL with twicepg,
-// anything else as a SQLite file. Commands that only read or change
-// existing jobs refuse a file that does not exist instead of creating an
-// empty database at a mistyped path; migrate, serve and demo create it.
-// Other failures (a missing directory, a file that is not a database, a
-// schema newer than this binary) are the driver's to explain.
+// openStore opens the --db database: a postgres:// URL with twicepg, a
+// mysql:// or mariadb:// URL with twicemysql, anything else as a SQLite
+// file. Commands that only read or change existing jobs refuse a file that
+// does not exist instead of creating an empty database at a mistyped path;
+// migrate, serve and demo create it. A MySQL URL twicemysql refuses before
+// connecting (no parseTime=true, no database, a setting that breaks
+// twice's promises) is bad input; other failures (a missing directory, a
+// file that is not a database, a server that cannot be reached, a schema
+// newer than this binary) are the driver's to explain.
 func (c *cli) openStore(ctx context.Context, create bool) (twicestore.Store, error) {
 	if isPostgresURL(c.db) {
 		store, err := twicepg.Open(ctx, c.db)
+		if err != nil {
+			return nil, err
+		}
+		return store, nil
+	}
+	if err := checkDBURL(c.db); err != nil {
+		return nil, err
+	}
+	if isMySQLURL(c.db) {
+		store, err := twicemysql.Open(ctx, c.db)
 		if err != nil {
 			return nil, err
 		}
@@ -45,14 +59,53 @@ func isPostgresURL(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-// displayDB is --db as it may be printed: a URL loses its password.
+// isMySQLURL reports whether --db names a MySQL or MariaDB database.
+func isMySQLURL(db string) bool {
+	return strings.HasPrefix(db, "mysql://") || strings.HasPrefix(db, "mariadb://")
+}
+
+// looksLikeMySQLDSN reports whether --db is in go-sql-driver's own form,
+// user:pass@tcp(host:3306)/db, which --db does not take: it would be
+// opened as a SQLite file of that name.
+func looksLikeMySQLDSN(db string) bool {
+	return strings.Contains(db, "@tcp(") || strings.Contains(db, "@unix(")
+}
+
+// checkDBURL refuses, before connecting, a MySQL --db that
+// twicemysql.Open would refuse for its text alone (no parseTime=true, no
+// database, loc other than UTC, a non-strict sql_mode or READ-UNCOMMITTED
+// set in it), and a go-sql-driver DSN, which --db would take for a SQLite
+// file's name: bad input, exit status 2, with the driver's message saying
+// what to change.
+func checkDBURL(db string) error {
+	if isMySQLURL(db) {
+		if _, err := twicemysql.ParseDSN(db); err != nil {
+			return usagef("--db %s: %w", displayDB(db), err)
+		}
+	} else if looksLikeMySQLDSN(db) {
+		return usagef("--db %s looks like a go-sql-driver DSN: give it as a URL, mysql://user:pass@host:3306/db?parseTime=true", displayDB(db))
+	}
+	return nil
+}
+
+// displayDB is --db as it may be printed: a URL loses its password, and so
+// does a go-sql-driver DSN given by mistake.
 func displayDB(db string) string {
-	if !isPostgresURL(db) {
+	if !strings.Contains(db, "://") && looksLikeMySQLDSN(db) {
+		// go-sql-driver splits the credentials off at the last '@'.
+		at := strings.LastIndex(db, "@")
+		if user, _, hasPassword := strings.Cut(db[:at], ":"); hasPassword {
+			return user + ":xxxxx" + db[at:]
+		}
+		return db
+	}
+	if !isPostgresURL(db) && !isMySQLURL(db) {
 		return db
 	}
 	u, err := url.Parse(db)
 	if err != nil {
-		return "postgres://…"
+		scheme, _, _ := strings.Cut(db, "://")
+		return scheme + "://…"
 	}
 	return u.Redacted()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/testkit/whytest"
+	"github.com/twicejobs/twice/twicemysql"
 	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twicesqlite"
 	"github.com/twicejobs/twice/twicestore"
@@ -106,17 +107,20 @@ func testJobsWhy(t *testing.T, s *setup) {
 	}
 }
 
-// openTestStore opens the store at db (a SQLite path or a PostgreSQL URL)
-// for a test's worker, closed when the test ends.
+// openTestStore opens the store at db (a SQLite path, a PostgreSQL or a
+// MySQL URL) for a test's worker, closed when the test ends.
 func openTestStore(t *testing.T, db string) twicestore.Store {
 	t.Helper()
 	var (
 		store twicestore.Store
 		err   error
 	)
-	if isPostgresURL(db) {
+	switch {
+	case isPostgresURL(db):
 		store, err = twicepg.Open(t.Context(), db)
-	} else {
+	case isMySQLURL(db):
+		store, err = twicemysql.Open(t.Context(), db)
+	default:
 		store, err = twicesqlite.Open(t.Context(), db)
 	}
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// sqliteSchema and postgresSchema are the demo application's own tables,
-// the same in both dialects but for ids and bytes. They carry no foreign
+// sqliteSchema, postgresSchema and mysqlSchema are the demo application's
+// own tables, the same in every dialect but for ids and bytes. They carry no foreign
 // keys and no unique constraint on the effects (ledger rows, sent emails),
 // on purpose: a duplicate effect must be stored, so the checker can see it.
 // Times are microseconds since the epoch; confirmed is 0 or 1.
@@ -116,15 +116,21 @@ CREATE TABLE IF NOT EXISTS demo_balances (
 `
 
 // createSchema creates the demo's tables that do not exist yet. The
-// statements of each dialect run as one batch (pgx sends a statement
-// without arguments over the simple protocol, which takes several).
-func createSchema(ctx context.Context, db *sql.DB, postgres bool) error {
-	schema := sqliteSchema
-	if postgres {
-		schema = postgresSchema
+// statements of SQLite and PostgreSQL run as one batch (pgx sends a
+// statement without arguments over the simple protocol, which takes
+// several); MySQL's run one by one.
+func createSchema(ctx context.Context, db *sql.DB, d dialect) error {
+	schema := []string{sqliteSchema}
+	switch d {
+	case postgresDialect:
+		schema = []string{postgresSchema}
+	case mysqlDialect:
+		schema = mysqlSchema
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("create demo tables: %w", err)
+	for _, stmt := range schema {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("create demo tables: %w", err)
+		}
 	}
 	return nil
 }
@@ -145,8 +151,9 @@ type Signup struct {
 func (a *App) Signup(ctx context.Context, c *twice.Client, name string, bonusCents int64) (*Signup, error) {
 	var s Signup
 	err := a.inTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `INSERT INTO demo_users (name, email, created_at) VALUES ($1, $2, $3) RETURNING id`,
-			name, name+"@example.com", time.Now().UnixMicro()).Scan(&s.UserID)
+		var err error
+		s.UserID, err = a.insertID(ctx, tx, `INSERT INTO demo_users (name, email, created_at) VALUES ($1, $2, $3) RETURNING id`,
+			name, name+"@example.com", time.Now().UnixMicro())
 		if err != nil {
 			return err
 		}
@@ -158,7 +165,7 @@ func (a *App) Signup(ctx context.Context, c *twice.Client, name string, bonusCen
 		if bonusCents == 0 {
 			return nil
 		}
-		s.CreditID, s.Credit, err = grantCredit(ctx, c, tx, s.UserID, bonusCents, "signup bonus")
+		s.CreditID, s.Credit, err = a.grantCredit(ctx, c, tx, s.UserID, bonusCents, "signup bonus")
 		return err
 	})
 	if err != nil {
@@ -175,7 +182,7 @@ func (a *App) GrantCredit(ctx context.Context, c *twice.Client, userID, cents in
 		job *twicetype.JobRow
 	)
 	err := a.inTx(ctx, func(tx *sql.Tx) (err error) {
-		id, job, err = grantCredit(ctx, c, tx, userID, cents, reason)
+		id, job, err = a.grantCredit(ctx, c, tx, userID, cents, reason)
 		return err
 	})
 	if err != nil {
@@ -184,10 +191,9 @@ func (a *App) GrantCredit(ctx context.Context, c *twice.Client, userID, cents in
 	return id, job, nil
 }
 
-func grantCredit(ctx context.Context, c *twice.Client, tx *sql.Tx, userID, cents int64, reason string) (int64, *twicetype.JobRow, error) {
-	var id int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO demo_credits (user_id, amount_cents, reason, created_at) VALUES ($1, $2, $3, $4) RETURNING id`,
-		userID, cents, reason, time.Now().UnixMicro()).Scan(&id)
+func (a *App) grantCredit(ctx context.Context, c *twice.Client, tx *sql.Tx, userID, cents int64, reason string) (int64, *twicetype.JobRow, error) {
+	id, err := a.insertID(ctx, tx, `INSERT INTO demo_credits (user_id, amount_cents, reason, created_at) VALUES ($1, $2, $3, $4) RETURNING id`,
+		userID, cents, reason, time.Now().UnixMicro())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -206,8 +212,9 @@ func (a *App) UploadImage(ctx context.Context, c *twice.Client, name string) (in
 		job *twicetype.JobRow
 	)
 	err := a.inTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `INSERT INTO demo_images (name, source, created_at) VALUES ($1, $2, $3) RETURNING id`,
-			name, []byte("pixels of "+name), time.Now().UnixMicro()).Scan(&id)
+		var err error
+		id, err = a.insertID(ctx, tx, `INSERT INTO demo_images (name, source, created_at) VALUES ($1, $2, $3) RETURNING id`,
+			name, []byte("pixels of "+name), time.Now().UnixMicro())
 		if err != nil {
 			return err
 		}
@@ -239,14 +246,14 @@ func (a *App) Redeliver(ctx context.Context, c *twice.Client, args twice.Args, o
 
 // DeleteUser deletes a user, as an account deletion would.
 func (a *App) DeleteUser(ctx context.Context, id int64) error {
-	_, err := a.db.ExecContext(ctx, `DELETE FROM demo_users WHERE id = $1`, id)
+	_, err := a.db.ExecContext(ctx, a.q(`DELETE FROM demo_users WHERE id = $1`), id)
 	return err
 }
 
 // ConfirmUser marks a user's address confirmed, as a click on an earlier
 // verification link would.
 func (a *App) ConfirmUser(ctx context.Context, id int64) error {
-	_, err := a.db.ExecContext(ctx, `UPDATE demo_users SET confirmed = 1, verify_token_hash = '' WHERE id = $1`, id)
+	_, err := a.db.ExecContext(ctx, a.q(`UPDATE demo_users SET confirmed = 1, verify_token_hash = '' WHERE id = $1`), id)
 	return err
 }
 

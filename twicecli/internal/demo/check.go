@@ -126,7 +126,7 @@ func (a *App) checkEmails(ctx context.Context, p *plan, r *Report) (KindReport, 
 	want, crashes := 0, 0
 	for _, u := range p.users {
 		var n int
-		if err := a.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM demo_outbox WHERE user_id = $1`, u.id).Scan(&n); err != nil {
+		if err := a.db.QueryRowContext(ctx, a.q(`SELECT COUNT(*) FROM demo_outbox WHERE user_id = $1`), u.id).Scan(&n); err != nil {
 			return k, fmt.Errorf("count emails: %w", err)
 		}
 		k.Effects += n
@@ -163,7 +163,7 @@ func (a *App) checkCredits(ctx context.Context, p *plan, r *Report) (KindReport,
 	balances := map[int64]int64{}
 	for _, c := range p.credits {
 		var n int
-		if err := a.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM demo_ledger WHERE credit_id = $1`, c.id).Scan(&n); err != nil {
+		if err := a.db.QueryRowContext(ctx, a.q(`SELECT COUNT(*) FROM demo_ledger WHERE credit_id = $1`), c.id).Scan(&n); err != nil {
 			return k, fmt.Errorf("count ledger rows: %w", err)
 		}
 		k.Effects += n
@@ -179,7 +179,7 @@ func (a *App) checkCredits(ctx context.Context, p *plan, r *Report) (KindReport,
 	}
 	for _, u := range p.users {
 		var cents int64
-		err := a.db.QueryRowContext(ctx, `SELECT COALESCE((SELECT cents FROM demo_balances WHERE user_id = $1), 0)`, u.id).Scan(&cents)
+		err := a.db.QueryRowContext(ctx, a.q(`SELECT COALESCE((SELECT cents FROM demo_balances WHERE user_id = $1), 0)`), u.id).Scan(&cents)
 		if err != nil {
 			return k, fmt.Errorf("read balance: %w", err)
 		}
@@ -204,7 +204,7 @@ func (a *App) checkImages(ctx context.Context, p *plan, r *Report) (KindReport, 
 			source []byte
 			stored string
 		)
-		err := a.db.QueryRowContext(ctx, `SELECT source, object_key FROM demo_images WHERE id = $1`, img.id).Scan(&source, &stored)
+		err := a.db.QueryRowContext(ctx, a.q(`SELECT source, object_key FROM demo_images WHERE id = $1`), img.id).Scan(&source, &stored)
 		if err != nil {
 			return k, fmt.Errorf("load image %d: %w", img.id, err)
 		}

@@ -31,7 +31,8 @@ func (c CreditBalance) IdempotencyKey() string { return strconv.FormatInt(c.Cred
 // (the Transactional strategy): the marker claim, the effect and the job's
 // completion commit together, so a redelivery finds the claim and rolls
 // back to a no-op — exactly once. Everything goes through the job's
-// transaction (job.SQLTx() on SQLite, job.Tx().(pgx.Tx) on PostgreSQL): on
+// transaction (job.SQLTx() on SQLite and MySQL, job.Tx().(pgx.Tx) on
+// PostgreSQL): on
 // SQLite a second connection would wait for the write lock this
 // transaction holds, and on either it would escape the exactly-once
 // commit.
@@ -42,18 +43,27 @@ func (a *App) credit(ctx context.Context, job *twice.Job[CreditBalance]) error {
 	}
 	args := job.Args
 	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM demo_users WHERE id = $1)`, args.UserID).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, a.q(`SELECT EXISTS (SELECT 1 FROM demo_users WHERE id = $1)`), args.UserID).Scan(&exists); err != nil {
 		return fmt.Errorf("load user %d: %w", args.UserID, err)
 	}
 	if !exists {
 		return twice.NoOp("user deleted")
 	}
-	if err := tx.Exec(ctx, `INSERT INTO demo_ledger (credit_id, user_id, amount_cents, job_id, applied_at)
-		VALUES ($1, $2, $3, $4, $5)`, args.CreditID, args.UserID, args.AmountCents, job.ID, time.Now().UnixMicro()); err != nil {
+	if err := tx.Exec(ctx, a.q(`INSERT INTO demo_ledger (credit_id, user_id, amount_cents, job_id, applied_at)
+		VALUES ($1, $2, $3, $4, $5)`), args.CreditID, args.UserID, args.AmountCents, job.ID, time.Now().UnixMicro()); err != nil {
 		return fmt.Errorf("write ledger row of credit %d: %w", args.CreditID, err)
 	}
-	if err := tx.Exec(ctx, `INSERT INTO demo_balances (user_id, cents) VALUES ($1, $2)
-		ON CONFLICT (user_id) DO UPDATE SET cents = demo_balances.cents + excluded.cents`, args.UserID, args.AmountCents); err != nil {
+	addToBalance, addArgs := `INSERT INTO demo_balances (user_id, cents) VALUES ($1, $2)
+		ON CONFLICT (user_id) DO UPDATE SET cents = demo_balances.cents + excluded.cents`, []any{args.UserID, args.AmountCents}
+	if a.dialect == mysqlDialect {
+		// MySQL has no ON CONFLICT; the amount is bound again rather than
+		// read with VALUES(), which MySQL 8.0.20 deprecates and MariaDB's
+		// replacement syntax lacks.
+		addToBalance = `INSERT INTO demo_balances (user_id, cents) VALUES (?, ?)
+		ON DUPLICATE KEY UPDATE cents = cents + ?`
+		addArgs = append(addArgs, args.AmountCents)
+	}
+	if err := tx.Exec(ctx, addToBalance, addArgs...); err != nil {
 		return fmt.Errorf("add credit %d to balance: %w", args.CreditID, err)
 	}
 	twice.Logger(ctx).InfoContext(ctx, "credit applied", "credit_id", args.CreditID, "user_id", args.UserID,
@@ -70,7 +80,7 @@ type jobTx interface {
 type rowScanner interface{ Scan(dest ...any) error }
 
 // jobTxOf adapts the driver's transaction (job.Tx()): a *sql.Tx for
-// SQLite, a pgx.Tx for PostgreSQL. It returns nil for anything else,
+// SQLite and MySQL, a pgx.Tx for PostgreSQL. It returns nil for anything else,
 // including no transaction at all.
 func jobTxOf(tx any) jobTx {
 	switch tx := tx.(type) {

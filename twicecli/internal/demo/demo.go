@@ -1,5 +1,5 @@
 // Package demo is the seed's signup flow, end to end, on one database — a
-// SQLite file or a PostgreSQL database: a signup commits its user row and
+// SQLite file, a PostgreSQL database or a MySQL/MariaDB database: a signup commits its user row and
 // its verification-email job together (the transactional outbox), and three kinds of job — an email sent
 // claim-after, an image watermark written content-addressed and a balance
 // credit applied transactionally — run on the real twice runtime while
@@ -41,14 +41,14 @@ import (
 const ObjectsDirName = "twice-demo-objects"
 
 // App is the demo application: its tables live in the same database as
-// twice's jobs (a SQLite file, or a PostgreSQL database), so its writes and
-// its enqueues share transactions.
+// twice's jobs (a SQLite file, a PostgreSQL or a MySQL database), so its
+// writes and its enqueues share transactions.
 type App struct {
-	db       *sql.DB
-	store    twicestore.Store
-	postgres bool
-	objects  string
-	faults   *Faults
+	db      *sql.DB
+	store   twicestore.Store
+	dialect dialect
+	objects string
+	faults  *Faults
 
 	// deliveries counts handler calls per kind.
 	deliveries map[string]*atomic.Int64
@@ -67,31 +67,32 @@ func IsPostgresURL(db string) bool {
 
 // displayDB is db as it may be printed: a URL loses its password.
 func displayDB(db string) string {
-	if !IsPostgresURL(db) {
+	if !isURL(db) {
 		return db
 	}
 	u, err := url.Parse(db)
 	if err != nil {
-		return "postgres://…"
+		scheme, _, _ := strings.Cut(db, "://")
+		return scheme + "://…"
 	}
 	return u.Redacted()
 }
 
 // DefaultObjectsDir is where the demo writes watermarked images for db
 // when not told otherwise: ObjectsDirName next to a SQLite file; for a
-// PostgreSQL URL, ObjectsDirName/<hash of the URL> under the system's
-// temporary directory, so two databases never share objects (image ids
-// would collide).
+// PostgreSQL or MySQL URL, ObjectsDirName/<hash of the URL> under the
+// system's temporary directory, so two databases never share objects
+// (image ids would collide).
 func DefaultObjectsDir(db string) string {
-	if !IsPostgresURL(db) {
+	if !isURL(db) {
 		return filepath.Join(filepath.Dir(db), ObjectsDirName)
 	}
 	sum := sha256.Sum256([]byte(db))
 	return filepath.Join(os.TempDir(), ObjectsDirName, hex.EncodeToString(sum[:8]))
 }
 
-// Open opens the database db names — a SQLite file (created if needed) or
-// a postgres:// URL — applies twice's migrations and creates the demo's
+// Open opens the database db names — a SQLite file (created if needed), a
+// postgres:// or a mysql:// URL — applies twice's migrations and creates the demo's
 // tables that do not exist yet. Watermarked images go to objectsDir, or to
 // DefaultObjectsDir(db) when it is empty. Close releases the database.
 func Open(ctx context.Context, db, objectsDir string) (*App, error) {
@@ -99,15 +100,18 @@ func Open(ctx context.Context, db, objectsDir string) (*App, error) {
 		a   *App
 		err error
 	)
-	if IsPostgresURL(db) {
+	switch {
+	case IsPostgresURL(db):
 		a, err = openPostgres(ctx, db)
-	} else {
+	case IsMySQLURL(db):
+		a, err = openMySQL(ctx, db)
+	default:
 		a, err = openSQLite(ctx, db)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := createSchema(ctx, a.db, a.postgres); err != nil {
+	if err := createSchema(ctx, a.db, a.dialect); err != nil {
 		_ = a.Close()
 		return nil, err
 	}
@@ -179,7 +183,7 @@ func openPostgres(ctx context.Context, connString string) (*App, error) {
 		return nil, fmt.Errorf("open demo database: %w", err)
 	}
 	db.SetMaxIdleConns(16)
-	return &App{db: db, store: store, postgres: true}, nil
+	return &App{db: db, store: store, dialect: postgresDialect}, nil
 }
 
 // Close closes the database.
@@ -189,7 +193,8 @@ func (a *App) Close() error {
 
 // DB returns the application's database, which also holds the jobs. On
 // PostgreSQL its queries take $1, $2, … placeholders; the demo's own SQL
-// uses them on SQLite too.
+// uses them on SQLite too, and has them rewritten to ? on MySQL, whose
+// queries take those.
 func (a *App) DB() *sql.DB { return a.db }
 
 // ObjectsDir returns where watermarked images are written.

@@ -38,7 +38,7 @@ func (a *App) sendVerification(ctx context.Context, job *twice.Job[VerificationE
 		name, addr string
 		confirmed  bool
 	)
-	err := a.db.QueryRowContext(ctx, `SELECT name, email, confirmed FROM demo_users WHERE id = $1`, job.Args.UserID).
+	err := a.db.QueryRowContext(ctx, a.q(`SELECT name, email, confirmed FROM demo_users WHERE id = $1`), job.Args.UserID).
 		Scan(&name, &addr, &confirmed)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -66,12 +66,12 @@ func (a *App) sendVerification(ctx context.Context, job *twice.Job[VerificationE
 	}.Encode()
 
 	err = a.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE demo_users SET verify_token_hash = $1 WHERE id = $2`,
+		if _, err := tx.ExecContext(ctx, a.q(`UPDATE demo_users SET verify_token_hash = $1 WHERE id = $2`),
 			hex.EncodeToString(sum[:]), job.Args.UserID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO demo_outbox
-			(user_id, to_addr, subject, url, message_key, job_id, attempt, sent_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		_, err := tx.ExecContext(ctx, a.q(`INSERT INTO demo_outbox
+			(user_id, to_addr, subject, url, message_key, job_id, attempt, sent_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`),
 			job.Args.UserID, addr, "Verify your partner account, "+name, link, job.Key, job.ID, job.Attempt,
 			time.Now().UnixMicro())
 		return err

@@ -100,8 +100,11 @@ the emails sent: one.
 func printBanner(w io.Writer, db, objects string) {
 	shown := displayDB(db)
 	sink := fmt.Sprintf("sqlite3 %s 'SELECT id, to_addr, url, message_key FROM demo_outbox ORDER BY id DESC LIMIT 10'", shown)
-	if IsPostgresURL(db) {
+	switch {
+	case IsPostgresURL(db):
 		sink = "SELECT id, to_addr, url, message_key FROM demo_outbox ORDER BY id DESC LIMIT 10;   (in psql)"
+	case IsMySQLURL(db):
+		sink = "SELECT id, to_addr, url, message_key FROM demo_outbox ORDER BY id DESC LIMIT 10;   (in mysql)"
 	}
 	fmt.Fprintf(w, `twice demo: signing users up on %[1]s and working their jobs, with faults injected.
 Watermarked images go to %[2]s.

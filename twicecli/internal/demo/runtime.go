@@ -15,8 +15,9 @@ import (
 
 // Options configure Run and RunOnce.
 type Options struct {
-	// DB holds the jobs and the demo's tables: a SQLite file, or a
-	// postgres:// URL whose database (and search_path schema) exists.
+	// DB holds the jobs and the demo's tables: a SQLite file, a
+	// postgres:// URL whose database (and search_path schema) exists, or
+	// a mysql:// URL whose database exists.
 	DB string
 	// ObjectsDir is where watermarked images are written. Defaults to
 	// DefaultObjectsDir(DB).

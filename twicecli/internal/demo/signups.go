@@ -116,9 +116,9 @@ func (a *App) getUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := userResponse{ID: id}
-	err = a.db.QueryRowContext(r.Context(), `SELECT name, email,
+	err = a.db.QueryRowContext(r.Context(), a.q(`SELECT name, email,
 		(SELECT count(*) FROM demo_outbox o WHERE o.user_id = u.id)
-		FROM demo_users u WHERE id = $1`, id).Scan(&u.Name, &u.Email, &u.EmailsSent)
+		FROM demo_users u WHERE id = $1`), id).Scan(&u.Name, &u.Email, &u.EmailsSent)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		writeProblem(w, http.StatusNotFound, "no such user", fmt.Sprintf("user %d does not exist", id))

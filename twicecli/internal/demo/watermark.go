@@ -34,7 +34,7 @@ const watermarkHeader = "twice-demo watermark; image="
 // (the None strategy: no marker needed).
 func (a *App) watermark(ctx context.Context, job *twice.Job[WatermarkImage]) error {
 	var source []byte
-	err := a.db.QueryRowContext(ctx, `SELECT source FROM demo_images WHERE id = $1`, job.Args.ImageID).Scan(&source)
+	err := a.db.QueryRowContext(ctx, a.q(`SELECT source FROM demo_images WHERE id = $1`), job.Args.ImageID).Scan(&source)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return twice.NoOp("image deleted")
@@ -50,7 +50,7 @@ func (a *App) watermark(ctx context.Context, job *twice.Job[WatermarkImage]) err
 	if err != nil {
 		return fmt.Errorf("write watermarked image %d: %w", job.Args.ImageID, err)
 	}
-	if _, err := a.db.ExecContext(ctx, `UPDATE demo_images SET object_key = $1 WHERE id = $2`, key, job.Args.ImageID); err != nil {
+	if _, err := a.db.ExecContext(ctx, a.q(`UPDATE demo_images SET object_key = $1 WHERE id = $2`), key, job.Args.ImageID); err != nil {
 		return fmt.Errorf("record object of image %d: %w", job.Args.ImageID, err)
 	}
 	twice.Logger(ctx).InfoContext(ctx, "image watermarked", "image_id", job.Args.ImageID, "object", key)
