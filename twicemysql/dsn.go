@@ -152,42 +152,54 @@ func checkSQLMode(mode string) error {
 // It also reads a DATETIME back, which catches a pool New was given that
 // lacks parseTime=true or sets a loc other than UTC: New never sees the
 // DSN, only what the connections do.
-func checkServer(ctx context.Context, db *sql.DB) error {
+// serverSettings is what checkServer read of the server and the session.
+type serverSettings struct {
+	// isolationVar is the name of the session's isolation variable:
+	// transaction_isolation (MySQL 8, MariaDB 11.1+) or tx_isolation.
+	isolationVar string
+	// isolation is its value, upper-cased: READ-COMMITTED, REPEATABLE-READ...
+	isolation string
+}
+
+func checkServer(ctx context.Context, db *sql.DB) (serverSettings, error) {
 	var (
 		version, isolation, mode, charset string
 		probe                             any
 	)
+	set := serverSettings{isolationVar: "transaction_isolation"}
 	err := db.QueryRowContext(ctx,
 		`SELECT VERSION(), @@SESSION.transaction_isolation, @@SESSION.sql_mode, @@character_set_database, CAST('2000-01-01 00:00:00' AS DATETIME(6))`,
 	).Scan(&version, &isolation, &mode, &charset, &probe)
 	if err != nil {
 		// MariaDB before 11.1 and old MySQL name the variable tx_isolation.
+		set.isolationVar = "tx_isolation"
 		err = db.QueryRowContext(ctx,
 			`SELECT VERSION(), @@SESSION.tx_isolation, @@SESSION.sql_mode, @@character_set_database, CAST('2000-01-01 00:00:00' AS DATETIME(6))`,
 		).Scan(&version, &isolation, &mode, &charset, &probe)
 	}
 	if err != nil {
-		return fmt.Errorf("read the server's version and settings: %w", err)
+		return set, fmt.Errorf("read the server's version and settings: %w", err)
 	}
 	switch t, ok := probe.(time.Time); {
 	case !ok:
-		return errors.New("the connections read a DATETIME as text: open the database with parseTime=true in its DSN (twice reads its times as time.Time)")
+		return set, errors.New("the connections read a DATETIME as text: open the database with parseTime=true in its DSN (twice reads its times as time.Time)")
 	case t.Location() != time.UTC:
-		return fmt.Errorf("the connections read times in %s: twice stores times in UTC; remove loc from the DSN or set loc=UTC", t.Location())
+		return set, fmt.Errorf("the connections read times in %s: twice stores times in UTC; remove loc from the DSN or set loc=UTC", t.Location())
 	}
 	if err := checkVersion(version); err != nil {
-		return err
+		return set, err
 	}
 	if err := checkIsolation(strings.ToUpper(isolation)); err != nil {
-		return fmt.Errorf("the session's %w", err)
+		return set, fmt.Errorf("the session's %w", err)
 	}
 	if err := checkSQLMode(strings.ToUpper(mode)); err != nil {
-		return fmt.Errorf("the session's %w (set it in the DSN: sql_mode='STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION', or on the server)", err)
+		return set, fmt.Errorf("the session's %w (set it in the DSN: sql_mode='STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION', or on the server)", err)
 	}
+	set.isolation = strings.ToUpper(isolation)
 	if charset != "utf8mb4" {
-		return fmt.Errorf("the database's character set is %s: twice needs utf8mb4 (ALTER DATABASE <name> CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)", charset)
+		return set, fmt.Errorf("the database's character set is %s: twice needs utf8mb4 (ALTER DATABASE <name> CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)", charset)
 	}
-	return nil
+	return set, nil
 }
 
 // checkVersion refuses a server below minMySQL or minMariaDB. version is

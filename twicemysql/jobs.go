@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -85,7 +86,7 @@ func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertMan
 		return res, nil
 	}
 	var out []*twicestore.JobInsertResult
-	err := e.inTx(ctx, func(q dbtx) (err error) {
+	err := e.inTxUnsettled(ctx, func(q dbtx) (err error) {
 		out, err = insertJobs(ctx, q, p.Jobs)
 		return err
 	})
@@ -321,7 +322,7 @@ func replaceHolder(ctx context.Context, q dbtx, j *twicestore.JobInsertParams, v
 // row, so a job another fetch leased and committed is no longer
 // available here. FORCE INDEX keeps the walk on the fetch index, which
 // yields rows in fetch order and stops at the LIMIT.
-const fetchPickSQL = `SELECT id FROM twice_jobs FORCE INDEX (twice_jobs_fetch)
+const fetchPickSQL = `SELECT ` + jobColumns + ` FROM twice_jobs FORCE INDEX (twice_jobs_fetch)
 WHERE state = 'available' AND queue = ? AND run_at <= ? AND kind IN %s
 ORDER BY priority, run_at, id
 LIMIT ?
@@ -355,7 +356,7 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 	}
 	if left := p.Limit - len(res.Jobs); left > 0 && len(plain) > 0 {
 		var more []*twicetype.JobRow
-		err := e.inTx(ctx, func(q dbtx) (err error) {
+		err := e.inTxUnsettled(ctx, func(q dbtx) (err error) {
 			more, err = leaseJobs(ctx, q, p, plain, left)
 			return err
 		})
@@ -381,20 +382,52 @@ func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (
 }
 
 // leaseJobs picks up to limit due jobs of kinds in q's transaction, leases
-// them and returns them leased.
+// them and returns them leased. The pick reads the whole rows it locks, and
+// the lease's changes are applied to them here, so a fetch is two
+// statements, not three.
 func leaseJobs(ctx context.Context, q dbtx, p *twicestore.JobFetchParams, kinds []string, limit int) ([]*twicetype.JobRow, error) {
 	now := dbTime(nowOr(p.Now))
 	kindList, kindArgs := in(kinds)
-	rows, err := q.QueryContext(ctx, fmt.Sprintf(fetchPickSQL, kindList),
+	picked, err := queryJobs(ctx, q, fmt.Sprintf(fetchPickSQL, kindList),
 		append(append([]any{p.Queue, now}, kindArgs...), limit)...)
-	if err != nil {
+	if err != nil || len(picked) == 0 {
 		return nil, err
 	}
-	ids, err := dbrows.Collect(rows, dbrows.One[int64])
-	if err != nil {
-		return nil, err
+	ids := make([]int64, len(picked))
+	for i, j := range picked {
+		ids[i] = j.ID
 	}
-	return leaseIDs(ctx, q, p, now, ids)
+	n, err := lease(ctx, q, p, now, ids)
+	switch {
+	case err != nil || n == 0: // an error, or the queue is paused
+		return nil, err
+	case n != int64(len(picked)):
+		// Not expected: the pick locked every row it read. Read back what
+		// the lease wrote rather than guess.
+		list, args := in(ids)
+		return queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE id IN `+list+` AND state = 'running'`, args...)
+	}
+	leaseUntil := dbTime(p.LeaseUntil)
+	for _, j := range picked {
+		j.Attempt++
+		j.Epoch++
+		j.LeaseUntil = leaseUntil
+		j.AttemptedBy = p.Node
+		j.State = twicetype.JobStateRunning
+	}
+	return picked, nil
+}
+
+// lease runs leaseSQL on the picked (and locked) jobs ids and returns how
+// many it leased: all of them, or none when the queue is paused.
+func lease(ctx context.Context, q dbtx, p *twicestore.JobFetchParams, now time.Time, ids []int64) (int64, error) {
+	idList, idArgs := in(ids)
+	args := append([]any{dbTime(p.LeaseUntil), p.Node}, idArgs...)
+	r, err := q.ExecContext(ctx, fmt.Sprintf(leaseSQL, idList), append(args, p.Queue, now)...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
 }
 
 // leaseIDs leases the picked jobs ids (locked by the caller's pick) unless
@@ -403,15 +436,10 @@ func leaseIDs(ctx context.Context, q dbtx, p *twicestore.JobFetchParams, now tim
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	if n, err := lease(ctx, q, p, now, ids); err != nil || n == 0 {
+		return nil, err
+	}
 	idList, idArgs := in(ids)
-	args := append([]any{dbTime(p.LeaseUntil), p.Node}, idArgs...)
-	r, err := q.ExecContext(ctx, fmt.Sprintf(leaseSQL, idList), append(args, p.Queue, now)...)
-	if err != nil {
-		return nil, err
-	}
-	if n, err := r.RowsAffected(); err != nil || n == 0 {
-		return nil, err
-	}
 	return queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE id IN `+idList+` AND state = 'running'`, idArgs...)
 }
 
@@ -474,7 +502,7 @@ func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLe
 		args = append(args, l.ID, l.Epoch)
 	}
 	idList, idArgs := in(ids)
-	err := e.inTx(ctx, func(q dbtx) error {
+	err := e.inTxUnsettled(ctx, func(q dbtx) error {
 		res.Extended, res.CancelRequested = nil, nil
 		rows, err := q.QueryContext(ctx, `SELECT id, cancel_requested_at IS NOT NULL FROM twice_jobs
 			WHERE id IN `+idList+` AND (id, epoch) IN (`+strings.Join(pairs, ", ")+`) AND state = 'running'
@@ -529,7 +557,8 @@ func appendError(expr string) string { return fmt.Sprintf(appendErrorSQL, expr, 
 const cancelNoteSQL = `CONCAT('cancelled', CASE WHEN cancel_by <> '' THEN CONCAT(' by ', cancel_by) ELSE '' END,
 	CASE WHEN cancel_reason <> '' THEN CONCAT(': ', cancel_reason) ELSE '' END)`
 
-// finishSQL writes one outcome, fenced by state and epoch: a worker whose
+// finishSQL writes one outcome, fenced by state and epoch (JobFinish runs
+// it as finishJoinedSQL, many outcomes a statement): a worker whose
 // lease was lost (rescued, perhaps fetched again under a newer epoch)
 // writes nothing. MySQL evaluates SET assignments left to right, each
 // seeing the columns assigned before it, so no assignment reads a column
@@ -585,23 +614,18 @@ func numbered(query string) (string, []int) {
 	return sb.String(), order
 }
 
-var finishSQLPlain, finishSQLOrder = numbered(finishSQL)
+// finishParams is the number of finishSQL's parameters.
+const finishParams = 14
 
-// finishArgs returns the arguments of finishSQLPlain for the numbered
-// arguments args.
-func finishArgs(args ...any) []any {
-	out := make([]any, len(finishSQLOrder))
-	for i, n := range finishSQLOrder {
-		out[i] = args[n]
-	}
-	return out
-}
-
-// JobFinish writes a batch of outcomes in one transaction, an UPDATE per
-// outcome, in id order (overlapping batches, a late worker's and the
-// current holder's, then lock rows in the same order instead of
-// deadlocking). Markers are claimed first, whatever the fence says: the
-// effect they record has happened even when the lease was lost.
+// JobFinish writes a batch of outcomes in one transaction: it locks the
+// jobs still running under the outcomes' epochs (in id order, so
+// overlapping batches, a late worker's and the current holder's, wait for
+// each other instead of deadlocking), claims the outcomes' markers
+// whatever the fence says (the effect they record has happened even when
+// the lease was lost), and writes every outcome that holds its lease in
+// one UPDATE of the jobs joined with the outcomes (finishChunk at a time):
+// a batch of a hundred outcomes is four statements, not a hundred and
+// three.
 func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
 	n := len(p.Outcomes)
 	res := &twicestore.JobFinishResult{Applied: make([]bool, n)}
@@ -642,8 +666,8 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 		if o.Output != nil {
 			output = o.Output
 		}
-		args[i] = finishArgs(string(o.State), runAt, boolInt(o.RefundAttempt), errJSON, o.Note, finishedAt,
-			boolInt(o.Snooze), output, o.Trace, o.SignalSeq, o.WaitName, wokeAt, o.ID, o.Epoch)
+		args[i] = []any{string(o.State), runAt, boolInt(o.RefundAttempt), errJSON, o.Note, finishedAt,
+			boolInt(o.Snooze), output, o.Trace, o.SignalSeq, o.WaitName, wokeAt, o.ID, o.Epoch}
 	}
 	order := make([]int, n)
 	for i := range order {
@@ -654,48 +678,67 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	for i, o := range p.Outcomes {
 		ids[i] = o.ID
 	}
-	err := e.inTx(ctx, func(q dbtx) error {
+	// Composition is settled here, only when an outcome moved a job of a
+	// batch or workflow to a finished state: inTx would look every time.
+	err := e.inTxUnsettled(ctx, func(q dbtx) error {
 		clear(res.Applied)
 		res.Inserted = false
-		composed, err := composedJobs(ctx, q, ids)
+		held, err := lockLeases(ctx, q, ids)
 		if err != nil {
 			return err
 		}
+		claimedHere := make([]bool, n) // this call stored the outcome's marker
 		for _, i := range order {
 			o := p.Outcomes[i]
-			claimedHere := false // this call stored the outcome's marker
-			if o.Marker != nil {
-				m := *o.Marker
-				if m.Now.IsZero() {
-					m.Now = nowOr(o.FinishedAt)
-				}
-				if m.JobID == 0 { // the claimant is the job finishing
-					m.JobID, m.Epoch = o.ID, o.Epoch
-				}
-				cr, err := claimMarker(ctx, q, &m)
-				if err != nil {
-					return fmt.Errorf("job %d: %w", o.ID, err)
-				}
-				claimedHere = !cr.AlreadyProcessed
+			if o.Marker == nil {
+				continue
 			}
-			r, err := q.ExecContext(ctx, finishSQLPlain, args[i]...)
+			m := *o.Marker
+			if m.Now.IsZero() {
+				m.Now = nowOr(o.FinishedAt)
+			}
+			if m.JobID == 0 { // the claimant is the job finishing
+				m.JobID, m.Epoch = o.ID, o.Epoch
+			}
+			cr, err := claimMarker(ctx, q, &m)
 			if err != nil {
 				return fmt.Errorf("job %d: %w", o.ID, err)
 			}
-			affected, err := r.RowsAffected()
-			if err != nil {
-				return fmt.Errorf("job %d: %w", o.ID, err)
+			claimedHere[i] = !cr.AlreadyProcessed
+		}
+		var apply []int
+		written := make(map[int64]bool, n)
+		for _, i := range order {
+			o := p.Outcomes[i]
+			if l, ok := held[o.ID]; ok && l.epoch == o.Epoch && !written[o.ID] {
+				apply = append(apply, i) // a second outcome of a job finds it finished
+				written[o.ID], res.Applied[i] = true, true
 			}
-			res.Applied[i] = affected == 1
+		}
+		for start := 0; start < len(apply); start += finishChunk {
+			if err := finishJoined(ctx, q, args, apply[start:min(start+finishChunk, len(apply))]); err != nil {
+				return err
+			}
+		}
+		settle := false
+		for _, i := range order {
+			o := p.Outcomes[i]
 			if len(o.Children) > 0 {
-				if err := insertChildren(ctx, q, o, res.Applied[i], claimedHere); err != nil {
+				if err := insertChildren(ctx, q, o, res.Applied[i], claimedHere[i]); err != nil {
 					return fmt.Errorf("job %d: %w", o.ID, err)
 				}
-				res.Inserted = res.Inserted || driverkit.ChildrenEarned(o, res.Applied[i], claimedHere)
+				res.Inserted = res.Inserted || driverkit.ChildrenEarned(o, res.Applied[i], claimedHere[i])
 			}
-			if res.Applied[i] && composed[o.ID] && o.State != twicetype.JobStateAvailable && o.State != twicetype.JobStateWaiting {
-				res.Inserted = true // maybe a batch callback or workflow tasks (settleComposition)
+			if res.Applied[i] && held[o.ID].composed && o.State != twicetype.JobStateAvailable && o.State != twicetype.JobStateWaiting {
+				settle = true
 			}
+		}
+		if settle {
+			inserted, err := settleDue(ctx, q)
+			if err != nil {
+				return err
+			}
+			res.Inserted = res.Inserted || inserted > 0
 		}
 		return nil
 	})
@@ -705,26 +748,72 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 	return res, nil
 }
 
-// composedJobs returns which of the jobs ids are in a batch or a workflow,
-// whose finish may insert jobs (a callback, tasks released): JobFinish
-// reports those as Inserted. MySQL has no RETURNING and no per-transaction
-// insert counter a pooled connection can be trusted with, so it asks.
-func composedJobs(ctx context.Context, q dbtx, ids []int64) (map[int64]bool, error) {
+// finishChunk is how many outcomes one joined UPDATE writes.
+const finishChunk = 100
+
+// leaseHeld is what lockLeases read of a running job.
+type leaseHeld struct {
+	epoch    int64
+	composed bool // in a batch or a workflow
+}
+
+// lockLeases locks, in id order, the jobs of ids that are running, and
+// returns their epochs: an outcome applies exactly when its epoch is the
+// one read, since the lock keeps the job running under it until commit.
+func lockLeases(ctx context.Context, q dbtx, ids []int64) (map[int64]leaseHeld, error) {
 	list, args := in(ids)
-	rows, err := q.QueryContext(ctx, `SELECT id FROM twice_jobs WHERE id IN `+list+`
-		AND (batch_id IS NOT NULL OR workflow_id IS NOT NULL)`, args...)
+	rows, err := q.QueryContext(ctx, `SELECT id, epoch, batch_id IS NOT NULL OR workflow_id IS NOT NULL
+		FROM twice_jobs WHERE id IN `+list+` AND state = 'running' ORDER BY id FOR UPDATE`, args...)
 	if err != nil {
 		return nil, err
 	}
-	found, err := dbrows.Collect(rows, dbrows.One[int64])
-	if err != nil {
-		return nil, err
+	held := make(map[int64]leaseHeld, len(ids))
+	err = dbrows.Each(rows, func(r dbrows.Scanner) error {
+		var (
+			id int64
+			l  leaseHeld
+		)
+		if err := r.Scan(&id, &l.epoch, &l.composed); err != nil {
+			return err
+		}
+		held[id] = l
+		return nil
+	})
+	return held, err
+}
+
+// finishJoinedSQL is finishSQL for many outcomes at once: the jobs joined
+// with a derived table of the outcomes (one SELECT of finishSQL's
+// parameters a row, as columns c1 to c14, UNION ALL'd), so its SET clause
+// is finishSQL's with ?N read from v.cN. A multi-table UPDATE assigns in
+// no set order; finishSQL reads no column another of its assignments
+// writes, so the order does not matter.
+var finishJoinedSQL = `UPDATE twice_jobs AS j JOIN (%s) AS v ON j.id = v.c13
+SET ` + regexp.MustCompile(`\?(\d+)`).ReplaceAllString(
+	finishSQL[strings.Index(finishSQL, "SET")+len("SET"):strings.Index(finishSQL, "\nWHERE")], "v.c$1") + `
+WHERE j.state = 'running' AND j.epoch = v.c14`
+
+// finishJoined writes the outcomes apply (indexes into args, each
+// finishSQL's numbered parameters) in one statement.
+func finishJoined(ctx context.Context, q dbtx, args [][]any, apply []int) error {
+	var sb strings.Builder
+	values := make([]any, 0, len(apply)*finishParams)
+	for k, i := range apply {
+		if k == 0 {
+			sb.WriteString("SELECT ")
+			for c := 1; c <= finishParams; c++ {
+				if c > 1 {
+					sb.WriteString(", ")
+				}
+				fmt.Fprintf(&sb, "? AS c%d", c)
+			}
+		} else {
+			sb.WriteString(" UNION ALL SELECT " + strings.TrimSuffix(strings.Repeat("?, ", finishParams), ", "))
+		}
+		values = append(values, args[i]...)
 	}
-	composed := make(map[int64]bool, len(found))
-	for _, id := range found {
-		composed[id] = true
-	}
-	return composed, nil
+	_, err := q.ExecContext(ctx, fmt.Sprintf(finishJoinedSQL, sb.String()), values...)
+	return err
 }
 
 // orTime returns t, or def when t is zero.

@@ -63,7 +63,7 @@ type kindRoom struct {
 // limits held due jobs back (Throttled) and when the kind-wide rate
 // windows next free a start (RetryAt).
 func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParams, limited []string) (jobs []*twicetype.JobRow, throttled bool, retryAt time.Time, err error) {
-	err = e.inTx(ctx, func(q dbtx) error {
+	err = e.inTxUnsettled(ctx, func(q dbtx) error {
 		jobs, throttled, retryAt = nil, false, time.Time{}
 		list, args := in(limited)
 		if _, err := q.ExecContext(ctx, fmt.Sprintf(lockLimitsSQL, strings.TrimSuffix(strings.Repeat("(?), ", len(limited)), ", ")), args...); err != nil {

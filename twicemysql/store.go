@@ -18,7 +18,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -51,9 +53,42 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open twice database: %w", err)
 	}
-	connector, err := mysql.NewConnector(cfg)
+	db, err := openPool(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open twice database %s: %w", redacted(cfg), err)
+	}
+	// twice's transactions run at READ COMMITTED. Set on the session, it
+	// costs nothing a transaction; set per transaction (BeginTx's
+	// isolation), it is a statement more each. So unless the DSN chose a
+	// level, the pool is opened again with the session variable set, under
+	// the name this server gives it.
+	set, err := checkServer(ctx, db)
+	if err == nil && set.isolation != "READ-COMMITTED" && !dsnSetsIsolation(cfg) {
+		_ = db.Close() // replaced by a pool of READ COMMITTED sessions
+		cfg.Params = maps.Clone(cfg.Params)
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params[set.isolationVar] = "'READ-COMMITTED'"
+		db, err = openPool(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open twice database %s: %w", redacted(cfg), err)
+		}
+	}
+	s, err := newStore(ctx, db)
+	if err != nil {
+		_ = db.Close() // the set-up's error is the one to report
+		return nil, fmt.Errorf("open twice database %s: %w", redacted(cfg), err)
+	}
+	s.ownsDB = true
+	return s, nil
+}
+
+// openPool opens a pool on cfg and pings it.
+func openPool(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(MaxOpenConnsDefault)
@@ -63,15 +98,19 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close() // the ping's error is the one to report
-		return nil, fmt.Errorf("open twice database %s: %w", redacted(cfg), err)
+		return nil, err
 	}
-	s, err := newStore(ctx, db)
-	if err != nil {
-		_ = db.Close() // the set-up's error is the one to report
-		return nil, fmt.Errorf("open twice database %s: %w", redacted(cfg), err)
+	return db, nil
+}
+
+// dsnSetsIsolation reports whether the DSN sets the session's isolation.
+func dsnSetsIsolation(cfg *mysql.Config) bool {
+	for name := range cfg.Params {
+		if n := strings.ToLower(name); n == "transaction_isolation" || n == "tx_isolation" {
+			return true
+		}
 	}
-	s.ownsDB = true
-	return s, nil
+	return false
 }
 
 // MaxOpenConnsDefault is how many connections Open keeps at most. A worker
@@ -95,17 +134,23 @@ func New(ctx context.Context, db *sql.DB) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sql.DB) (*Store, error) {
-	if err := checkServer(ctx, db); err != nil {
+	set, err := checkServer(ctx, db)
+	if err != nil {
 		return nil, err
 	}
-	s := &Store{executor: &executor{db: db, pool: db}, db: db}
+	opts := txOptions
+	if set.isolation == "READ-COMMITTED" {
+		opts = nil // the sessions are at READ COMMITTED already
+	}
+	s := &Store{executor: &executor{db: db, pool: db, txOpts: opts}, db: db}
 	if err := migrations.Upgrade(ctx, s); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// txOptions is how twice begins its own transactions: READ COMMITTED, so
+// txOptions is how twice begins its own transactions on sessions that are
+// not at READ COMMITTED already (a pool given to New): READ COMMITTED, so
 // a statement that locks rows reads their latest committed version and
 // a locking scan does not keep locks on the rows it passed over.
 var txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
@@ -113,7 +158,7 @@ var txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // Begin starts a transaction at READ COMMITTED. Its Unwrap returns the
 // *sql.Tx, so a handler can write its own effect in it.
 func (s *Store) Begin(ctx context.Context) (twicestore.Tx, error) {
-	tx, err := s.db.BeginTx(ctx, txOptions)
+	tx, err := s.db.BeginTx(ctx, s.txOpts)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", mapError(err))
 	}
@@ -178,6 +223,9 @@ type dbtx interface {
 type executor struct {
 	db   dbtx
 	pool *sql.DB
+	// txOpts begins the pool's transactions: nil when its sessions are at
+	// READ COMMITTED, else txOptions. Set on the pool's executor only.
+	txOpts *sql.TxOptions
 }
 
 var _ twicestore.Executor = (*executor)(nil)
@@ -190,12 +238,19 @@ var _ twicestore.Executor = (*executor)(nil)
 // A deadlock InnoDB broke by rolling back this transaction is retried
 // from the start, a few times: nothing of it was written.
 func (e *executor) inTx(ctx context.Context, fn func(q dbtx) error) error {
-	run := func(q dbtx) error {
+	return e.inTxUnsettled(ctx, func(q dbtx) error {
 		if err := fn(q); err != nil {
 			return err
 		}
 		return settleComposition(ctx, q)
-	}
+	})
+}
+
+// inTxUnsettled is inTx without the settling of composition, for a
+// transaction that moves no job between unfinished and finished (a fetch,
+// a lease extension) or that settles by itself (JobFinish): it saves a
+// statement a transaction on the hot path.
+func (e *executor) inTxUnsettled(ctx context.Context, run func(q dbtx) error) error {
 	if e.pool == nil {
 		return mapError(run(e.db))
 	}
@@ -235,7 +290,7 @@ func deadlockBackoff(ctx context.Context, attempt int) error {
 const deadlockRetries = 5
 
 func (e *executor) txOnce(ctx context.Context, fn func(q dbtx) error) error {
-	tx, err := e.pool.BeginTx(ctx, txOptions)
+	tx, err := e.pool.BeginTx(ctx, e.txOpts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
