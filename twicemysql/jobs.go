@@ -1,25 +1,907 @@
 package twicemysql
 
-import (
-	"context"
+// The job's life: insert, fetch (lease), extend, finish, rescue, and the
+// reads by id and by filter.
 
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
-// Not written yet: to be replaced by the port of twicesqlite/jobs.go.
+// insertColumns are the columns JobInsertMany writes, one placeholder each
+// in insertRowSQL.
+const insertColumns = `kind, queue, priority, args, message_id, idempotency_key, correlation_id, unique_key,
+	max_attempts, run_at, created_at, metadata, concurrency_key, parent_id, batch_id, unique_states`
 
-func (e *executor) JobExtendLease(_ context.Context, _ *twicestore.JobExtendLeaseParams) (*twicestore.JobExtendLeaseResult, error) {
-	return nil, errNotImplemented
+// insertRowSQL is the VALUES tuple of one inserted job.
+const insertRowSQL = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+// insertChunk is how many jobs one multi-row INSERT carries: 500 rows of
+// small payloads stay far below max_allowed_packet (64 MiB by default),
+// and a batch of large payloads that does not is refused as Unstorable.
+const insertChunk = 500
+
+// insertTries bounds how often one job's insert is tried again when its
+// unique key was refused by a holder that no longer held it when looked up
+// (it finished, letting the key go, between the two statements).
+const insertTries = 5
+
+// replaceTries bounds the rounds of replaceHolder: each round that does not
+// settle means another transaction leased, finished or inserted a holder
+// in between.
+const replaceTries = 50
+
+type uniqueRef struct{ kind, key string }
+
+// insertArgs validates j and returns its values in insertColumns' order.
+// A zero CreatedAt is now and a zero RunAt is CreatedAt; a nil Args is an
+// empty payload.
+func insertArgs(j *twicestore.JobInsertParams, now time.Time) ([]any, error) {
+	if len(j.ConcurrencyKey) > twicestore.MaxConcurrencyKeyBytes {
+		return nil, fmt.Errorf("job of kind %q: %w (%d bytes, at most %d)", j.Kind,
+			twicestore.ErrConcurrencyKeyTooLong, len(j.ConcurrencyKey), twicestore.MaxConcurrencyKeyBytes)
+	}
+	if err := j.UniqueStates.Validate(); err != nil {
+		return nil, fmt.Errorf("job of kind %q: %w", j.Kind, err)
+	}
+	createdAt := j.CreatedAt
+	if createdAt.IsZero() {
+		createdAt = now
+	}
+	runAt := j.RunAt
+	if runAt.IsZero() {
+		runAt = createdAt
+	}
+	payload := j.Args
+	if payload == nil {
+		payload = []byte{}
+	}
+	return []any{j.Kind, j.Queue, j.Priority, payload, j.MessageID, j.Key, j.CorrelationID, j.UniqueKey,
+		j.MaxAttempts, dbTime(runAt), dbTime(createdAt), metadataJSON(j.Metadata), j.ConcurrencyKey,
+		nullID(j.ParentID), nullID(j.BatchID), int64(j.UniqueStates.OrDefault())}, nil
 }
-func (e *executor) JobFetch(_ context.Context, _ *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
-	return nil, errNotImplemented
+
+// JobInsertMany inserts the jobs in one transaction (or the caller's), a
+// multi-row INSERT per chunk of insertChunk. A job whose unique key a job
+// of its kind holds (already stored, or earlier in the same batch) is not
+// inserted and is reported with that job; a Replace job gives a waiting
+// holder its args and run time.
+//
+// MySQL has no partial index and no ON CONFLICT DO NOTHING that spares
+// other errors (INSERT IGNORE also turns data errors into warnings), so
+// the unique index on (kind, unique_holder) refuses a taken key with a
+// duplicate-key error. That error rolls back the one statement, not the
+// transaction: the chunk is then inserted row by row, and each refused
+// row looks up its holder. A concurrent inserter of the same key waits on
+// the index for the other transaction's outcome, so a key is held once.
+func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertManyParams) (*twicestore.JobInsertManyResult, error) {
+	res := &twicestore.JobInsertManyResult{Jobs: make([]*twicestore.JobInsertResult, len(p.Jobs))}
+	if len(p.Jobs) == 0 {
+		return res, nil
+	}
+	var out []*twicestore.JobInsertResult
+	err := e.inTx(ctx, func(q dbtx) (err error) {
+		out, err = insertJobs(ctx, q, p.Jobs)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	res.Jobs = out
+	return res, nil
 }
-func (e *executor) JobFinish(_ context.Context, _ *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
-	return nil, errNotImplemented
+
+// insertJobs is JobInsertMany's work in q's transaction: it inserts jobs
+// (a multi-row INSERT per chunk of insertChunk), reports the duplicates of
+// a held unique key with their holder, and replaces the holders of the
+// Replace jobs. It returns a result per job, in input order. Other write
+// paths that insert jobs (continuations, callbacks) use it too.
+func insertJobs(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams) ([]*twicestore.JobInsertResult, error) {
+	out := make([]*twicestore.JobInsertResult, len(jobs))
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	now := time.Now()
+	values := make([][]any, len(jobs))
+	for i, j := range jobs {
+		v, err := insertArgs(j, now)
+		if err != nil {
+			return nil, err
+		}
+		values[i] = v
+	}
+	for start := 0; start < len(jobs); start += insertChunk {
+		end := min(start+insertChunk, len(jobs))
+		if err := insertChunkOf(ctx, q, jobs[start:end], values[start:end], out[start:end]); err != nil {
+			return nil, err
+		}
+	}
+	for i, j := range jobs {
+		if j.Replace && out[i].Duplicate {
+			r, err := replaceHolder(ctx, q, j, values[i], out[i].Job)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+	}
+	return out, nil
 }
-func (e *executor) JobInsertMany(_ context.Context, _ *twicestore.JobInsertManyParams) (*twicestore.JobInsertManyResult, error) {
-	return nil, errNotImplemented
+
+// insertChunkOf inserts jobs (with their values) and fills out, parallel
+// to jobs: in one statement when no unique key is refused, else row by
+// row in input order, so the first of a batch's repeats holds the key.
+func insertChunkOf(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, values [][]any, out []*twicestore.JobInsertResult) error {
+	var sb strings.Builder
+	sb.WriteString("INSERT INTO twice_jobs (" + insertColumns + ") VALUES ")
+	args := make([]any, 0, len(jobs)*len(values[0]))
+	for i := range jobs {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(insertRowSQL)
+		args = append(args, values[i]...)
+	}
+	r, err := q.ExecContext(ctx, sb.String(), args...)
+	switch {
+	case isUniqueViolation(err):
+		return insertRows(ctx, q, jobs, values, out)
+	case err != nil:
+		return err
+	}
+	first, err := r.LastInsertId()
+	if err != nil {
+		return err
+	}
+	// A multi-row INSERT of known length (a "simple insert") takes its
+	// AUTO_INCREMENT values in one allocation, consecutive from the first
+	// in VALUES order, under innodb_autoinc_lock_mode 1 and 2 alike. The
+	// rows are read back by that range and checked against the inputs.
+	rows, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE id BETWEEN ? AND ? ORDER BY id`,
+		first, first+int64(len(jobs))-1)
+	if err != nil {
+		return fmt.Errorf("read inserted jobs: %w", err)
+	}
+	if len(rows) != len(jobs) {
+		return fmt.Errorf("read inserted jobs: %d rows in ids %d..%d for %d jobs", len(rows), first, first+int64(len(jobs))-1, len(jobs))
+	}
+	for i, row := range rows {
+		if row.Kind != jobs[i].Kind || row.MessageID != jobs[i].MessageID {
+			return fmt.Errorf("read inserted jobs: id %d is not the job inserted at position %d", row.ID, i)
+		}
+		out[i] = &twicestore.JobInsertResult{Job: row}
+	}
+	return nil
 }
-func (e *executor) JobRescue(_ context.Context, _ *twicestore.JobRescueParams) (*twicestore.JobRescueResult, error) {
-	return nil, errNotImplemented
+
+// insertRows inserts jobs one statement each, in input order, and fills
+// out: a job whose unique key is refused is reported with its holder.
+func insertRows(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams, values [][]any, out []*twicestore.JobInsertResult) error {
+	var ids []int64
+	pos := map[int64]int{}
+	for i, j := range jobs {
+		id, holder, err := insertRow(ctx, q, j, values[i])
+		if err != nil {
+			return err
+		}
+		if holder != nil {
+			out[i] = &twicestore.JobInsertResult{Job: holder, Duplicate: true}
+			continue
+		}
+		ids = append(ids, id)
+		pos[id] = i
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	list, args := in(ids)
+	rows, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE id IN `+list, args...)
+	if err != nil {
+		return fmt.Errorf("read inserted jobs: %w", err)
+	}
+	for _, row := range rows {
+		out[pos[row.ID]] = &twicestore.JobInsertResult{Job: row}
+	}
+	for i, r := range out {
+		if r == nil {
+			return fmt.Errorf("read inserted jobs: the job at position %d was inserted and not found", i)
+		}
+	}
+	return nil
+}
+
+// insertRow inserts one job and returns its id, or the job holding its
+// unique key when the unique index refused it. Only a refusal of a job
+// with a unique key is looked up: any other duplicate is an error.
+func insertRow(ctx context.Context, q dbtx, j *twicestore.JobInsertParams, values []any) (int64, *twicetype.JobRow, error) {
+	for try := 0; try < insertTries; try++ {
+		r, err := q.ExecContext(ctx, "INSERT INTO twice_jobs ("+insertColumns+") VALUES "+insertRowSQL, values...)
+		if err == nil {
+			id, err := r.LastInsertId()
+			return id, nil, err
+		}
+		if !isUniqueViolation(err) || j.UniqueKey == "" {
+			return 0, nil, err
+		}
+		holders, err := queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE kind = ? AND unique_holder = ?`,
+			j.Kind, j.UniqueKey)
+		if err != nil {
+			return 0, nil, fmt.Errorf("look up the holder of unique key %q: %w", j.UniqueKey, err)
+		}
+		if len(holders) == 1 {
+			return 0, holders[0], nil
+		}
+		// The holder let the key go after refusing it: try again.
+	}
+	return 0, nil, fmt.Errorf("job of kind %q: its unique key %q kept being refused by holders that let it go", j.Kind, j.UniqueKey)
+}
+
+// replaceHolder gives holder, which holds j's unique key, j's args and run
+// time if it still waits to run. The holder's row is locked first, so a
+// fetch leasing it at the same moment either comes before (the holder is
+// running and stays as it is: a plain duplicate) or after (it runs with
+// the new args). A holder that finished letting the key go is not one any
+// more: j is inserted after all, or meets the new holder.
+func replaceHolder(ctx context.Context, q dbtx, j *twicestore.JobInsertParams, values []any, holder *twicetype.JobRow) (*twicestore.JobInsertResult, error) {
+	runAt := j.RunAt
+	if runAt.IsZero() {
+		runAt = time.Now()
+	}
+	payload := j.Args
+	if payload == nil {
+		payload = []byte{}
+	}
+	for try := 0; try < replaceTries; try++ {
+		if holder.State != twicetype.JobStateAvailable {
+			return &twicestore.JobInsertResult{Job: holder, Duplicate: true}, nil
+		}
+		var (
+			state string
+			holds bool
+		)
+		err := q.QueryRowContext(ctx, `SELECT state, unique_holder IS NOT NULL FROM twice_jobs WHERE id = ? FOR UPDATE`,
+			holder.ID).Scan(&state, &holds)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("replace job %d: %w", holder.ID, err)
+		}
+		if holds {
+			if state == string(twicetype.JobStateAvailable) {
+				if _, err := q.ExecContext(ctx, `UPDATE twice_jobs SET args = ?, run_at = ? WHERE id = ?`,
+					payload, dbTime(runAt), holder.ID); err != nil {
+					return nil, fmt.Errorf("replace job %d: %w", holder.ID, err)
+				}
+			}
+			row, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM twice_jobs WHERE id = ?`, holder.ID))
+			if err != nil {
+				return nil, fmt.Errorf("replace job %d: %w", holder.ID, err)
+			}
+			replaced := state == string(twicetype.JobStateAvailable)
+			return &twicestore.JobInsertResult{Job: row, Duplicate: true, Replaced: replaced}, nil
+		}
+		// The holder let the key go (or was deleted): the insert tells
+		// who holds it now.
+		id, next, err := insertRow(ctx, q, j, values)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			row, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM twice_jobs WHERE id = ?`, id))
+			if err != nil {
+				return nil, fmt.Errorf("read inserted job %d: %w", id, err)
+			}
+			return &twicestore.JobInsertResult{Job: row}, nil
+		}
+		holder = next
+	}
+	return nil, fmt.Errorf("job of kind %q: its unique key's holder kept changing while it was replaced", j.Kind)
+}
+
+// fetchPickSQL picks the first due jobs of the queue and kinds in fetch
+// order and locks them. SKIP LOCKED passes over the rows another fetch
+// (or a finish, a cancel) holds, so concurrent fetchers take disjoint jobs
+// without waiting; a locking read sees the latest committed version of a
+// row, so a job another fetch leased and committed is no longer
+// available here. FORCE INDEX keeps the walk on the fetch index, which
+// yields rows in fetch order and stops at the LIMIT.
+const fetchPickSQL = `SELECT id FROM twice_jobs FORCE INDEX (twice_jobs_fetch)
+WHERE state = 'available' AND queue = ? AND run_at <= ? AND kind IN %s
+ORDER BY priority, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED`
+
+// leaseSQL leases picked (and locked) jobs. A queue paused (with no until,
+// or one still ahead) leases nothing: the pause is checked here rather
+// than in the locking pick, where SKIP LOCKED would also skip a pause row
+// being written and read the queue as not paused.
+const leaseSQL = `UPDATE twice_jobs
+SET attempt = attempt + 1, epoch = epoch + 1, lease_until = ?, attempted_by = ?, state = 'running'
+WHERE id IN %s AND state = 'available'
+	AND NOT EXISTS (SELECT 1 FROM twice_queue_pauses AS qp WHERE qp.queue = ? AND (qp.until IS NULL OR qp.until > ?))`
+
+// JobFetch leases up to Limit due jobs of the queue and kinds: those of
+// limited kinds first (see fetchLimited), then the plain kinds with what
+// is left of the Limit. A Limit of zero or less, or no kinds, fetches
+// nothing.
+func (e *executor) JobFetch(ctx context.Context, p *twicestore.JobFetchParams) (*twicestore.JobFetchResult, error) {
+	if p.Limit <= 0 || len(p.Kinds) == 0 {
+		return &twicestore.JobFetchResult{}, nil
+	}
+	res := &twicestore.JobFetchResult{}
+	limited, plain := p.LimitedKinds()
+	if len(limited) > 0 {
+		jobs, throttled, retryAt, err := e.fetchLimited(ctx, p, limited)
+		if err != nil {
+			return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+		}
+		res.Jobs, res.Throttled, res.RetryAt = jobs, throttled, retryAt
+	}
+	if left := p.Limit - len(res.Jobs); left > 0 && len(plain) > 0 {
+		var more []*twicetype.JobRow
+		err := e.inTx(ctx, func(q dbtx) (err error) {
+			more, err = leaseJobs(ctx, q, p, plain, left)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+		}
+		res.Jobs = append(res.Jobs, more...)
+	}
+	slices.SortFunc(res.Jobs, func(a, b *twicetype.JobRow) int {
+		if a.Priority != b.Priority {
+			return cmp.Compare(a.Priority, b.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	res.Processed = make([]bool, len(res.Jobs))
+	if err := e.peekFetched(ctx, p.Peek, res); err != nil {
+		return nil, fmt.Errorf("fetch queue %q: %w", p.Queue, err)
+	}
+	return res, nil
+}
+
+// leaseJobs picks up to limit due jobs of kinds in q's transaction, leases
+// them and returns them leased.
+func leaseJobs(ctx context.Context, q dbtx, p *twicestore.JobFetchParams, kinds []string, limit int) ([]*twicetype.JobRow, error) {
+	now := dbTime(nowOr(p.Now))
+	kindList, kindArgs := in(kinds)
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(fetchPickSQL, kindList),
+		append(append([]any{p.Queue, now}, kindArgs...), limit)...)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := dbrows.Collect(rows, dbrows.One[int64])
+	if err != nil {
+		return nil, err
+	}
+	return leaseIDs(ctx, q, p, now, ids)
+}
+
+// leaseIDs leases the picked jobs ids (locked by the caller's pick) unless
+// the queue is paused, and returns the jobs leased.
+func leaseIDs(ctx context.Context, q dbtx, p *twicestore.JobFetchParams, now time.Time, ids []int64) ([]*twicetype.JobRow, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	idList, idArgs := in(ids)
+	args := append([]any{dbTime(p.LeaseUntil), p.Node}, idArgs...)
+	r, err := q.ExecContext(ctx, fmt.Sprintf(leaseSQL, idList), append(args, p.Queue, now)...)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		return nil, err
+	}
+	return queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE id IN `+idList+` AND state = 'running'`, idArgs...)
+}
+
+// peekFetched sets res.Processed for the leased jobs whose kind peek names:
+// whether the marker of the job's key under that handler exists.
+func (e *executor) peekFetched(ctx context.Context, peek map[string]string, res *twicestore.JobFetchResult) error {
+	var (
+		conds []string
+		args  []any
+	)
+	for _, j := range res.Jobs {
+		if h, ok := peek[j.Kind]; ok {
+			conds = append(conds, "(handler = ? AND `key` = ?)")
+			args = append(args, h, j.Key)
+		}
+	}
+	if len(conds) == 0 {
+		return nil
+	}
+	rows, err := e.db.QueryContext(ctx, "SELECT handler, `key` FROM twice_markers WHERE "+strings.Join(conds, " OR "), args...)
+	if err != nil {
+		return fmt.Errorf("peek markers: %w", err)
+	}
+	found := map[[2]string]bool{}
+	err = dbrows.Each(rows, func(r dbrows.Scanner) error {
+		var h, k string
+		if err := r.Scan(&h, &k); err != nil {
+			return err
+		}
+		found[[2]string{h, k}] = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("peek markers: %w", err)
+	}
+	for i, j := range res.Jobs {
+		if h, ok := peek[j.Kind]; ok {
+			res.Processed[i] = found[[2]string{h, j.Key}]
+		}
+	}
+	return nil
+}
+
+// JobExtendLease moves the lease of every job still running under the
+// given epoch. The jobs are locked (in id order, so overlapping batches do
+// not deadlock) and read before the update: MySQL counts only the rows an
+// UPDATE changes, and a lease moved to the time it had already would not
+// count.
+func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLeaseParams) (*twicestore.JobExtendLeaseResult, error) {
+	res := &twicestore.JobExtendLeaseResult{}
+	if len(p.Leases) == 0 {
+		return res, nil
+	}
+	ids := make([]int64, len(p.Leases))
+	pairs := make([]string, len(p.Leases))
+	args := make([]any, 0, 2*len(p.Leases))
+	for i, l := range p.Leases {
+		ids[i] = l.ID
+		pairs[i] = "(?, ?)"
+		args = append(args, l.ID, l.Epoch)
+	}
+	idList, idArgs := in(ids)
+	err := e.inTx(ctx, func(q dbtx) error {
+		res.Extended, res.CancelRequested = nil, nil
+		rows, err := q.QueryContext(ctx, `SELECT id, cancel_requested_at IS NOT NULL FROM twice_jobs
+			WHERE id IN `+idList+` AND (id, epoch) IN (`+strings.Join(pairs, ", ")+`) AND state = 'running'
+			ORDER BY id FOR UPDATE`, append(slices.Clone(idArgs), args...)...)
+		if err != nil {
+			return err
+		}
+		err = dbrows.Each(rows, func(r dbrows.Scanner) error {
+			var (
+				id        int64
+				cancelled bool
+			)
+			if err := r.Scan(&id, &cancelled); err != nil {
+				return err
+			}
+			res.Extended = append(res.Extended, id)
+			if cancelled {
+				res.CancelRequested = append(res.CancelRequested, id)
+			}
+			return nil
+		})
+		if err != nil || len(res.Extended) == 0 {
+			return err
+		}
+		list, largs := in(res.Extended)
+		_, err = q.ExecContext(ctx, `UPDATE twice_jobs SET lease_until = ? WHERE id IN `+list,
+			append([]any{dbTime(p.LeaseUntil)}, largs...)...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	slices.Sort(res.Extended)
+	slices.Sort(res.CancelRequested)
+	return res, nil
+}
+
+// appendErrorSQL is the error history errors with the JSON array ? (one
+// element) appended, keeping its first twicestore.ErrorsKeptFirst and last
+// twicestore.ErrorsKeptLast entries. Every write that appends keeps the
+// history trimmed, so an append is one over at most: the entry after the
+// first ones is dropped.
+var appendErrorSQL = fmt.Sprintf(`CASE WHEN JSON_LENGTH(errors) + 1 > %[1]d
+	THEN JSON_REMOVE(JSON_MERGE_PRESERVE(errors, %%s), '$[%[2]d]')
+	ELSE JSON_MERGE_PRESERVE(errors, %%s) END`, twicestore.ErrorsKeptFirst+twicestore.ErrorsKeptLast, twicestore.ErrorsKeptFirst)
+
+// appendError returns appendErrorSQL for the appended array expr.
+func appendError(expr string) string { return fmt.Sprintf(appendErrorSQL, expr, expr) }
+
+// cancelNoteSQL renders a job's cancel request as twicetype.CancelRequest's
+// Note does.
+const cancelNoteSQL = `CONCAT('cancelled', CASE WHEN cancel_by <> '' THEN CONCAT(' by ', cancel_by) ELSE '' END,
+	CASE WHEN cancel_reason <> '' THEN CONCAT(': ', cancel_reason) ELSE '' END)`
+
+// finishSQL writes one outcome, fenced by state and epoch: a worker whose
+// lease was lost (rescued, perhaps fetched again under a newer epoch)
+// writes nothing. MySQL evaluates SET assignments left to right, each
+// seeing the ones before, so state (which the others read as the old
+// one nowhere, but CASEs test) is assigned last and nothing reads a
+// column assigned before it.
+//
+// Parameters: 1 state, 2 run_at, 3 refund (0/1), 4 error as a one-element
+// JSON array or NULL, 5 note, 6 finished_at, 7 snooze (0/1), 8 output or
+// NULL, 9 trace, 10 signal_seq, 11 wait_name, 12 a park's due time should
+// its wait be resolved already, then the fence: 13 id, 14 epoch. A park
+// ('waiting') waits on wait_name until run_at (its timer); but when the
+// job's signal_seq is no longer the one its delivery was fetched with, a
+// signal or a timer resolved one of its waits while the handler ran, and
+// the job is made available at once, so its handler reads what arrived.
+var finishSQL = `UPDATE twice_jobs SET
+	run_at = CASE WHEN ?1 = 'available' THEN ?2
+		WHEN ?1 = 'waiting' THEN CASE WHEN signal_seq <> ?10 THEN ?12 ELSE ?2 END
+		ELSE run_at END,
+	wait_name = CASE WHEN ?1 = 'waiting' THEN ?11 ELSE wait_name END,
+	attempt = GREATEST(attempt - ?3, 0),
+	snoozes = snoozes + ?7,
+	lease_until = NULL,
+	errors = CASE WHEN ?4 IS NULL THEN errors ELSE ` + appendError("?4") + ` END,
+	note = CASE WHEN ?1 = 'cancelled' AND ?5 = '' AND cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE ?5 END,
+	finished_at = ?6,
+	output = CASE WHEN ?1 = 'completed' AND ?8 IS NOT NULL THEN ?8 ELSE output END,
+	trace = ?9,
+	state = CASE WHEN ?1 = 'waiting' AND signal_seq <> ?10 THEN 'available' ELSE ?1 END
+WHERE id = ?13 AND state = 'running' AND epoch = ?14`
+
+// numbered rewrites a statement's ?N parameters (which MySQL does not
+// have) to plain ?s and returns, for each, the index of its argument.
+func numbered(query string) (string, []int) {
+	var (
+		sb    strings.Builder
+		order []int
+	)
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		if c != '?' {
+			sb.WriteByte(c)
+			continue
+		}
+		n, j := 0, i+1
+		for j < len(query) && query[j] >= '0' && query[j] <= '9' {
+			n = n*10 + int(query[j]-'0')
+			j++
+		}
+		sb.WriteByte('?')
+		order = append(order, n-1)
+		i = j - 1
+	}
+	return sb.String(), order
+}
+
+var finishSQLPlain, finishSQLOrder = numbered(finishSQL)
+
+// finishArgs returns the arguments of finishSQLPlain for the numbered
+// arguments args.
+func finishArgs(args ...any) []any {
+	out := make([]any, len(finishSQLOrder))
+	for i, n := range finishSQLOrder {
+		out[i] = args[n]
+	}
+	return out
+}
+
+// JobFinish writes a batch of outcomes in one transaction, an UPDATE per
+// outcome, in id order (overlapping batches, a late worker's and the
+// current holder's, then lock rows in the same order instead of
+// deadlocking). Markers are claimed first, whatever the fence says: the
+// effect they record has happened even when the lease was lost.
+func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams) (*twicestore.JobFinishResult, error) {
+	n := len(p.Outcomes)
+	res := &twicestore.JobFinishResult{Applied: make([]bool, n)}
+	if n == 0 {
+		return res, nil
+	}
+	now := time.Now()
+	args := make([][]any, n)
+	for i, o := range p.Outcomes {
+		var runAt, finishedAt, wokeAt any
+		switch o.State {
+		case twicetype.JobStateAvailable:
+			runAt = dbTime(or(o.RunAt, now))
+		case twicetype.JobStateWaiting:
+			if err := twicestore.CheckWaitName(o.WaitName); err != nil {
+				return nil, fmt.Errorf("finish job %d: %w", o.ID, err)
+			}
+			timer := o.RunAt
+			if timer.IsZero() {
+				timer = twicestore.WaitNever
+			}
+			runAt = dbTime(timer)
+			wokeAt = dbTime(or(o.FinishedAt, now))
+		case twicetype.JobStateCompleted, twicetype.JobStateDead, twicetype.JobStateCancelled:
+			finishedAt = dbTime(or(o.FinishedAt, now))
+		default:
+			return nil, fmt.Errorf("finish job %d: outcome state %q is not completed, available, waiting, dead or cancelled", o.ID, o.State)
+		}
+		var errJSON any
+		if o.Error != nil {
+			b, err := json.Marshal([]*twicetype.AttemptError{o.Error})
+			if err != nil {
+				return nil, fmt.Errorf("finish job %d: encode error: %w", o.ID, err)
+			}
+			errJSON = string(b)
+		}
+		var output any
+		if o.Output != nil {
+			output = o.Output
+		}
+		args[i] = finishArgs(string(o.State), runAt, boolInt(o.RefundAttempt), errJSON, o.Note, finishedAt,
+			boolInt(o.Snooze), output, o.Trace, o.SignalSeq, o.WaitName, wokeAt, o.ID, o.Epoch)
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.Outcomes[a].ID, p.Outcomes[b].ID) })
+	ids := make([]int64, n)
+	for i, o := range p.Outcomes {
+		ids[i] = o.ID
+	}
+	err := e.inTx(ctx, func(q dbtx) error {
+		clear(res.Applied)
+		res.Inserted = false
+		composed, err := composedJobs(ctx, q, ids)
+		if err != nil {
+			return err
+		}
+		for _, i := range order {
+			o := p.Outcomes[i]
+			claimedHere := false // this call stored the outcome's marker
+			if o.Marker != nil {
+				m := *o.Marker
+				if m.Now.IsZero() {
+					m.Now = nowOr(o.FinishedAt)
+				}
+				if m.JobID == 0 { // the claimant is the job finishing
+					m.JobID, m.Epoch = o.ID, o.Epoch
+				}
+				cr, err := claimMarker(ctx, q, &m)
+				if err != nil {
+					return fmt.Errorf("job %d: %w", o.ID, err)
+				}
+				claimedHere = !cr.AlreadyProcessed
+			}
+			r, err := q.ExecContext(ctx, finishSQLPlain, args[i]...)
+			if err != nil {
+				return fmt.Errorf("job %d: %w", o.ID, err)
+			}
+			affected, err := r.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("job %d: %w", o.ID, err)
+			}
+			res.Applied[i] = affected == 1
+			if len(o.Children) > 0 {
+				if err := insertChildren(ctx, q, o, res.Applied[i], claimedHere); err != nil {
+					return fmt.Errorf("job %d: %w", o.ID, err)
+				}
+				res.Inserted = res.Inserted || driverkit.ChildrenEarned(o, res.Applied[i], claimedHere)
+			}
+			if res.Applied[i] && composed[o.ID] && o.State != twicetype.JobStateAvailable && o.State != twicetype.JobStateWaiting {
+				res.Inserted = true // maybe a batch callback or workflow tasks (settleComposition)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return res, nil
+}
+
+// composedJobs returns which of the jobs ids are in a batch or a workflow,
+// whose finish may insert jobs (a callback, tasks released): JobFinish
+// reports those as Inserted. MySQL has no RETURNING and no per-transaction
+// insert counter a pooled connection can be trusted with, so it asks.
+func composedJobs(ctx context.Context, q dbtx, ids []int64) (map[int64]bool, error) {
+	list, args := in(ids)
+	rows, err := q.QueryContext(ctx, `SELECT id FROM twice_jobs WHERE id IN `+list+`
+		AND (batch_id IS NOT NULL OR workflow_id IS NOT NULL)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	found, err := dbrows.Collect(rows, dbrows.One[int64])
+	if err != nil {
+		return nil, err
+	}
+	composed := make(map[int64]bool, len(found))
+	for _, id := range found {
+		composed[id] = true
+	}
+	return composed, nil
+}
+
+// or returns t, or def when t is zero.
+func or(t, def time.Time) time.Time {
+	if t.IsZero() {
+		return def
+	}
+	return t
+}
+
+// boolInt binds a bool as the 0 or 1 MySQL's arithmetic takes.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// rescuePickSQL picks up to ? expired leases and locks them; SKIP LOCKED
+// lets rescuers on several nodes run at once, each taking other jobs, and
+// keeps them from waiting on a worker finishing one.
+const rescuePickSQL = `SELECT id FROM twice_jobs
+WHERE state = 'running' AND lease_until < ?
+ORDER BY lease_until, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED`
+
+// rescueSQL releases the picked expired leases: cancelled when an operator
+// asked to cancel the job, else back to available while attempts remain,
+// dead otherwise, recording the lost attempt either way. MySQL evaluates
+// SET assignments left to right, each seeing the ones before: errors and
+// note (which read lease_until and the old state) come before the columns
+// they read are assigned, and state comes last.
+var rescueSQL = `UPDATE twice_jobs SET
+	errors = ` + appendError(`JSON_ARRAY(JSON_OBJECT(
+		'attempt', attempt,
+		'at', ?,
+		'error', CONCAT('lease expired at ', DATE_FORMAT(lease_until, '%Y-%m-%dT%H:%i:%s.%fZ'),
+			' before node "', attempted_by, '" finished the attempt')))`) + `,
+	finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempt >= max_attempts THEN ? ELSE NULL END,
+	note = CASE WHEN cancel_requested_at IS NOT NULL THEN ` + cancelNoteSQL + ` ELSE note END,
+	lease_until = NULL,
+	state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+		WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END
+WHERE id IN {ids} AND state = 'running'`
+
+// JobRescue releases up to Limit expired leases (all of them when Limit is
+// zero or less) in one transaction: the expired leases are picked and
+// locked, released, and read back.
+func (e *executor) JobRescue(ctx context.Context, p *twicestore.JobRescueParams) (*twicestore.JobRescueResult, error) {
+	limit := int64(p.Limit)
+	if limit <= 0 {
+		limit = 1<<63 - 1
+	}
+	now := nowOr(p.Now)
+	var jobs []*twicetype.JobRow
+	err := e.inTx(ctx, func(q dbtx) error {
+		rows, err := q.QueryContext(ctx, rescuePickSQL, dbTime(now), limit)
+		if err != nil {
+			return err
+		}
+		ids, err := dbrows.Collect(rows, dbrows.One[int64])
+		if err != nil || len(ids) == 0 {
+			jobs = nil
+			return err
+		}
+		list, args := in(ids)
+		at := now.UTC().Format(time.RFC3339Nano)
+		// appendError repeats its expression: the error's "at" twice.
+		if _, err := q.ExecContext(ctx, strings.Replace(rescueSQL, "{ids}", list, 1),
+			append([]any{at, at, dbTime(now)}, args...)...); err != nil {
+			return err
+		}
+		jobs, err = queryJobs(ctx, q, `SELECT `+jobColumns+` FROM twice_jobs WHERE id IN `+list+` ORDER BY id`, args...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	return driverkit.RescueResult(jobs), nil
+}
+
+// JobGet returns one job, or an error wrapping twicestore.ErrNotFound.
+func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twicetype.JobRow, error) {
+	j, err := scanJob(e.db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM twice_jobs WHERE id = ?`, p.ID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get job %d: %w", p.ID, twicestore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", p.ID, err)
+	}
+	return j, nil
+}
+
+// filterSQL renders f as conditions joined by AND (always at least one),
+// with their arguments. The filter must have passed Validate.
+func filterSQL(f twicestore.JobFilter) (string, []any) {
+	conds := []string{"1 = 1"}
+	var args []any
+	if len(f.IDs) > 0 {
+		list, ids := in(f.IDs)
+		conds = append(conds, "id IN "+list)
+		args = append(args, ids...)
+	}
+	if f.State != "" {
+		conds = append(conds, "state = ?")
+		args = append(args, string(f.State))
+	}
+	if f.Kind != "" {
+		conds = append(conds, "kind = ?")
+		args = append(args, f.Kind)
+	}
+	if f.Queue != "" {
+		conds = append(conds, "queue = ?")
+		args = append(args, f.Queue)
+	}
+	if f.Node != "" {
+		conds = append(conds, "attempted_by = ?")
+		args = append(args, f.Node)
+	}
+	switch f.Timing {
+	case twicestore.JobDue:
+		conds = append(conds, "state = 'available' AND run_at <= ?")
+		args = append(args, dbTime(nowOr(f.Now)))
+	case twicestore.JobScheduled:
+		conds = append(conds, "state = 'available' AND run_at > ?")
+		args = append(args, dbTime(nowOr(f.Now)))
+	}
+	if f.CorrelationID != "" {
+		conds = append(conds, "correlation_id = ?") // twice_jobs_correlation
+		args = append(args, f.CorrelationID)
+	}
+	// Each pair is looked up among the job's own: no index can hold every
+	// key a job may carry, so a metadata filter reads the jobs the other
+	// conditions leave. JSON_CONTAINS with an object built from the pair
+	// matches keys whatever characters they hold, which a JSON path
+	// written into the statement could not.
+	for _, k := range slices.Sorted(maps.Keys(f.Metadata)) {
+		conds = append(conds, "JSON_CONTAINS(metadata, JSON_OBJECT(?, ?))")
+		args = append(args, k, f.Metadata[k])
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// JobList lists matching jobs newest first (by id, descending). BeforeID
+// continues from a previous page; a Limit of zero or less lists them all.
+func (e *executor) JobList(ctx context.Context, p *twicestore.JobListParams) (*twicestore.JobListResult, error) {
+	if err := p.Filter.Validate(); err != nil {
+		return nil, err
+	}
+	where, args := filterSQL(p.Filter)
+	if p.BeforeID > 0 {
+		where += " AND id < ?"
+		args = append(args, p.BeforeID)
+	}
+	query := `SELECT ` + jobColumns + ` FROM twice_jobs WHERE ` + where + ` ORDER BY id DESC`
+	if p.Limit > 0 {
+		query += " LIMIT ?"
+		args = append(args, p.Limit)
+	}
+	jobs, err := queryJobs(ctx, e.db, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return &twicestore.JobListResult{Jobs: jobs}, nil
+}
+
+// JobCount counts matching jobs grouped by state, queue and kind, in that
+// order (by bytes: the columns are binary).
+func (e *executor) JobCount(ctx context.Context, p *twicestore.JobCountParams) (*twicestore.JobCountResult, error) {
+	if err := p.Filter.Validate(); err != nil {
+		return nil, err
+	}
+	where, args := filterSQL(p.Filter)
+	rows, err := e.db.QueryContext(ctx, `SELECT state, queue, kind, COUNT(*) FROM twice_jobs WHERE `+where+`
+		GROUP BY state, queue, kind ORDER BY state, queue, kind`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	counts, err := dbrows.Collect(rows, driverkit.ScanJobCount)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return &twicestore.JobCountResult{Counts: counts}, nil
 }

@@ -208,6 +208,15 @@ CREATE TABLE IF NOT EXISTS twice_rate_starts (
     KEY twice_rate_starts_window (kind, `key`, at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- One row per limited kind, locked (FOR UPDATE) by every fetch that may
+-- lease the kind's jobs, until it commits: limited fetches of a kind run
+-- one after the other on every node, each counting what the one before it
+-- leased (PostgreSQL uses an advisory lock; MySQL's named locks belong to
+-- the session, not the transaction).
+CREATE TABLE IF NOT EXISTS twice_limit_locks (
+    kind VARBINARY(255) NOT NULL PRIMARY KEY
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 CREATE TABLE IF NOT EXISTS twice_limit_overrides (
     scope   VARCHAR(8)     NOT NULL,  -- kind or queue
     name    VARBINARY(255) NOT NULL,
