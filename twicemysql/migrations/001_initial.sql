@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS twice_jobs (
     KEY twice_jobs_batch (batch_id, id),
     UNIQUE KEY twice_jobs_unique (kind, unique_holder),
     KEY twice_jobs_finished (state, finished_at, id),
+    KEY twice_jobs_wait_due (state, run_at, id),  -- JobWakeDue: the waiting jobs, oldest timer first
     KEY twice_jobs_correlation (correlation_id, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
@@ -257,7 +258,8 @@ CREATE TABLE IF NOT EXISTS twice_workflow_tasks (
     workflow_id     BIGINT         NOT NULL,
     name            VARBINARY(512) NOT NULL,
     pending         INT            NOT NULL,                   -- dependencies not completed yet
-    state           VARCHAR(16)    NOT NULL DEFAULT 'waiting', -- waiting, enqueued or cancelled
+    state           VARCHAR(16)    NOT NULL DEFAULT 'waiting', -- waiting, ready (its job is due: the driver inserts it), enqueued or cancelled
+    released_at     DATETIME(6)    NULL,                       -- when its last dependency completed
     kind            VARBINARY(255) NOT NULL,
     queue           VARBINARY(128) NOT NULL,
     priority        INT            NOT NULL DEFAULT 0,
@@ -270,6 +272,7 @@ CREATE TABLE IF NOT EXISTS twice_workflow_tasks (
     concurrency_key VARBINARY(255) NOT NULL DEFAULT '',
     run_at          DATETIME(6)    NULL,
     PRIMARY KEY (workflow_id, name),
+    KEY twice_workflow_tasks_state (state),
     CONSTRAINT twice_workflow_tasks_workflow FOREIGN KEY (workflow_id) REFERENCES twice_workflows (id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
@@ -293,6 +296,7 @@ CREATE TABLE IF NOT EXISTS twice_batches (
     cancelled       INT            NOT NULL DEFAULT 0,
     callback_state  INT            NOT NULL DEFAULT 0,  -- 0 not fired, 1 due (the driver inserts it), 2 fired
     callback_job_id BIGINT         NULL,
+    callback_parent_id BIGINT      NULL,            -- the job whose finish made the callback due
     kind            VARBINARY(255) NOT NULL,            -- the callback job
     queue           VARBINARY(128) NOT NULL,
     priority        INT            NOT NULL DEFAULT 0,
