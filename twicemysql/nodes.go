@@ -2,19 +2,77 @@ package twicemysql
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// Not written yet: to be replaced by the port of twicesqlite/nodes.go.
+// NodeHeartbeat inserts the node or replaces what it last reported. Only
+// this node writes its row, so one upsert is enough: no read precedes it.
+// The new values are bound twice rather than read back with VALUES(col),
+// which MySQL 8.0.20 deprecates for a row alias that MariaDB lacks.
+func (e *executor) NodeHeartbeat(ctx context.Context, p *twicestore.NodeHeartbeatParams) error {
+	n := p.Node
+	fields := []any{n.Host, n.PID, stringsJSON(n.Kinds), stringsJSON(n.Queues), dbTime(n.StartedAt),
+		dbTime(nowOr(n.HeartbeatAt))}
+	_, err := e.db.ExecContext(ctx, `INSERT INTO twice_nodes (id, host, pid, kinds, queues, started_at, heartbeat_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE host = ?, pid = ?, kinds = ?, queues = ?, started_at = ?, heartbeat_at = ?`,
+		slices.Concat([]any{n.ID}, fields, fields)...)
+	if err != nil {
+		return fmt.Errorf("heartbeat node %q: %w", n.ID, mapError(err))
+	}
+	return nil
+}
 
-func (e *executor) NodeHeartbeat(_ context.Context, _ *twicestore.NodeHeartbeatParams) error {
-	return errNotImplemented
+// stringsJSON encodes a list of names for a JSON column; none is "[]".
+func stringsJSON(names []string) string {
+	if names == nil {
+		names = []string{}
+	}
+	b, _ := json.Marshal(names) // strings always encode
+	return string(b)
 }
-func (e *executor) NodeList(_ context.Context, _ *twicestore.NodeListParams) ([]*twicetype.Node, error) {
-	return nil, errNotImplemented
+
+// NodeList lists the nodes whose heartbeat is at or after AliveSince, by id.
+func (e *executor) NodeList(ctx context.Context, p *twicestore.NodeListParams) ([]*twicetype.Node, error) {
+	rows, err := e.db.QueryContext(ctx, `SELECT id, host, pid, kinds, queues, started_at, heartbeat_at
+		FROM twice_nodes WHERE heartbeat_at >= ? ORDER BY id`, dbTime(p.AliveSince))
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var nodes []*twicetype.Node
+	for row, err := range dbrows.Iter(rows) {
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		var (
+			n             twicetype.Node
+			kinds, queues string
+		)
+		if err := row.Scan(&n.ID, &n.Host, &n.PID, &kinds, &queues, &n.StartedAt, &n.HeartbeatAt); err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		if err := json.Unmarshal([]byte(kinds), &n.Kinds); err != nil {
+			return nil, fmt.Errorf("list nodes: node %q kinds: %w", n.ID, err)
+		}
+		if err := json.Unmarshal([]byte(queues), &n.Queues); err != nil {
+			return nil, fmt.Errorf("list nodes: node %q queues: %w", n.ID, err)
+		}
+		n.StartedAt, n.HeartbeatAt = n.StartedAt.UTC(), n.HeartbeatAt.UTC()
+		nodes = append(nodes, &n)
+	}
+	return nodes, nil
 }
-func (e *executor) NodeRemove(_ context.Context, _ *twicestore.NodeRemoveParams) error {
-	return errNotImplemented
+
+// NodeRemove deletes the node; removing an unknown node is not an error.
+func (e *executor) NodeRemove(ctx context.Context, p *twicestore.NodeRemoveParams) error {
+	if _, err := e.db.ExecContext(ctx, `DELETE FROM twice_nodes WHERE id = ?`, p.ID); err != nil {
+		return fmt.Errorf("remove node %q: %w", p.ID, mapError(err))
+	}
+	return nil
 }
