@@ -11,6 +11,3 @@ import (
 func (e *executor) JobLinks(_ context.Context, _ *twicestore.JobGetParams) (*twicestore.JobLinksResult, error) {
 	return nil, errNotImplemented
 }
-func (e *executor) StepList(_ context.Context, _ *twicestore.StepListParams) (*twicestore.StepListResult, error) {
-	return nil, errNotImplemented
-}
