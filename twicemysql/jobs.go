@@ -854,12 +854,13 @@ func filterSQL(f twicestore.JobFilter) (string, []any) {
 	}
 	// Each pair is looked up among the job's own: no index can hold every
 	// key a job may carry, so a metadata filter reads the jobs the other
-	// conditions leave. JSON_CONTAINS with an object built from the pair
-	// matches keys whatever characters they hold, which a JSON path
-	// written into the statement could not.
+	// conditions leave. The member is found by metadataPath and its value
+	// compared decoded (JSON_UNQUOTE) and as bytes. Not JSON_CONTAINS:
+	// MariaDB compares strings as they are escaped, and encoding/json
+	// escapes <, >, & and U+2028 as \u003c…, which JSON_OBJECT does not.
 	for _, k := range slices.Sorted(maps.Keys(f.Metadata)) {
-		conds = append(conds, "JSON_CONTAINS(metadata, JSON_OBJECT(?, ?))")
-		args = append(args, k, f.Metadata[k])
+		conds = append(conds, "JSON_UNQUOTE(JSON_EXTRACT(metadata, ?)) = CAST(? AS BINARY)")
+		args = append(args, metadataPath(k), f.Metadata[k])
 	}
 	return strings.Join(conds, " AND "), args
 }

@@ -1,25 +1,277 @@
 package twicemysql
 
+// The operator's bulk actions on jobs (retry, discard, cancel, delete), each
+// with a result per job. Each runs in one transaction that first locks the
+// jobs the filter matches, in id order (SELECT ... FOR UPDATE: two actions
+// over the same jobs, or an action and a batch of outcomes, wait for each
+// other), and reads their state as locked: a job a worker finished while
+// the action waited is seen finished, and no worker can finish it between
+// the read and the write. It then changes the jobs the action applies to,
+// each UPDATE guarded by the state it was read in, so one job the action
+// does not apply to (a unique key taken, a job running) never stops the
+// others.
+
 import (
 	"context"
+	"fmt"
 
+	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
+	"github.com/twicejobs/twice/twicetype"
 )
 
-// Not written yet: to be replaced by the port of twicesqlite/jobs_bulk.go.
+// matchedJob is what a bulk action needs of a job the filter matched.
+type matchedJob struct {
+	id          int64
+	state       twicetype.JobState
+	kind        string
+	uniqueKey   string
+	cancelAsked bool
+	// composed: a workflow task's job or a batch member.
+	composed bool
+}
 
-func (e *executor) JobCancel(_ context.Context, _ *twicestore.JobCancelParams) (*twicestore.JobBulkResult, error) {
-	return nil, errNotImplemented
+// bulk locks the jobs f matches, in id order, and calls act with them
+// inside one transaction; act returns a result per job, whose ids bulk
+// fills in.
+func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter,
+	act func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error)) (*twicestore.JobBulkResult, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var results []twicestore.JobActionResult
+	err := e.inTx(ctx, func(q dbtx) error {
+		where, args := filterSQL(f)
+		rows, err := q.QueryContext(ctx, `SELECT id, state, kind, unique_key, cancel_requested_at IS NOT NULL,
+			workflow_id IS NOT NULL OR batch_id IS NOT NULL
+			FROM twice_jobs WHERE `+where+` ORDER BY id FOR UPDATE`, args...)
+		if err != nil {
+			return err
+		}
+		jobs, err := dbrows.Collect(rows, func(row dbrows.Scanner) (matchedJob, error) {
+			var (
+				j     matchedJob
+				state string
+			)
+			err := row.Scan(&j.id, &state, &j.kind, &j.uniqueKey, &j.cancelAsked, &j.composed)
+			j.state = twicetype.JobState(state)
+			return j, err
+		})
+		if err != nil {
+			return err
+		}
+		results, err = act(q, jobs)
+		if err != nil {
+			return err
+		}
+		for i := range results {
+			results[i].ID = jobs[i].id
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return driverkit.FinishResults(f, results), nil
 }
-func (e *executor) JobDelete(_ context.Context, _ *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	return nil, errNotImplemented
+
+// idsWhere returns the ids of the jobs for which keep is true.
+func idsWhere(jobs []matchedJob, keep func(j matchedJob) bool) []int64 {
+	var ids []int64
+	for _, j := range jobs {
+		if keep(j) {
+			ids = append(ids, j.id)
+		}
+	}
+	return ids
 }
-func (e *executor) JobDiscard(_ context.Context, _ *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	return nil, errNotImplemented
+
+// execIn runs query, whose one %s becomes the IN list of ids, with the
+// arguments before followed by the ids; it does nothing for no ids.
+func execIn(ctx context.Context, q dbtx, query string, before []any, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	list, idArgs := in(ids)
+	args := append(append([]any{}, before...), idArgs...)
+	_, err := q.ExecContext(ctx, fmt.Sprintf(query, list), args...)
+	return err
 }
-func (e *executor) JobRetry(_ context.Context, _ *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	return nil, errNotImplemented
+
+// JobRetry moves matching dead, discarded or cancelled jobs (and completed
+// ones with p.Completed, but for workflow tasks and batch members) back to
+// available, due at Now, with their attempts reset, their cancel request
+// cleared and their error history kept. The lease epoch is never reset: it
+// must only grow for fencing to hold. A unique job whose key another job of
+// its kind holds (one enqueued after it finished, a finished one holding
+// its key in one of its unique states, or one this call retried first) is
+// left as it is, with a conflict result naming the holder. A retried job is
+// available, which every job's unique states include, so it always takes
+// its key back; no other change of state can move a job into holding its
+// key (see twicetype.UniqueStates.Validate).
+//
+// The jobs without a unique key are retried in one UPDATE. The others go
+// one by one, in id order, each after a look-up of its key's holder by the
+// unique index (kind, unique_holder); a holder committed by another
+// transaction after that look-up makes the UPDATE fail on the unique
+// index, which in InnoDB undoes that one statement only, and the job is
+// reported in conflict with the holder found then.
+func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	now := dbTime(nowOr(p.Now))
+	const retrySet = `UPDATE twice_jobs SET state = 'available', attempt = 0, run_at = ?,
+		lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = '',
+		snoozes = 0 WHERE id IN %s AND state IN ('dead', 'discarded', 'cancelled', 'completed')`
+	return e.bulk(ctx, "retry jobs", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
+		takes := func(j matchedJob) bool { return driverkit.RetryTakes(j.state, p.Completed, j.composed) }
+		plain := idsWhere(jobs, func(j matchedJob) bool { return takes(j) && j.uniqueKey == "" })
+		if err := execIn(ctx, q, retrySet, []any{now}, plain); err != nil {
+			return nil, err
+		}
+		results := make([]twicestore.JobActionResult, len(jobs))
+		for i, j := range jobs {
+			switch {
+			case !takes(j):
+				results[i] = twicestore.JobActionResult{Status: driverkit.RetryStatus(j.state, p.Completed, j.composed, false), State: j.state}
+				continue
+			case j.uniqueKey == "":
+				results[i] = twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}
+				continue
+			}
+			holder, err := uniqueHolder(ctx, q, j)
+			if err == nil && holder == 0 {
+				err = execIn(ctx, q, retrySet, []any{now}, []int64{j.id})
+				if isUniqueViolation(err) {
+					holder, err = uniqueHolder(ctx, q, j)
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("job %d: %w", j.id, err)
+			}
+			if holder != 0 {
+				results[i] = twicestore.JobActionResult{Status: twicestore.JobActionConflict, State: j.state, HolderID: holder}
+				continue
+			}
+			results[i] = twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}
+		}
+		return results, nil
+	})
 }
-func (e *executor) JobRunNow(_ context.Context, _ *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	return nil, errNotImplemented
+
+// uniqueHolder returns the job other than j that holds j's unique key, or
+// 0: unique_holder is the key while driverkit.UniqueHeldSQL holds for the
+// row, and NULL otherwise, so the unique index (kind, unique_holder) finds
+// the holder in one look-up.
+func uniqueHolder(ctx context.Context, q dbtx, j matchedJob) (int64, error) {
+	var holder int64
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(id), 0) FROM twice_jobs
+		WHERE kind = ? AND unique_holder = ? AND id <> ?`, j.kind, j.uniqueKey, j.id).Scan(&holder)
+	return holder, err
+}
+
+// JobDiscard moves matching dead jobs to discarded, finished at Now.
+func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	now := dbTime(nowOr(p.Now))
+	return e.bulk(ctx, "discard jobs", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
+		dead := func(j matchedJob) bool { return j.state == twicetype.JobStateDead }
+		err := execIn(ctx, q, `UPDATE twice_jobs SET state = 'discarded', finished_at = ? WHERE id IN %s AND state = 'dead'`,
+			[]any{now}, idsWhere(jobs, dead))
+		if err != nil {
+			return nil, err
+		}
+		return resultsOf(jobs, func(j matchedJob) twicestore.JobActionResult {
+			if dead(j) {
+				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateDiscarded}
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}
+		}), nil
+	})
+}
+
+// resultsOf is the result of each job, as decide says.
+func resultsOf(jobs []matchedJob, decide func(j matchedJob) twicestore.JobActionResult) []twicestore.JobActionResult {
+	results := make([]twicestore.JobActionResult, len(jobs))
+	for i, j := range jobs {
+		results[i] = decide(j)
+	}
+	return results
+}
+
+// JobRunNow makes matching available jobs due at Now; a job already due
+// keeps its run time.
+func (e *executor) JobRunNow(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	now := dbTime(nowOr(p.Now))
+	return e.bulk(ctx, "run jobs now", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
+		available := func(j matchedJob) bool { return j.state == twicetype.JobStateAvailable }
+		err := execIn(ctx, q, `UPDATE twice_jobs SET run_at = LEAST(run_at, ?) WHERE id IN %s AND state = 'available'`,
+			[]any{now}, idsWhere(jobs, available))
+		if err != nil {
+			return nil, err
+		}
+		return resultsOf(jobs, func(j matchedJob) twicestore.JobActionResult {
+			if available(j) {
+				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}
+		}), nil
+	})
+}
+
+// JobCancel cancels matching available and waiting jobs at once (a
+// waiting job runs no handler to tell) and records a cancel request on
+// matching running ones (keeping the first request when there already is
+// one); finished jobs are left alone. The node running a job learns of the
+// request by its cancel poll or at its next lease extension.
+func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams) (*twicestore.JobBulkResult, error) {
+	now := dbTime(nowOr(p.Now))
+	note := (&twicetype.CancelRequest{By: p.By, Reason: p.Reason}).Note()
+	return e.bulk(ctx, "cancel jobs", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
+		unstarted := func(j matchedJob) bool {
+			return j.state == twicetype.JobStateAvailable || j.state == twicetype.JobStateWaiting
+		}
+		err := execIn(ctx, q, `UPDATE twice_jobs SET state = 'cancelled', finished_at = ?, lease_until = NULL,
+			cancel_requested_at = ?, cancel_by = ?, cancel_reason = ?, note = ?
+			WHERE id IN %s AND state IN ('available', 'waiting')`,
+			[]any{now, now, p.By, p.Reason, note}, idsWhere(jobs, unstarted))
+		if err != nil {
+			return nil, err
+		}
+		err = execIn(ctx, q, `UPDATE twice_jobs SET cancel_requested_at = ?, cancel_by = ?, cancel_reason = ?
+			WHERE id IN %s AND state = 'running' AND cancel_requested_at IS NULL`,
+			[]any{now, p.By, p.Reason}, idsWhere(jobs, func(j matchedJob) bool {
+				return j.state == twicetype.JobStateRunning && !j.cancelAsked
+			}))
+		if err != nil {
+			return nil, err
+		}
+		return resultsOf(jobs, func(j matchedJob) twicestore.JobActionResult {
+			switch {
+			case unstarted(j):
+				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateCancelled}
+			case j.state == twicetype.JobStateRunning:
+				return twicestore.JobActionResult{Status: twicestore.JobActionCancelRequested, State: j.state}
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionAlreadyFinished, State: j.state}
+		}), nil
+	})
+}
+
+// JobDelete deletes matching jobs that are not running; a waiting job is
+// deleted too, and every job's waits' resolutions (twice_signals) go with
+// it in the same statement (the trigger twice_jobs_composition_deleted of
+// migration 002).
+func (e *executor) JobDelete(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
+	return e.bulk(ctx, "delete jobs", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
+		notRunning := func(j matchedJob) bool { return j.state != twicetype.JobStateRunning }
+		err := execIn(ctx, q, `DELETE FROM twice_jobs WHERE id IN %s AND state <> 'running'`, nil, idsWhere(jobs, notRunning))
+		if err != nil {
+			return nil, err
+		}
+		return resultsOf(jobs, func(j matchedJob) twicestore.JobActionResult {
+			if notRunning(j) {
+				return twicestore.JobActionResult{Status: twicestore.JobActionDone}
+			}
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}
+		}), nil
+	})
 }
