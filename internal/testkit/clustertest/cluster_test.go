@@ -195,7 +195,13 @@ func TestThreeWorkerProcessesSurviveKillsAndCuts(t *testing.T) {
 func testKillsAndCuts(t *testing.T, b *backend) {
 	c := newCluster(t, b)
 	ctx := context.Background()
-	const perKind = 10_000
+	perKind := int64(10_000)
+	if b == mariadbBackend {
+		// MariaDB works these jobs at a quarter of PostgreSQL's pace here
+		// (no NOTIFY, every fetch a locking scan): the same kills and the
+		// cut, on fewer jobs, keep the run within CI's budget.
+		perKind = 2500
+	}
 	producer, err := twice.NewClient(c.store, twice.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +216,7 @@ func testKillsAndCuts(t *testing.T, b *backend) {
 			batch = batch[:0]
 		}
 	}
-	const total = 2 * perKind
+	total := int(2 * perKind)
 
 	victim := c.start("w0-gen1")
 	c.start("w1")
@@ -237,6 +243,11 @@ func testKillsAndCuts(t *testing.T, b *backend) {
 
 	c.waitCompleted(total, 5*time.Minute)
 	c.workers.StopAll()
+	defer func() {
+		if t.Failed() {
+			c.workers.LogStderr(40) // a lease lost without a kill says why here
+		}
+	}()
 
 	counts, err := c.store.JobCount(ctx, &twicestore.JobCountParams{})
 	if err != nil {
@@ -253,13 +264,13 @@ func testKillsAndCuts(t *testing.T, b *backend) {
 	if n := c.count(`SELECT count(*) FROM (SELECT job_id FROM completions GROUP BY job_id HAVING count(*) > 1) d`); n != 0 {
 		t.Errorf("%d jobs completed more than once", n)
 	}
-	if n := c.count(`SELECT count(*) FROM ledger`); n != perKind {
+	if n := c.count(`SELECT count(*) FROM ledger`); n != int(perKind) {
 		t.Errorf("ledger rows = %d, want exactly %d", n, perKind)
 	}
-	if n := c.count(`SELECT count(DISTINCT credit_id) FROM ledger`); n != perKind {
+	if n := c.count(`SELECT count(DISTINCT credit_id) FROM ledger`); n != int(perKind) {
 		t.Errorf("credits applied = %d distinct, want %d", n, perKind)
 	}
-	if n := c.count(`SELECT count(DISTINCT email_id) FROM sent_emails`); n != perKind {
+	if n := c.count(`SELECT count(DISTINCT email_id) FROM sent_emails`); n != int(perKind) {
 		t.Errorf("emails sent to %d distinct ids, want all %d: an email was lost", n, perKind)
 	}
 	duplicates := c.ids(`SELECT email_id FROM sent_emails GROUP BY email_id HAVING count(*) > 1`)
