@@ -122,10 +122,8 @@ var postgresBackend = &backend{
 var mariadbBackend = &backend{
 	name:     "mariadb",
 	database: mariadbDatabase,
-	openStore: func(ctx context.Context, url string) (twicestore.Store, error) {
-		return twicemysql.Open(ctx, url)
-	},
-	openDB: openMySQL,
+	openStore: openMySQLStore,
+	openDB:    openMySQL,
 	// A row trigger: MySQL has no statement triggers with transition
 	// tables, and needs none (twice_jobs is one table, no partitions). A
 	// trigger may write any table but the one that fired it.
@@ -219,6 +217,46 @@ func mariadbDatabaseAt(t testing.TB, dsn, name string) *testDatabase {
 	}
 }
 
+// mysqlStoreConns bounds each process's store pool on MySQL (Open's is
+// twicemysql.MaxOpenConnsDefault): the server's max_connections (151 by
+// default) is shared by every worker and sender of a test, and by the
+// tests of other packages running at the same time.
+const mysqlStoreConns = 12
+
+// openMySQLStore opens twice's store on dsn through a pool of at most
+// mysqlStoreConns connections, which its Close closes.
+func openMySQLStore(ctx context.Context, dsn string) (twicestore.Store, error) {
+	cfg, err := twicemysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(mysqlStoreConns)
+	db.SetMaxIdleConns(mysqlStoreConns)
+	store, err := twicemysql.New(ctx, db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return ownedMySQLStore{store, db}, nil
+}
+
+// ownedMySQLStore is a store on a pool of its own: twicemysql.New's Close
+// leaves the pool to its owner, which this is.
+type ownedMySQLStore struct {
+	*twicemysql.Store
+	db *sql.DB
+}
+
+func (s ownedMySQLStore) Close() error {
+	_ = s.Store.Close() // closes nothing of New's
+	return s.db.Close()
+}
+
 // openMySQL opens a pool on the MySQL or MariaDB database dsn names, with
 // few connections: the server's max_connections is shared by every test.
 func openMySQL(ctx context.Context, dsn string) (database, error) {
@@ -226,7 +264,7 @@ func openMySQL(ctx context.Context, dsn string) (database, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(8)
+	db.SetMaxOpenConns(4)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
