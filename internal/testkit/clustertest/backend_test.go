@@ -120,8 +120,8 @@ var postgresBackend = &backend{
 }
 
 var mariadbBackend = &backend{
-	name:     "mariadb",
-	database: mariadbDatabase,
+	name:      "mariadb",
+	database:  mariadbDatabase,
 	openStore: openMySQLStore,
 	openDB:    openMySQL,
 	// A row trigger: MySQL has no statement triggers with transition
