@@ -32,7 +32,7 @@ func enqueueNoops(b *testing.B, client *twice.Client, n int) {
 // BenchmarkPostgresEnqueueMany: batched enqueue; one op is one job, sent
 // 1,000 to a statement.
 func BenchmarkPostgresEnqueueMany(b *testing.B) {
-	c := newCluster(b)
+	c := newCluster(b, postgresBackend)
 	producer, err := twice.NewClient(c.store, twice.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -48,7 +48,7 @@ func BenchmarkPostgresEnqueueMany(b *testing.B) {
 func BenchmarkPostgresWork(b *testing.B) {
 	for _, procs := range []int{1, 3} {
 		b.Run(fmt.Sprintf("processes=%d", procs), func(b *testing.B) {
-			c := newCluster(b)
+			c := newCluster(b, postgresBackend)
 			producer, err := twice.NewClient(c.store, twice.Config{})
 			if err != nil {
 				b.Fatal(err)
@@ -72,7 +72,7 @@ func BenchmarkPostgresWork(b *testing.B) {
 // in its handler.
 func BenchmarkPostgresLatency(b *testing.B) {
 	const rate = 500
-	c := newCluster(b)
+	c := newCluster(b, postgresBackend)
 	ctx := context.Background()
 	producer, err := twice.NewClient(c.store, twice.Config{})
 	if err != nil {

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/twicejobs/twice"
 )
 
@@ -47,19 +44,15 @@ func (batchDone) Kind() string             { return "cluster.batch-done.v1" }
 func (a batchDone) IdempotencyKey() string { return fmt.Sprint("batch-done-", a.Batch) }
 
 // registerCompose adds the composition kinds to a worker's registry.
-func registerCompose(reg *twice.Registry, pool *pgxpool.Pool) {
+func registerCompose(reg *twice.Registry, db database) {
 	twice.MustRegister(reg, twice.HandlerFunc[dagTx](func(ctx context.Context, job *twice.Job[dagTx]) error {
-		tx, ok := job.Tx().(pgx.Tx)
-		if !ok {
-			return twice.Permanent(fmt.Errorf("no pgx transaction, got %T", job.Tx()))
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO dag_effects (task) VALUES ($1)`, job.Args.Task); err != nil {
+		if err := txExec(ctx, job.Tx(), `INSERT INTO dag_effects (task) VALUES ($1)`, job.Args.Task); err != nil {
 			return err
 		}
 		return job.Then(dagLeaf(job.Args), nil)
 	}), &twice.KindOpts{Strategy: twice.Transactional, MaxAttempts: 50})
 	twice.MustRegister(reg, twice.HandlerFunc[dagEmail](func(ctx context.Context, job *twice.Job[dagEmail]) error {
-		if _, err := pool.Exec(ctx, `INSERT INTO dag_emails (task) VALUES ($1)`, job.Args.Task); err != nil {
+		if err := db.Exec(ctx, `INSERT INTO dag_emails (task) VALUES ($1)`, job.Args.Task); err != nil {
 			return err
 		}
 		return job.Then(dagLeaf(job.Args), nil)
@@ -69,12 +62,7 @@ func registerCompose(reg *twice.Registry, pool *pgxpool.Pool) {
 	twice.MustRegister(reg, twice.HandlerFunc[batchMember](func(context.Context, *twice.Job[batchMember]) error { return nil }),
 		&twice.KindOpts{Strategy: twice.None, MaxAttempts: 50})
 	twice.MustRegister(reg, twice.HandlerFunc[batchDone](func(ctx context.Context, job *twice.Job[batchDone]) error {
-		tx, ok := job.Tx().(pgx.Tx)
-		if !ok {
-			return twice.Permanent(fmt.Errorf("no pgx transaction, got %T", job.Tx()))
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO batch_callbacks (batch) VALUES ($1)`, job.Args.Batch)
-		return err
+		return txExec(ctx, job.Tx(), `INSERT INTO batch_callbacks (batch) VALUES ($1)`, job.Args.Batch)
 	}), &twice.KindOpts{Strategy: twice.Transactional, MaxAttempts: 50})
 }
 
@@ -117,11 +105,15 @@ func TestClusterComposeThroughKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
 	}
+	onEachBackend(t, testComposeThroughKill)
+}
+
+func testComposeThroughKill(t *testing.T, b *backend) {
 	const (
 		dagTasks  = 1000
 		batchSize = 10_000
 	)
-	c := newCluster(t)
+	c := newCluster(t, b)
 	ctx := context.Background()
 	c.exec(`CREATE TABLE dag_effects (task int NOT NULL)`, `CREATE TABLE dag_emails (task int NOT NULL)`,
 		`CREATE TABLE batch_callbacks (batch int NOT NULL)`)
@@ -136,11 +128,11 @@ func TestClusterComposeThroughKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	edges := c.count(`SELECT count(*) FROM twice_workflow_deps WHERE workflow_id = $1`, wf.Workflow.ID)
-	b := twice.NewBatch(batchDone{Batch: 1}, nil)
+	members := twice.NewBatch(batchDone{Batch: 1}, nil)
 	for i := range batchSize {
-		b.Add(batchMember{N: i}, nil)
+		members.Add(batchMember{N: i}, nil)
 	}
-	batch, err := producer.EnqueueBatch(ctx, b)
+	batch, err := producer.EnqueueBatch(ctx, members)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,11 @@ func TestKillSwitchFlipReachesAnotherProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
 	}
-	c := newCluster(t)
+	onEachBackend(t, testKillSwitchFlip)
+}
+
+func testKillSwitchFlip(t *testing.T, b *backend) {
+	c := newCluster(t, b)
 	ctx := context.Background()
 	flip := func(on bool, reason string) {
 		t.Helper()

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/internal/testkit/nodetest"
 )
 
@@ -41,11 +40,10 @@ const (
 // registerLimited adds the flow-control kinds mode names (envLimits). Their
 // handlers write every start and end to limit_log with the database's
 // clock (one clock for every process), the record the test judges.
-func registerLimited(reg *twice.Registry, pool *pgxpool.Pool, mode string) {
+func registerLimited(reg *twice.Registry, db database, mode string) {
 	record := func(ctx context.Context, jobID int64, key, event string) error {
-		_, err := pool.Exec(ctx, `INSERT INTO limit_log (job_id, key, event, node, at)
-			VALUES ($1, $2, $3, $4, clock_timestamp())`, jobID, key, event, os.Getenv(envNode))
-		return err
+		return db.Exec(ctx, `INSERT INTO limit_log (job_id, conc_key, event, node, at)
+			VALUES ($1, $2, $3, $4, `+db.Dialect().now+`)`, jobID, key, event, os.Getenv(envNode))
 	}
 	switch mode {
 	case "keyed":
@@ -60,7 +58,7 @@ func registerLimited(reg *twice.Registry, pool *pgxpool.Pool, mode string) {
 		}), &twice.KindOpts{Strategy: twice.None, MaxAttempts: 50,
 			GlobalConcurrency: keyedGlobal, KeyConcurrency: 1, ConcurrencyKey: "key"})
 	case "gated":
-		registerGated(reg, pool)
+		registerGated(reg, db)
 	case "rate":
 		twice.MustRegister(reg, twice.HandlerFunc[ratedArgs](func(ctx context.Context, job *twice.Job[ratedArgs]) error {
 			return record(ctx, job.ID, "", "start")
@@ -78,25 +76,30 @@ type logEntry struct {
 	at    time.Time
 }
 
+// limitLog is the handlers' record, in the order of its clock.
 func (c *cluster) limitLog() []logEntry {
 	c.t.Helper()
-	rows, err := c.admin.Query(context.Background(), `SELECT job_id, key, event, node, at FROM limit_log ORDER BY at, event`)
+	rows, err := c.admin.Query(context.Background(), `SELECT job_id, conc_key, event, node, at FROM limit_log ORDER BY at, event`)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	defer rows.Close()
-	var out []logEntry
-	for rows.Next() {
+	out, err := dbrows.Collect(rows, func(row dbrows.Scanner) (logEntry, error) {
 		var e logEntry
-		if err := rows.Scan(&e.jobID, &e.key, &e.event, &e.node, &e.at); err != nil {
-			c.t.Fatal(err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		err := row.Scan(&e.jobID, &e.key, &e.event, &e.node, &e.at)
+		return e, err
+	})
+	if err != nil {
 		c.t.Fatal(err)
 	}
 	return out
+}
+
+// createLimitLog adds the table the limited kinds' handlers write every
+// start and end to.
+func (c *cluster) createLimitLog() {
+	c.t.Helper()
+	c.exec(`CREATE TABLE limit_log (job_id bigint NOT NULL, conc_key text NOT NULL, event text NOT NULL,
+		node text NOT NULL, at ` + c.dialect().timestamp + ` NOT NULL)`)
 }
 
 // TestClusterLimitsHoldThroughKill: 3 worker processes (20 slots each)
@@ -111,11 +114,14 @@ func TestClusterLimitsHoldThroughKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
 	}
+	onEachBackend(t, testLimitsThroughKill)
+}
+
+func testLimitsThroughKill(t *testing.T, b *backend) {
 	const keys, perKey = 200, 5
-	c := newCluster(t)
+	c := newCluster(t, b)
 	ctx := context.Background()
-	c.exec(`CREATE TABLE limit_log (job_id bigint NOT NULL, key text NOT NULL, event text NOT NULL,
-		node text NOT NULL, at timestamptz NOT NULL)`)
+	c.createLimitLog()
 	reg := twice.NewRegistry()
 	// The enqueuer registers the kind too: the key is taken from the args
 	// at enqueue. It runs nothing.
@@ -154,9 +160,7 @@ func TestClusterLimitsHoldThroughKill(t *testing.T) {
 	c.kill(workers[victim])
 	killedAt := time.Now()
 	var inFlight int
-	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM twice_jobs WHERE state = 'running' AND attempted_by = $1`, victim).Scan(&inFlight); err != nil {
-		t.Fatal(err)
-	}
+	inFlight = c.count(`SELECT count(*) FROM twice_jobs WHERE state = 'running' AND attempted_by = $1`, victim)
 	t.Logf("killed %s at %d completed jobs with %d of its jobs running", victim, c.completed(), inFlight)
 	c.waitCompleted(total, 5*time.Minute)
 	c.workers.StopAll()
@@ -244,40 +248,93 @@ func TestClusterLimitsHoldThroughKill(t *testing.T) {
 
 // TestClusterRateLimit: 3 worker processes work a kind limited to 50
 // starts a second for 10 seconds, with more jobs waiting than they may
-// start. The limit is judged where a start happens: a trigger records
-// clock_timestamp() as each row turns running (the database's clock, one
-// for every process, read by the statement that starts the job, however
-// long the fetch waited for the kind's lock), and no one-second window of
-// those moments holds more than 50 (stamped with the fetch's Now, read
-// before its wait for the lock, 90-95 did). The store's own log of the
-// starts (twice_rate_starts, copied by a trigger before the fetches prune
-// it) must hold the same. The rate measured (steady, by the store's
-// stamps; and from the handlers' starts, whose clock lags the fetch by a
-// variable delay) is logged against the limit, not asserted: it depends
-// on the machine.
+// start. The limit is judged where a start happens: a trigger records the
+// database's clock as each row turns running (one clock for every
+// process, read by the statement that starts the job, however long the
+// fetch waited for the kind's lock: clock_timestamp() on PostgreSQL,
+// SYSDATE(6) on MySQL), and no one-second window of those moments holds
+// more than 50 (stamped with the fetch's Now, read before its wait for
+// the lock, 90-95 did on PostgreSQL). The store's own log of the starts
+// (twice_rate_starts, copied by a trigger before the fetches prune it)
+// must hold the same. The rate measured (steady, by the store's stamps;
+// and from the handlers' starts, whose clock lags the fetch by a variable
+// delay) is logged against the limit, not asserted: it depends on the
+// machine.
 func TestClusterRateLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
 	}
+	onEachBackend(t, testRateLimit)
+}
+
+// rateWitness is the SQL of the rate test's two witnesses on b: a copy of
+// every row of twice_rate_starts into rate_audit, and the moment each job
+// turns running into running_at. An AFTER row trigger fires at the end of
+// the fetch's statement, the latest moment within it (a BEFORE one fires
+// as the row is written, earlier).
+func rateWitness(b *backend) []string {
+	if b == postgresBackend {
+		return []string{
+			`CREATE TABLE rate_audit (kind text NOT NULL, conc_key text NOT NULL, at timestamptz NOT NULL)`,
+			`CREATE FUNCTION audit_rate() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN INSERT INTO rate_audit VALUES (NEW.kind, NEW.key, NEW.at); RETURN NEW; END $$`,
+			`CREATE TRIGGER audit_rate AFTER INSERT ON twice_rate_starts FOR EACH ROW EXECUTE FUNCTION audit_rate()`,
+			`CREATE TABLE running_at (job_id bigint NOT NULL, at timestamptz NOT NULL)`,
+			`CREATE FUNCTION record_running() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN INSERT INTO running_at VALUES (NEW.id, clock_timestamp()); RETURN NEW; END $$`,
+			`CREATE TRIGGER record_running AFTER UPDATE OF state ON twice_jobs FOR EACH ROW
+				WHEN (NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running')
+				EXECUTE FUNCTION record_running()`,
+		}
+	}
+	// SYSDATE(6) is the moment the trigger runs (NOW(6) would be the
+	// statement's start), on the server's zone: running_at is compared
+	// with itself only.
+	return []string{
+		`CREATE TABLE rate_audit (kind VARBINARY(255) NOT NULL, conc_key VARBINARY(255) NOT NULL, at DATETIME(6) NOT NULL)`,
+		"CREATE TRIGGER audit_rate AFTER INSERT ON twice_rate_starts FOR EACH ROW\n" +
+			"INSERT INTO rate_audit VALUES (NEW.kind, NEW.`key`, NEW.at)",
+		`CREATE TABLE running_at (job_id bigint NOT NULL, at DATETIME(6) NOT NULL)`,
+		`CREATE TRIGGER record_running AFTER UPDATE ON twice_jobs FOR EACH ROW
+			INSERT INTO running_at SELECT NEW.id, SYSDATE(6) FROM DUAL
+			WHERE NEW.state = 'running' AND NOT OLD.state <=> 'running'`,
+	}
+}
+
+// times reads a query of one column of moments, in order.
+func (c *cluster) times(q string, args ...any) []time.Time {
+	c.t.Helper()
+	rows, err := c.admin.Query(context.Background(), q, args...)
+	if err != nil {
+		c.t.Fatalf("%s: %v", q, err)
+	}
+	out, err := dbrows.Collect(rows, dbrows.One[time.Time])
+	if err != nil {
+		c.t.Fatalf("%s: %v", q, err)
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out
+}
+
+// densestSecond is the most moments of sorted that one second holds (from
+// a moment to 999,999 µs after it).
+func densestSecond(sorted []time.Time) int {
+	densest, j := 0, 0
+	for i, from := range sorted {
+		for j < len(sorted) && sorted[j].Sub(from) < time.Second {
+			j++
+		}
+		densest = max(densest, j-i)
+	}
+	return densest
+}
+
+func testRateLimit(t *testing.T, b *backend) {
 	const run = 10 * time.Second
-	c := newCluster(t)
+	c := newCluster(t, b)
 	ctx := context.Background()
-	c.exec(`CREATE TABLE limit_log (job_id bigint NOT NULL, key text NOT NULL, event text NOT NULL,
-		node text NOT NULL, at timestamptz NOT NULL)`,
-		`CREATE TABLE rate_audit (kind text NOT NULL, key text NOT NULL, at timestamptz NOT NULL)`,
-		`CREATE FUNCTION audit_rate() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN INSERT INTO rate_audit VALUES (NEW.kind, NEW.key, NEW.at); RETURN NEW; END $$`,
-		`CREATE TRIGGER audit_rate AFTER INSERT ON twice_rate_starts FOR EACH ROW EXECUTE FUNCTION audit_rate()`,
-		// The witness: the moment each row turns running, on the
-		// database's clock. An AFTER row trigger fires at the end of the
-		// fetch's statement, the latest moment within it (a BEFORE one
-		// fires as the row is written, earlier).
-		`CREATE TABLE running_at (job_id bigint NOT NULL, at timestamptz NOT NULL)`,
-		`CREATE FUNCTION record_running() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN INSERT INTO running_at VALUES (NEW.id, clock_timestamp()); RETURN NEW; END $$`,
-		`CREATE TRIGGER record_running AFTER UPDATE OF state ON twice_jobs FOR EACH ROW
-			WHEN (NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running')
-			EXECUTE FUNCTION record_running()`)
+	c.createLimitLog()
+	c.exec(rateWitness(b)...)
 	producer, err := twice.NewClient(c.store, twice.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -314,42 +371,20 @@ func TestClusterRateLimit(t *testing.T) {
 	time.Sleep(run + 500*time.Millisecond) // the run itself: the measurement is of time passing
 	c.workers.StopAll()
 
-	var started int
-	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM limit_log WHERE at >= $1 AND at < $2`,
-		first, first.Add(run)).Scan(&started); err != nil {
-		t.Fatal(err)
-	}
+	started := c.count(`SELECT count(*) FROM limit_log WHERE at >= $1 AND at < $2`, first, first.Add(run))
 	rate := float64(started) / run.Seconds()
-	// The densest one-second window of the moments rows turned running.
-	var runningDensest int
-	if err := c.admin.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM (
-		SELECT count(*) OVER (ORDER BY at RANGE BETWEEN CURRENT ROW AND interval '999999 microseconds' FOLLOWING) AS n
-		FROM running_at) w`).Scan(&runningDensest); err != nil {
-		t.Fatal(err)
-	}
-	// The densest one-second window of the store's starts (by their stamps).
-	var densest int
-	if err := c.admin.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM (
-		SELECT count(*) OVER (ORDER BY at RANGE BETWEEN CURRENT ROW AND interval '999999 microseconds' FOLLOWING) AS n
-		FROM rate_audit WHERE key = '') w`).Scan(&densest); err != nil {
-		t.Fatal(err)
-	}
-	var handlerDensest int
-	if err := c.admin.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM (
-		SELECT count(*) OVER (ORDER BY at RANGE BETWEEN CURRENT ROW AND interval '999999 microseconds' FOLLOWING) AS n
-		FROM limit_log) w`).Scan(&handlerDensest); err != nil {
-		t.Fatal(err)
+	// The densest one-second windows: of the moments rows turned running,
+	// of the store's starts (by their stamps), of the handlers' starts.
+	runningDensest := densestSecond(c.times(`SELECT at FROM running_at`))
+	stamps := c.times(`SELECT at FROM rate_audit WHERE conc_key = ''`)
+	densest := densestSecond(stamps)
+	handlerDensest := densestSecond(c.times(`SELECT at FROM limit_log`))
+	if len(stamps) < 2 {
+		t.Fatalf("the store recorded %d starts", len(stamps))
 	}
 	// The steady rate by the store's own clock: every start but the first
 	// window's burst, over the time from the first start to the last.
-	var (
-		total       int
-		first0, end time.Time
-	)
-	if err := c.admin.QueryRow(ctx, `SELECT count(*), min(at), max(at) FROM rate_audit WHERE key = ''`).
-		Scan(&total, &first0, &end); err != nil {
-		t.Fatal(err)
-	}
+	total, first0, end := len(stamps), stamps[0], stamps[len(stamps)-1]
 	steady := float64(total-ratedLimit) / end.Sub(first0).Seconds()
 	if runningDensest > ratedLimit {
 		t.Errorf("%d jobs turned running in one second on the database's clock, over the limit of %d", runningDensest, ratedLimit)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/internal/testkit/nodetest"
 	"github.com/twicejobs/twice/internal/testkit/waitfor"
@@ -33,17 +31,16 @@ const gateLock = `hashtextextended('twice.clustertest.gate ' || current_schema()
 // registerGated adds the gated kind (envLimits "gated"). Its handler
 // writes its start and end to limit_log on the database's clock, as the
 // other limited kinds' do.
-func registerGated(reg *twice.Registry, pool *pgxpool.Pool) {
+func registerGated(reg *twice.Registry, db database) {
 	record := func(ctx context.Context, jobID int64, event string) error {
-		_, err := pool.Exec(ctx, `INSERT INTO limit_log (job_id, key, event, node, at)
-			VALUES ($1, '', $2, $3, clock_timestamp())`, jobID, event, os.Getenv(envNode))
-		return err
+		return db.Exec(ctx, `INSERT INTO limit_log (job_id, conc_key, event, node, at)
+			VALUES ($1, '', $2, $3, `+db.Dialect().now+`)`, jobID, event, os.Getenv(envNode))
 	}
 	twice.MustRegister(reg, twice.HandlerFunc[gatedArgs](func(ctx context.Context, job *twice.Job[gatedArgs]) error {
 		if err := record(ctx, job.ID, "start"); err != nil {
 			return err
 		}
-		if _, err := pool.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+gateLock+`)`); err != nil {
+		if err := db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+gateLock+`)`); err != nil {
 			return err
 		}
 		return record(ctx, job.ID, "end")
@@ -62,12 +59,17 @@ func TestClusterLimitChangedAtRuntime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
 	}
+	onEachBackend(t, testLimitChangedAtRuntime)
+}
+
+func testLimitChangedAtRuntime(t *testing.T, b *backend) {
+	postgresOnly(t, b, "the gate is an advisory lock, and the limit history is read through the stock CLI, which opens PostgreSQL and SQLite only")
 	const jobs = 8
-	c := newCluster(t)
+	c := newCluster(t, b)
 	ctx := context.Background()
-	c.exec(`CREATE TABLE limit_log (job_id bigint NOT NULL, key text NOT NULL, event text NOT NULL,
-		node text NOT NULL, at timestamptz NOT NULL)`)
-	gate, err := c.admin.Acquire(ctx)
+	c.createLimitLog()
+	pool := c.admin.(pgDatabase).pool
+	gate, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func TestClusterLimitChangedAtRuntime(t *testing.T) {
 
 	// Raise 1 → 3 through the admin API of a client without the kind.
 	var raisedAt time.Time
-	if err := c.admin.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&raisedAt); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&raisedAt); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.LimitSet(ctx, &twice.LimitSetParams{Kind: kind, Global: ptr(3), By: "clustertest", Reason: "raise for the backlog"}); err != nil {
@@ -131,7 +133,7 @@ func TestClusterLimitChangedAtRuntime(t *testing.T) {
 			c.count(`SELECT count(*) FROM limit_log WHERE event = 'start'`) == 3
 	}, usage)
 	var firstStart time.Time
-	if err := c.admin.QueryRow(ctx, `SELECT min(at) FROM limit_log WHERE event = 'start' AND at > $1`, raisedAt).Scan(&firstStart); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT min(at) FROM limit_log WHERE event = 'start' AND at > $1`, raisedAt).Scan(&firstStart); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("raised 1 → 3: the first start under the new limit came %s after the change (database clock)", firstStart.Sub(raisedAt))
@@ -150,7 +152,7 @@ func TestClusterLimitChangedAtRuntime(t *testing.T) {
 
 	// Lower 3 → 1: the three running finish; the next start one at a time.
 	var loweredAt time.Time
-	if err := c.admin.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&loweredAt); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&loweredAt); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.LimitSet(ctx, &twice.LimitSetParams{Kind: kind, Global: ptr(1), By: "clustertest", Reason: "provider slow"}); err != nil {

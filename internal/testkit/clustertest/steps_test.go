@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/twicejobs/twice"
 )
 
@@ -36,12 +33,11 @@ func pause(ctx context.Context) error {
 }
 
 // registerSteps adds the stepped kind to a worker's registry.
-func registerSteps(reg *twice.Registry, pool *pgxpool.Pool) {
+func registerSteps(reg *twice.Registry, db database) {
 	twice.MustRegister(reg, twice.HandlerFunc[stepOrder](func(ctx context.Context, job *twice.Job[stepOrder]) error {
 		charge, err := twice.Step(ctx, "charge", twice.ClaimBefore, func(ctx context.Context) (int64, error) {
-			var id int64
-			err := pool.QueryRow(ctx, `INSERT INTO step_charges (order_id, effect_key) VALUES ($1, $2) RETURNING id`,
-				job.Args.Order, job.EffectKey("charge")).Scan(&id)
+			id, err := db.InsertID(ctx, `INSERT INTO step_charges (order_id, effect_key) VALUES ($1, $2)`,
+				job.Args.Order, job.EffectKey("charge"))
 			if err != nil {
 				return 0, twice.NotApplied(err) // the insert failed: no charge
 			}
@@ -51,11 +47,7 @@ func registerSteps(reg *twice.Registry, pool *pgxpool.Pool) {
 			return err
 		}
 		if _, err := twice.Step(ctx, "ledger", twice.Transactional, func(ctx context.Context) (bool, error) {
-			tx, ok := twice.StepTx(ctx).(pgx.Tx)
-			if !ok {
-				return false, twice.Permanent(fmt.Errorf("no pgx transaction, got %T", twice.StepTx(ctx)))
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO step_ledger (order_id, charge_id) VALUES ($1, $2)`, job.Args.Order, charge); err != nil {
+			if err := txExec(ctx, twice.StepTx(ctx), `INSERT INTO step_ledger (order_id, charge_id) VALUES ($1, $2)`, job.Args.Order, charge); err != nil {
 				return false, err
 			}
 			return true, pause(ctx)
@@ -63,7 +55,7 @@ func registerSteps(reg *twice.Registry, pool *pgxpool.Pool) {
 			return err
 		}
 		if _, err := twice.Step(ctx, "email", twice.ClaimAfter, func(ctx context.Context) (bool, error) {
-			if _, err := pool.Exec(ctx, `INSERT INTO step_emails (order_id) VALUES ($1)`, job.Args.Order); err != nil {
+			if err := db.Exec(ctx, `INSERT INTO step_emails (order_id) VALUES ($1)`, job.Args.Order); err != nil {
 				return false, err
 			}
 			return true, pause(ctx)
@@ -86,10 +78,34 @@ func TestClusterStepsThroughKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
 	}
+	onEachBackend(t, testStepsThroughKill)
+}
+
+// stepSQL is what the steps test reads of a job row, on either backend:
+// the order number in its args, its output as a number, and the message
+// of its last error.
+type stepSQL struct{ order, output, lastError string }
+
+func stepsSQL(b *backend) stepSQL {
+	if b == postgresBackend {
+		return stepSQL{
+			order:     `(convert_from(j.args, 'UTF8')::jsonb ->> 'Order')::int`,
+			output:    `c.output::bigint`,
+			lastError: `(j.errors -> -1 ->> 'error')`,
+		}
+	}
+	return stepSQL{
+		order:     `CAST(JSON_EXTRACT(CONVERT(j.args USING utf8mb4), '$.Order') AS SIGNED)`,
+		output:    `CAST(CONVERT(c.output USING utf8mb4) AS SIGNED)`,
+		lastError: `JSON_UNQUOTE(JSON_EXTRACT(j.errors, CONCAT('$[', JSON_LENGTH(j.errors) - 1, '].error')))`,
+	}
+}
+
+func testStepsThroughKill(t *testing.T, b *backend) {
 	const orders = 600
-	c := newCluster(t)
+	c := newCluster(t, b)
 	ctx := context.Background()
-	c.exec(`CREATE TABLE step_charges (id bigserial PRIMARY KEY, order_id int NOT NULL, effect_key text NOT NULL)`,
+	c.exec(`CREATE TABLE step_charges (id `+c.dialect().serial+`, order_id int NOT NULL, effect_key text NOT NULL)`,
 		`CREATE TABLE step_ledger (order_id int NOT NULL, charge_id bigint NOT NULL)`,
 		`CREATE TABLE step_emails (order_id int NOT NULL)`)
 	producer, err := twice.NewClient(c.store, twice.Config{})
@@ -131,9 +147,10 @@ func TestClusterStepsThroughKill(t *testing.T) {
 	dead := c.count(`SELECT count(*) FROM twice_jobs WHERE kind = 'cluster.step-order.v1' AND state = 'dead'`)
 	t.Logf("all %d orders finished in %s: %d dead-lettered for a person", orders, time.Since(start), dead)
 
-	const completed = `SELECT convert_from(j.args, 'UTF8')::jsonb ->> 'Order' AS o, j.output FROM twice_jobs AS j
+	q := stepsSQL(b)
+	completed := `SELECT ` + q.order + ` AS o, j.output FROM twice_jobs AS j
 		WHERE j.kind = 'cluster.step-order.v1' AND j.state = 'completed'`
-	const deadOrders = `SELECT (convert_from(j.args, 'UTF8')::jsonb ->> 'Order')::int AS o FROM twice_jobs AS j
+	deadOrders := `SELECT ` + q.order + ` AS o FROM twice_jobs AS j
 		WHERE j.kind = 'cluster.step-order.v1' AND j.state = 'dead'`
 	checks := []struct {
 		what  string
@@ -146,18 +163,18 @@ func TestClusterStepsThroughKill(t *testing.T) {
 			GROUP BY order_id HAVING count(*) > 1) AS d`, 0},
 		{"completed orders without exactly one charge, one ledger row of that charge and an email, and the charge as output",
 			`SELECT count(*) FROM (` + completed + `) AS c
-			WHERE (SELECT count(*) FROM step_charges AS s WHERE s.order_id = c.o::int) <> 1
+			WHERE (SELECT count(*) FROM step_charges AS s WHERE s.order_id = c.o) <> 1
 			OR (SELECT count(*) FROM step_ledger AS l JOIN step_charges AS s ON s.id = l.charge_id
-				WHERE l.order_id = c.o::int AND s.order_id = c.o::int) <> 1
-			OR NOT EXISTS (SELECT 1 FROM step_emails AS e WHERE e.order_id = c.o::int)
+				WHERE l.order_id = c.o AND s.order_id = c.o) <> 1
+			OR NOT EXISTS (SELECT 1 FROM step_emails AS e WHERE e.order_id = c.o)
 			OR c.output IS NULL
-			OR c.output::bigint <> (SELECT min(s.id) FROM step_charges AS s WHERE s.order_id = c.o::int)`, 0},
+			OR ` + q.output + ` <> (SELECT min(s.id) FROM step_charges AS s WHERE s.order_id = c.o)`, 0},
 		{"dead orders with a ledger row or an email", `SELECT count(*) FROM (` + deadOrders + `) AS d
 			WHERE EXISTS (SELECT 1 FROM step_ledger AS l WHERE l.order_id = d.o)
 			OR EXISTS (SELECT 1 FROM step_emails AS e WHERE e.order_id = d.o)`, 0},
 		{"dead orders not for an unfinished charge", `SELECT count(*) FROM twice_jobs AS j
 			WHERE j.kind = 'cluster.step-order.v1' AND j.state = 'dead'
-			AND (j.errors -> -1 ->> 'error') NOT LIKE '%"charge"%never finished%'`, 0},
+			AND ` + q.lastError + ` NOT LIKE '%"charge"%never finished%'`, 0},
 		{"charges under a key other than the order's effect key", `SELECT count(*) FROM (SELECT order_id FROM step_charges
 			GROUP BY order_id HAVING count(DISTINCT effect_key) > 1) AS d`, 0},
 		{"jobs completed twice", `SELECT count(*) FROM (SELECT job_id FROM completions

@@ -16,12 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/twicejobs/twice"
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/internal/testkit/waitfor"
-	"github.com/twicejobs/twice/twicepg"
 	"github.com/twicejobs/twice/twiceweb"
 )
 
@@ -56,7 +53,7 @@ func registerWaits(reg *twice.Registry) {
 		if err != nil {
 			return err
 		}
-		return effect(ctx, job.Tx(), `INSERT INTO wait_effects (job_id, payload) VALUES ($1, $2)`, job.ID, n)
+		return txExec(ctx, job.Tx(), `INSERT INTO wait_effects (job_id, payload) VALUES ($1, $2)`, job.ID, n)
 	}), &twice.KindOpts{Strategy: twice.Transactional, MaxAttempts: 50})
 	twice.MustRegister(reg, twice.HandlerFunc[raceArgs](func(ctx context.Context, job *twice.Job[raceArgs]) error {
 		branch := "signal"
@@ -65,18 +62,8 @@ func registerWaits(reg *twice.Registry) {
 		} else if err != nil {
 			return err
 		}
-		return effect(ctx, job.Tx(), `INSERT INTO race_effects (job_id, branch) VALUES ($1, $2)`, job.ID, branch)
+		return txExec(ctx, job.Tx(), `INSERT INTO race_effects (job_id, branch) VALUES ($1, $2)`, job.ID, branch)
 	}), &twice.KindOpts{Strategy: twice.Transactional, MaxAttempts: 50})
-}
-
-// effect writes a Transactional kind's effect in the job's transaction.
-func effect(ctx context.Context, jobTx any, stmt string, args ...any) error {
-	tx, ok := jobTx.(pgx.Tx)
-	if !ok {
-		return twice.Permanent(fmt.Errorf("no pgx transaction, got %T", jobTx))
-	}
-	_, err := tx.Exec(ctx, stmt, args...)
-	return err
 }
 
 // runSender is the life of a sender process: it signals every job of its
@@ -84,23 +71,16 @@ func effect(ctx context.Context, jobTx any, stmt string, args ...any) error {
 // API (an httptest server of its own, with the Idempotency-Key
 // "signal-<id>" that every sender shares) and half with Client.Signal,
 // then records that it is done and waits for SIGTERM.
-func runSender() int {
+func runSender(b *backend, url string, db database, logger *slog.Logger) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	url, kind, name, node := os.Getenv(envURL), os.Getenv(envSender), os.Getenv(envSenderName), os.Getenv(envNode)
-	store, err := twicepg.Open(ctx, url)
+	kind, name, node := os.Getenv(envSender), os.Getenv(envSenderName), os.Getenv(envNode)
+	store, err := b.openStore(ctx, url)
 	if err != nil {
 		logger.Error("sender: open store", "err", err)
 		return 1
 	}
 	defer store.Close()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		logger.Error("sender: open pool", "err", err)
-		return 1
-	}
-	defer pool.Close()
 	client, err := twice.NewClient(store, twice.Config{Logger: logger})
 	if err != nil {
 		logger.Error("sender: client", "err", err)
@@ -113,8 +93,13 @@ func runSender() int {
 	}
 	srv := httptest.NewServer(dash)
 	defer srv.Close()
-	var ids []int64
-	if err := pool.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FROM twice_jobs WHERE kind = $1`, kind).Scan(&ids); err != nil {
+	rows, err := db.Query(ctx, `SELECT id FROM twice_jobs WHERE kind = $1 ORDER BY id`, kind)
+	if err != nil {
+		logger.Error("sender: list jobs", "err", err)
+		return 1
+	}
+	ids, err := dbrows.Collect(rows, dbrows.One[int64])
+	if err != nil {
 		logger.Error("sender: list jobs", "err", err)
 		return 1
 	}
@@ -141,7 +126,7 @@ func runSender() int {
 			return 1
 		}
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO senders_done (node) VALUES ($1)`, node); err != nil {
+	if err := db.Exec(ctx, `INSERT INTO senders_done (node) VALUES ($1)`, node); err != nil {
 		logger.Error("sender: done", "err", err)
 		return 1
 	}
@@ -190,8 +175,12 @@ func TestClusterWaitsThroughKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
 	}
+	onEachBackend(t, testWaitsThroughKill)
+}
+
+func testWaitsThroughKill(t *testing.T, b *backend) {
 	const jobs = 1000
-	c := newCluster(t)
+	c := newCluster(t, b)
 	ctx := context.Background()
 	c.exec(`CREATE TABLE wait_effects (job_id bigint NOT NULL, payload bigint NOT NULL)`,
 		`CREATE TABLE race_effects (job_id bigint NOT NULL, branch text NOT NULL)`,

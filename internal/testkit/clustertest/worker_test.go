@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice"
@@ -18,7 +17,7 @@ import (
 // Environment of a worker process.
 const (
 	envWorker = "TWICE_CLUSTER_WORKER" // set: this process is a worker
-	envURL    = "TWICE_CLUSTER_URL"    // the database, with its search_path
+	envURL    = "TWICE_CLUSTER_URL"    // the database (testDatabase.workerURL)
 	envNode   = "TWICE_CLUSTER_NODE"   // the worker's node id
 	envSlots  = "TWICE_CLUSTER_SLOTS"  // concurrency; 20 when unset
 )
@@ -44,28 +43,24 @@ func (noopArgs) Kind() string { return "cluster.noop.v1" }
 // workerLease is short so a killed worker's jobs come back quickly.
 const workerLease = 2 * time.Second
 
-// registry returns the kinds a worker runs; effects go through pool.
-func registry(pool *pgxpool.Pool) *twice.Registry {
+// registry returns the kinds a worker runs; effects outside a job's
+// transaction go through db.
+func registry(db database) *twice.Registry {
 	reg := twice.NewRegistry()
 	twice.MustRegister(reg, twice.HandlerFunc[creditArgs](func(ctx context.Context, job *twice.Job[creditArgs]) error {
-		tx, ok := job.Tx().(pgx.Tx)
-		if !ok {
-			return twice.Permanent(fmt.Errorf("no pgx transaction, got %T", job.Tx()))
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO ledger (credit_id) VALUES ($1)`, job.Args.CreditID)
-		return err
+		return txExec(ctx, job.Tx(), `INSERT INTO ledger (credit_id) VALUES ($1)`, job.Args.CreditID)
 	}), &twice.KindOpts{Strategy: twice.Transactional, MaxAttempts: 50})
 	twice.MustRegister(reg, twice.HandlerFunc[emailArgs](func(ctx context.Context, job *twice.Job[emailArgs]) error {
-		_, err := pool.Exec(ctx, `INSERT INTO sent_emails (email_id) VALUES ($1)`, job.Args.Seq)
-		return err
+		return db.Exec(ctx, `INSERT INTO sent_emails (email_id) VALUES ($1)`, job.Args.Seq)
 	}), &twice.KindOpts{Strategy: twice.ClaimAfter, MaxAttempts: 50})
 	twice.MustRegister(reg, twice.HandlerFunc[noopArgs](func(context.Context, *twice.Job[noopArgs]) error {
 		return nil
 	}), &twice.KindOpts{Strategy: twice.None})
-	registerLimited(reg, pool, os.Getenv(envLimits))
-	registerCompose(reg, pool)
-	registerSteps(reg, pool)
+	registerLimited(reg, db, os.Getenv(envLimits))
+	registerCompose(reg, db)
+	registerSteps(reg, db)
 	registerWaits(reg)
+	registerUnique(reg, db)
 	return reg
 }
 
@@ -79,21 +74,39 @@ func logLevel() slog.Level {
 	return slog.LevelWarn
 }
 
-// runWorker is the whole life of a worker process (see nodetest.Worker).
+// runWorker is the whole life of a worker process (see nodetest.Worker),
+// or of a sender or an enqueuer when its environment says so.
 func runWorker() int {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	b, err := getenvBackend()
+	if err != nil {
+		logger.Error("worker", "err", err)
+		return 1
+	}
+	url := os.Getenv(envURL)
+	db, err := b.openDB(context.Background(), url)
+	if err != nil {
+		logger.Error("worker: open the effects' pool", "err", err)
+		return 1
+	}
+	defer db.Close()
 	if os.Getenv(envSender) != "" {
-		return runSender()
+		return runSender(b, url, db, logger)
+	}
+	if os.Getenv(envEnqueuer) != "" {
+		return runEnqueuer(b, url, db, logger)
 	}
 	slots := 20
 	if v, err := strconv.Atoi(os.Getenv(envSlots)); err == nil && v > 0 {
 		slots = v
 	}
 	return nodetest.Worker{
-		URL:    os.Getenv(envURL),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})),
-		Config: func(pool *pgxpool.Pool) twice.Config {
+		URL:    url,
+		Logger: logger,
+		Open:   b.openStore,
+		Config: func(*pgxpool.Pool) twice.Config {
 			return twice.Config{
-				Registry:       registry(pool),
+				Registry:       registry(db),
 				Queues:         []twice.QueueConfig{{Name: twice.QueueDefault, Concurrency: slots}},
 				LeaseDuration:  workerLease,
 				RescueInterval: 500 * time.Millisecond,

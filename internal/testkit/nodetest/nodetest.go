@@ -2,7 +2,8 @@
 // promises across crashes and failovers (internal/clustertest,
 // internal/failovertest): the test binary starts copies of itself as
 // workers, kills them with SIGKILL or stops them with SIGTERM, and each
-// worker runs a client on PostgreSQL until told to stop. The tests keep
+// worker runs a client on PostgreSQL (or the store Worker.Open opens)
+// until told to stop. The tests keep
 // their kinds, their checks and what each worker's environment says.
 package nodetest
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/twicejobs/twice"
 	"github.com/twicejobs/twice/twicepg"
+	"github.com/twicejobs/twice/twicestore"
 )
 
 // stopWithin bounds a worker's drain after SIGTERM, in the worker and in
@@ -149,8 +151,13 @@ type Worker struct {
 	// URL is the database (with its search_path, or a multi-host URL).
 	URL    string
 	Logger *slog.Logger
+	// Open opens the worker's store on URL. When nil the store is
+	// twicepg's, and Config is given a pgx pool on URL.
+	Open func(ctx context.Context, url string) (twicestore.Store, error)
 	// Config returns the client's configuration; pool is a pool on URL
-	// for the handlers' effects. Its Logger is set to Logger.
+	// for the handlers' effects, or nil when Open is set (the handlers
+	// then reach their database their own way). Its Logger is set to
+	// Logger.
 	Config func(pool *pgxpool.Pool) twice.Config
 	// Stop stops the client after SIGTERM; (*twice.Client).Stop when nil.
 	Stop func(client *twice.Client, ctx context.Context) error
@@ -162,7 +169,11 @@ type Worker struct {
 func (w Worker) Run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	store, err := twicepg.Open(ctx, w.URL)
+	open := w.Open
+	if open == nil {
+		open = func(ctx context.Context, url string) (twicestore.Store, error) { return twicepg.Open(ctx, url) }
+	}
+	store, err := open(ctx, w.URL)
 	if err != nil {
 		w.Logger.Error("worker: open store", "err", err)
 		return 1
@@ -172,12 +183,15 @@ func (w Worker) Run() int {
 			w.Logger.Warn("worker: close store", "err", err)
 		}
 	}()
-	pool, err := pgxpool.New(ctx, w.URL)
-	if err != nil {
-		w.Logger.Error("worker: open pool", "err", err)
-		return 1
+	var pool *pgxpool.Pool
+	if w.Open == nil {
+		pool, err = pgxpool.New(ctx, w.URL)
+		if err != nil {
+			w.Logger.Error("worker: open pool", "err", err)
+			return 1
+		}
+		defer pool.Close()
 	}
-	defer pool.Close()
 	cfg := w.Config(pool)
 	cfg.Logger = w.Logger
 	client, err := twice.NewClient(store, cfg)
