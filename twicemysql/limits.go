@@ -27,9 +27,11 @@ import (
 // holder committed.
 const lockLimitsSQL = "INSERT INTO twice_limit_locks (kind) VALUES %s ON DUPLICATE KEY UPDATE kind = VALUES(kind)"
 
-// pausedSQL tells whether the queue is paused (with no until, or one
-// still ahead).
-const pausedSQL = `SELECT EXISTS (SELECT 1 FROM twice_queue_pauses WHERE queue = ? AND (until IS NULL OR until > ?))`
+// pausedSQL reads the database's clock (or the fetch's Now when ahead of
+// it: tests) and tells whether the queue is paused then (with no until,
+// or one still ahead).
+const pausedSQL = `SELECT c.at, EXISTS (SELECT 1 FROM twice_queue_pauses WHERE queue = ? AND (until IS NULL OR until > c.at))
+FROM (SELECT GREATEST(COALESCE(CAST(? AS DATETIME(6)), UTC_TIMESTAMP(6)), UTC_TIMESTAMP(6)) AS at) AS c`
 
 // kindRoom is what the fetch knows of one limited kind while it leases.
 type kindRoom struct {
@@ -72,15 +74,17 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 		// The windows are judged once the fetch holds the kinds' locks, not
 		// when it was asked for: a fetch that waited behind others would
 		// judge them at a stale Now and lease less than the rate allows.
-		// A Now given ahead of the clock (tests) stands.
-		now := p.Now
-		if t := time.Now(); now.Before(t) {
-			now = t
+		// They are judged on the database's clock, the one every fetch of
+		// every node shares: by their own clocks, two nodes whose clocks
+		// differ would each see a window the other's starts are not in.
+		var (
+			now    time.Time
+			paused bool
+		)
+		if err := q.QueryRowContext(ctx, pausedSQL, p.Queue, nullTime(p.Now)).Scan(&now, &paused); err != nil {
+			return fmt.Errorf("read the clock and the queue's pause: %w", err)
 		}
-		var paused bool
-		if err := q.QueryRowContext(ctx, pausedSQL, p.Queue, dbTime(now)).Scan(&paused); err != nil {
-			return fmt.Errorf("read the queue's pause: %w", err)
-		}
+		now = now.UTC()
 		if paused {
 			return nil
 		}
