@@ -16,7 +16,7 @@ import (
 // JobThroughput counts completed and dead jobs by the bucket their
 // FinishedAt falls in: the bucket is the whole number of bucket widths
 // between Since and the finish, in microseconds (TIMESTAMPDIFF), which
-// the (state, finished_at, id) index serves.
+// the (finished_at, id) index serves.
 func (e *executor) JobThroughput(ctx context.Context, p *twicestore.JobThroughputParams) (*twicestore.JobThroughputResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err

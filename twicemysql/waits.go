@@ -162,7 +162,7 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 		// FORCE INDEX: without statistics the planner may take the fetch
 		// index and sort every due waiting job, locking them all.
 		query, args := `SELECT id FROM twice_jobs FORCE INDEX (twice_jobs_wait_due)
-			WHERE state = 'waiting' AND run_at <= ?`, []any{now}
+			WHERE wait_due_at <= ? AND state = 'waiting'`, []any{now}
 		if p.IDs != nil {
 			if len(p.IDs) == 0 {
 				return nil
@@ -170,7 +170,7 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 			list, ids := in(p.IDs)
 			query, args = `SELECT id FROM twice_jobs WHERE state = 'waiting' AND id IN `+list, ids
 		}
-		rows, err := q.QueryContext(ctx, query+` ORDER BY run_at, id`+limit+` FOR UPDATE SKIP LOCKED`, args...)
+		rows, err := q.QueryContext(ctx, query+` ORDER BY wait_due_at, id`+limit+` FOR UPDATE SKIP LOCKED`, args...) // wait_due_at is run_at while waiting
 		if err != nil {
 			return err
 		}
