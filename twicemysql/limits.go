@@ -93,12 +93,26 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			return err
 		}
 		var keys map[int64]string
-		startAt := now
-		jobs, keys, err = leaseLimited(ctx, q, p, rooms, now, &startAt)
+		jobs, keys, err = leaseLimited(ctx, q, p, rooms, now)
 		if err != nil {
 			return err
 		}
-		if err := recordStarts(ctx, q, p, jobs, keys, startAt.UTC()); err != nil {
+		// The starts are stamped with the clock read once the jobs are
+		// leased, not with now: a start's stamp is then at or after the
+		// moment its job turned running, and the next fetch, which waits
+		// for a stamp to leave its window, cannot turn jobs running within
+		// a window of the database's clock that holds this fetch's. No
+		// start of these kinds is stamped between now and then (this
+		// fetch holds their locks), so the windows counted at now are the
+		// ones that count.
+		startedAt := now
+		if len(jobs) > 0 {
+			if err := q.QueryRowContext(ctx, `SELECT GREATEST(COALESCE(CAST(? AS DATETIME(6)), UTC_TIMESTAMP(6)), UTC_TIMESTAMP(6))`,
+				nullTime(p.Now)).Scan(&startedAt); err != nil {
+				return fmt.Errorf("read the clock: %w", err)
+			}
+		}
+		if err := recordStarts(ctx, q, p, jobs, keys, startedAt.UTC()); err != nil {
 			return err
 		}
 		if len(jobs) < p.Limit {
@@ -181,7 +195,7 @@ type candidate struct {
 // leaseLimited reads the candidates of the kinds with room, locks them,
 // trims them to the rooms and leases them. It returns the jobs leased and
 // the concurrency key of each candidate, by id.
-func leaseLimited(ctx context.Context, q dbtx, p *twicestore.JobFetchParams, rooms map[string]*kindRoom, now time.Time, startAt *time.Time) ([]*twicetype.JobRow, map[int64]string, error) {
+func leaseLimited(ctx context.Context, q dbtx, p *twicestore.JobFetchParams, rooms map[string]*kindRoom, now time.Time) ([]*twicetype.JobRow, map[int64]string, error) {
 	var (
 		blocks []string
 		args   = []any{p.Queue, dbTime(now)}
@@ -238,31 +252,19 @@ func leaseLimited(ctx context.Context, q dbtx, p *twicestore.JobFetchParams, roo
 		ids[i] = c.id
 		keys[c.id] = c.key
 	}
-	// The lock of the candidates reads the clock the starts are stamped
-	// with: the database's, a statement before the lease, so a start's
-	// stamp and the moment its job turns running differ by one statement,
-	// not by the whole fetch. The windows were counted earlier, under the
-	// kinds' locks, and no start of these kinds can be stamped in between:
-	// counting them then counts a window that ends sooner, which can only
-	// leave less room.
 	list, idArgs := in(ids)
-	rows, err = q.QueryContext(ctx, `SELECT id, GREATEST(COALESCE(CAST(? AS DATETIME(6)), UTC_TIMESTAMP(6)), UTC_TIMESTAMP(6))
-		FROM twice_jobs WHERE id IN `+list+` AND state = 'available'
-		ORDER BY id FOR UPDATE SKIP LOCKED`, append([]any{nullTime(p.Now)}, idArgs...)...)
+	rows, err = q.QueryContext(ctx, `SELECT id FROM twice_jobs WHERE id IN `+list+` AND state = 'available'
+		ORDER BY id FOR UPDATE SKIP LOCKED`, idArgs...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock candidates: %w", err)
 	}
-	locked := make(map[int64]bool, len(ids))
-	err = dbrows.Each(rows, func(r dbrows.Scanner) error {
-		var id int64
-		if err := r.Scan(&id, startAt); err != nil {
-			return err
-		}
-		locked[id] = true
-		return nil
-	})
+	lockedIDs, err := dbrows.Collect(rows, dbrows.One[int64])
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock candidates: %w", err)
+	}
+	locked := make(map[int64]bool, len(lockedIDs))
+	for _, id := range lockedIDs {
+		locked[id] = true
 	}
 	var (
 		picked  []int64
