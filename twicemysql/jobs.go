@@ -483,61 +483,94 @@ func (e *executor) peekFetched(ctx context.Context, peek map[string]string, res 
 	return nil
 }
 
-// JobExtendLease moves the lease of every job still running under the
-// given epoch. The jobs are locked (in id order, so overlapping batches do
-// not deadlock) and read before the update: MySQL counts only the rows an
-// UPDATE changes, and a lease moved to the time it had already would not
-// count.
+// JobExtendLease moves the lease of the jobs still running under their
+// epochs. A lease is extended under a lock of its job's row, so an outcome
+// being written at the same moment (which locks the row too) either comes
+// first, and the lease is not extended, or after. It takes two passes: the
+// first extends, and commits, every lease whose row no one else holds
+// (SKIP LOCKED), so a row held by a slow finish does not keep the others'
+// leases from being extended before the heartbeat gives up; the second
+// waits for the rows that were held. When the second times out, the first
+// has been written all the same: the jobs it covered keep their leases.
 func (e *executor) JobExtendLease(ctx context.Context, p *twicestore.JobExtendLeaseParams) (*twicestore.JobExtendLeaseResult, error) {
 	res := &twicestore.JobExtendLeaseResult{}
 	if len(p.Leases) == 0 {
 		return res, nil
 	}
-	ids := make([]int64, len(p.Leases))
-	pairs := make([]string, len(p.Leases))
-	args := make([]any, 0, 2*len(p.Leases))
-	for i, l := range p.Leases {
+	passes := []string{"FOR UPDATE SKIP LOCKED", "FOR UPDATE"}
+	if e.pool == nil {
+		passes = passes[1:] // inside a transaction: one pass, which waits
+	}
+	leases := p.Leases
+	for _, lock := range passes {
+		var extended, cancelled []int64
+		err := e.inTxUnsettled(ctx, func(q dbtx) (err error) {
+			extended, cancelled, err = extendLeases(ctx, q, leases, p.LeaseUntil, lock)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("extend leases: %w", err)
+		}
+		res.Extended = append(res.Extended, extended...)
+		res.CancelRequested = append(res.CancelRequested, cancelled...)
+		done := make(map[int64]bool, len(extended))
+		for _, id := range extended {
+			done[id] = true
+		}
+		leases = slices.DeleteFunc(slices.Clone(leases), func(l twicestore.JobLease) bool { return done[l.ID] })
+		if len(leases) == 0 {
+			break
+		}
+	}
+	slices.Sort(res.Extended)
+	slices.Sort(res.CancelRequested)
+	return res, nil
+}
+
+// extendLeases locks (with lock, a locking clause) the jobs of leases
+// still running under their epochs and moves their lease to until. It
+// returns the jobs extended and, among them, those an operator asked to
+// cancel.
+func extendLeases(ctx context.Context, q dbtx, leases []twicestore.JobLease, until time.Time, lock string) (extended, cancelled []int64, err error) {
+	ids := make([]int64, len(leases))
+	pairs := make([]string, len(leases))
+	args := make([]any, 0, 2*len(leases))
+	for i, l := range leases {
 		ids[i] = l.ID
 		pairs[i] = "(?, ?)"
 		args = append(args, l.ID, l.Epoch)
 	}
 	idList, idArgs := in(ids)
-	err := e.inTxUnsettled(ctx, func(q dbtx) error {
-		res.Extended, res.CancelRequested = nil, nil
-		rows, err := q.QueryContext(ctx, `SELECT id, cancel_requested_at IS NOT NULL FROM twice_jobs
-			WHERE id IN `+idList+` AND (id, epoch) IN (`+strings.Join(pairs, ", ")+`) AND state = 'running'
-			ORDER BY id FOR UPDATE`, append(slices.Clone(idArgs), args...)...)
-		if err != nil {
-			return err
-		}
-		err = dbrows.Each(rows, func(r dbrows.Scanner) error {
-			var (
-				id        int64
-				cancelled bool
-			)
-			if err := r.Scan(&id, &cancelled); err != nil {
-				return err
-			}
-			res.Extended = append(res.Extended, id)
-			if cancelled {
-				res.CancelRequested = append(res.CancelRequested, id)
-			}
-			return nil
-		})
-		if err != nil || len(res.Extended) == 0 {
-			return err
-		}
-		list, largs := in(res.Extended)
-		_, err = q.ExecContext(ctx, `UPDATE twice_jobs SET lease_until = ? WHERE id IN `+list,
-			append([]any{dbTime(p.LeaseUntil)}, largs...)...)
-		return err
-	})
+	rows, err := q.QueryContext(ctx, `SELECT id, cancel_requested_at IS NOT NULL FROM twice_jobs
+		WHERE id IN `+idList+` AND (id, epoch) IN (`+strings.Join(pairs, ", ")+`) AND state = 'running'
+		ORDER BY id `+lock, append(slices.Clone(idArgs), args...)...)
 	if err != nil {
-		return nil, fmt.Errorf("extend leases: %w", err)
+		return nil, nil, err
 	}
-	slices.Sort(res.Extended)
-	slices.Sort(res.CancelRequested)
-	return res, nil
+	err = dbrows.Each(rows, func(r dbrows.Scanner) error {
+		var (
+			id        int64
+			requested bool
+		)
+		if err := r.Scan(&id, &requested); err != nil {
+			return err
+		}
+		extended = append(extended, id)
+		if requested {
+			cancelled = append(cancelled, id)
+		}
+		return nil
+	})
+	if err != nil || len(extended) == 0 {
+		return nil, nil, err
+	}
+	list, largs := in(extended)
+	_, err = q.ExecContext(ctx, `UPDATE twice_jobs SET lease_until = ? WHERE id IN `+list,
+		append([]any{dbTime(until)}, largs...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return extended, cancelled, nil
 }
 
 // appendErrorSQL is the error history errors with the JSON array ? (one
