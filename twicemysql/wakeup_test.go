@@ -2,6 +2,7 @@ package twicemysql
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestListenInsertsHearsAnotherPool(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := waitfor.Recv(t, done, "ListenInserts to return"); err != context.Canceled {
+	if err := waitfor.Recv(t, done, "ListenInserts to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("ListenInserts returned %v, want context.Canceled", err)
 	}
 }
