@@ -86,7 +86,13 @@ func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertMan
 		return res, nil
 	}
 	var out []*twicestore.JobInsertResult
-	err := e.inTxUnsettled(ctx, func(q dbtx) (err error) {
+	run := e.inTxUnsettled
+	if len(p.Jobs) == 1 && p.Jobs[0].UniqueKey == "" {
+		// One job with no unique key is one statement, atomic on its own:
+		// no transaction, so no BEGIN and COMMIT round trips.
+		run = func(ctx context.Context, fn func(q dbtx) error) error { return mapError(fn(e.db)) }
+	}
+	err := run(ctx, func(q dbtx) (err error) {
 		out, err = insertJobs(ctx, q, p.Jobs)
 		return err
 	})
@@ -183,6 +189,13 @@ func insertPlain(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams
 	if err != nil {
 		return err
 	}
+	if len(jobs) == 1 {
+		// One row's id is the insert id: the row is what was bound, with
+		// the columns' defaults, so it is not read back (the enqueue of one
+		// job is one statement).
+		out[0] = &twicestore.JobInsertResult{Job: insertedRow(first, jobs[0], values[0])}
+		return nil
+	}
 	// A multi-row INSERT of known length (a "simple insert") takes its
 	// AUTO_INCREMENT values in one allocation, consecutive from the first
 	// in VALUES order, under innodb_autoinc_lock_mode 1 and 2 alike. The
@@ -202,6 +215,21 @@ func insertPlain(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams
 		out[i] = &twicestore.JobInsertResult{Job: row}
 	}
 	return nil
+}
+
+// insertedRow is the row insertPlain stored for j, with values its bound
+// values (insertArgs) and id its id: as JobGet would read it back.
+func insertedRow(id int64, j *twicestore.JobInsertParams, values []any) *twicetype.JobRow {
+	row := &twicetype.JobRow{
+		ID: id, Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, Args: values[3].([]byte),
+		MessageID: j.MessageID, Key: j.Key, CorrelationID: j.CorrelationID, UniqueKey: j.UniqueKey,
+		State: twicetype.JobStateAvailable, MaxAttempts: j.MaxAttempts,
+		RunAt: values[9].(time.Time), CreatedAt: values[10].(time.Time),
+	}
+	if len(j.Metadata) > 0 {
+		row.Metadata = maps.Clone(j.Metadata)
+	}
+	return row
 }
 
 // insertUniqueSQL inserts one job with a unique key. When the unique index
