@@ -30,10 +30,29 @@ const insertColumns = `kind, queue, priority, args, message_id, idempotency_key,
 // insertRowSQL is the VALUES tuple of one inserted job.
 const insertRowSQL = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
-// insertChunk is how many jobs one multi-row INSERT carries: 500 rows of
-// small payloads stay far below max_allowed_packet (64 MiB by default),
-// and a batch of large payloads that does not is refused as Unstorable.
+// insertChunk is how many jobs one multi-row INSERT carries at most.
 const insertChunk = 500
+
+// insertChunkBytes bounds the args one multi-row INSERT carries, far below
+// max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL 8): jobs whose
+// payloads are large (Config.MaxArgsBytes raised) go in smaller
+// statements rather than in one the server refuses.
+const insertChunkBytes = 4 << 20
+
+// chunkEnd returns the end of the chunk of jobs that starts at start: at
+// most insertChunk jobs and, but for a single job, insertChunkBytes of
+// args.
+func chunkEnd(jobs []*twicestore.JobInsertParams, start int) int {
+	end, size := start, 0
+	for end < len(jobs) && end-start < insertChunk {
+		size += len(jobs[end].Args) + len(jobs[end].Key) + len(jobs[end].MessageID)
+		if end > start && size > insertChunkBytes {
+			break
+		}
+		end++
+	}
+	return end
+}
 
 // replaceTries bounds the rounds of replaceHolder: each round that does not
 // settle means another transaction leased, finished or inserted a holder
@@ -122,11 +141,12 @@ func insertJobs(ctx context.Context, q dbtx, jobs []*twicestore.JobInsertParams)
 		}
 		values[i] = v
 	}
-	for start := 0; start < len(jobs); start += insertChunk {
-		end := min(start+insertChunk, len(jobs))
+	for start := 0; start < len(jobs); {
+		end := chunkEnd(jobs, start)
 		if err := insertChunkOf(ctx, q, jobs[start:end], values[start:end], out[start:end]); err != nil {
 			return nil, err
 		}
+		start = end
 	}
 	for i, j := range jobs {
 		if j.Replace && out[i].Duplicate {
