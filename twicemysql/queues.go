@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -108,7 +109,7 @@ func (e *executor) QueueList(ctx context.Context, p *twicestore.QueueListParams)
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if q.Paused {
-			q.PausedAt, q.Until = fromNull(pausedAt), fromNull(until)
+			q.PausedAt, q.Until = driverkit.FromNullTime(pausedAt), driverkit.FromNullTime(until)
 		} else {
 			q.By, q.Reason = "", ""
 		}

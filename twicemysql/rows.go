@@ -40,13 +40,13 @@ func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 		j.Args = []byte{}
 	}
 	if cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromNull(cancelAt), By: cancelBy, Reason: cancelReason}
+		j.Cancel = &twicetype.CancelRequest{At: driverkit.FromNullTime(cancelAt), By: cancelBy, Reason: cancelReason}
 	}
 	j.State = twicetype.JobState(state)
 	j.RunAt = j.RunAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
-	j.LeaseUntil = fromNull(leaseUntil)
-	j.FinishedAt = fromNull(finishedAt)
+	j.LeaseUntil = driverkit.FromNullTime(leaseUntil)
+	j.FinishedAt = driverkit.FromNullTime(finishedAt)
 	if err := driverkit.DecodeJobJSON(&j, errs, meta); err != nil {
 		return nil, err
 	}

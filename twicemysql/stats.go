@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -69,7 +70,7 @@ func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStat
 			oldest sql.NullTime
 		)
 		err := row.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest, &q.Paused)
-		q.OldestDue = fromNull(oldest)
+		q.OldestDue = driverkit.FromNullTime(oldest)
 		return q, err
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -30,7 +31,7 @@ func scanStep(r dbrows.Scanner, handler, key string) (*twicetype.Step, error) {
 	if err := r.Scan(&s.Step, &s.Strategy, &s.ClaimedAt, &done, &receipt, &s.JobID, &s.Epoch); err != nil {
 		return nil, err
 	}
-	s.ClaimedAt, s.DoneAt, s.Receipt = s.ClaimedAt.UTC(), fromNull(done), receipt
+	s.ClaimedAt, s.DoneAt, s.Receipt = s.ClaimedAt.UTC(), driverkit.FromNullTime(done), receipt
 	return s, nil
 }
 

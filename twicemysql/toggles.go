@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -156,7 +157,7 @@ func lockToggle(ctx context.Context, q dbtx, kind string, now time.Time) (state 
 	if err != nil {
 		return "", false, fmt.Errorf("read the stored switch: %w", err)
 	}
-	tg.ExpiresAt = fromNull(expires)
+	tg.ExpiresAt = driverkit.FromNullTime(expires)
 	return tg.StateOf(now), true, nil
 }
 
@@ -192,7 +193,7 @@ func (e *executor) ToggleList(ctx context.Context, p *twicestore.ToggleListParam
 			return nil, fmt.Errorf("list toggles: %w", err)
 		}
 		tg.At = tg.At.UTC()
-		tg.ExpiresAt = fromNull(expires)
+		tg.ExpiresAt = driverkit.FromNullTime(expires)
 		toggles = append(toggles, tg)
 	}
 	return &twicestore.ToggleListResult{Toggles: toggles}, nil
@@ -227,7 +228,7 @@ func (e *executor) ToggleHistory(ctx context.Context, p *twicestore.ToggleHistor
 			return nil, fmt.Errorf("list switch history: %w", err)
 		}
 		c.Previous, c.New = twicetype.ToggleState(previous), twicetype.ToggleState(next)
-		c.ExpiresAt = fromNull(expires)
+		c.ExpiresAt = driverkit.FromNullTime(expires)
 		c.At = c.At.UTC()
 		res.Changes = append(res.Changes, c)
 	}

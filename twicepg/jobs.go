@@ -60,13 +60,13 @@ func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
 		return nil, err
 	}
 	if cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromNull(cancelAt), By: cancelBy, Reason: cancelReason}
+		j.Cancel = &twicetype.CancelRequest{At: driverkit.FromNullTime(cancelAt), By: cancelBy, Reason: cancelReason}
 	}
 	j.State = twicetype.JobState(state)
 	j.RunAt = j.RunAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
-	j.LeaseUntil = fromNull(leaseUntil)
-	j.FinishedAt = fromNull(finishedAt)
+	j.LeaseUntil = driverkit.FromNullTime(leaseUntil)
+	j.FinishedAt = driverkit.FromNullTime(finishedAt)
 	if err := driverkit.DecodeJobJSON(&j, errs, meta); err != nil {
 		return nil, err
 	}
@@ -108,13 +108,13 @@ func (s *jobScanner) scan(r row) (*twicetype.JobRow, error) {
 	j := new(twicetype.JobRow)
 	*j = s.j
 	if s.cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromNull(s.cancelAt), By: s.cancelBy, Reason: s.cancelReason}
+		j.Cancel = &twicetype.CancelRequest{At: driverkit.FromNullTime(s.cancelAt), By: s.cancelBy, Reason: s.cancelReason}
 	}
 	j.State = twicetype.JobState(s.state)
 	j.RunAt = j.RunAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
-	j.LeaseUntil = fromNull(s.leaseUntil)
-	j.FinishedAt = fromNull(s.finishedAt)
+	j.LeaseUntil = driverkit.FromNullTime(s.leaseUntil)
+	j.FinishedAt = driverkit.FromNullTime(s.finishedAt)
 	if err := driverkit.DecodeJobJSON(j, s.errs, s.meta); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -92,7 +93,7 @@ func (e *executor) QueueList(ctx context.Context, p *twicestore.QueueListParams)
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if q.Paused {
-			q.PausedAt, q.Until = fromNull(pausedAt), fromNull(until)
+			q.PausedAt, q.Until = driverkit.FromNullTime(pausedAt), driverkit.FromNullTime(until)
 		} else {
 			q.By, q.Reason = "", ""
 		}

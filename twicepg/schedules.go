@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -135,7 +136,7 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 			&next, &s.UpdatedAt); err != nil {
 			return nil, fmt.Errorf("list schedules: %w", err)
 		}
-		s.LastTickAt, s.NextAt, s.UpdatedAt = s.LastTickAt.UTC(), fromNull(next), s.UpdatedAt.UTC()
+		s.LastTickAt, s.NextAt, s.UpdatedAt = s.LastTickAt.UTC(), driverkit.FromNullTime(next), s.UpdatedAt.UTC()
 		schedules = append(schedules, s)
 	}
 	return &twicestore.ScheduleListResult{Schedules: schedules}, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -117,7 +118,7 @@ func (e *executor) lockToggle(ctx context.Context, kind string, now time.Time) (
 	if err != nil {
 		return "", fmt.Errorf("read the stored switch: %w", err)
 	}
-	tg.ExpiresAt = fromNull(expires)
+	tg.ExpiresAt = driverkit.FromNullTime(expires)
 	return tg.StateOf(now), nil
 }
 
@@ -154,7 +155,7 @@ func (e *executor) ToggleList(ctx context.Context, p *twicestore.ToggleListParam
 			return nil, fmt.Errorf("list toggles: %w", err)
 		}
 		tg.At = tg.At.UTC()
-		tg.ExpiresAt = fromNull(expires)
+		tg.ExpiresAt = driverkit.FromNullTime(expires)
 		toggles = append(toggles, tg)
 	}
 	return &twicestore.ToggleListResult{Toggles: toggles}, nil
@@ -189,7 +190,7 @@ func (e *executor) ToggleHistory(ctx context.Context, p *twicestore.ToggleHistor
 			return nil, fmt.Errorf("list switch history: %w", err)
 		}
 		c.Previous, c.New = twicetype.ToggleState(previous), twicetype.ToggleState(next)
-		c.ExpiresAt = fromNull(expires)
+		c.ExpiresAt = driverkit.FromNullTime(expires)
 		c.At = c.At.UTC()
 		res.Changes = append(res.Changes, c)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -33,7 +34,7 @@ func (e *executor) StepList(ctx context.Context, p *twicestore.StepListParams) (
 		if err := row.Scan(&s.Step, &s.Strategy, &claimed, &done, &receipt, &s.JobID, &s.Epoch); err != nil {
 			return nil, err
 		}
-		s.ClaimedAt, s.DoneAt = fromMicros(claimed), fromMicros(done)
+		s.ClaimedAt, s.DoneAt = driverkit.FromNullMicros(claimed), driverkit.FromNullMicros(done)
 		if receipt.Valid {
 			s.Receipt = []byte(receipt.String)
 		}

@@ -43,13 +43,13 @@ func scanJob(r rowScanner) (*twicetype.JobRow, error) {
 		return nil, err
 	}
 	if cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromMicros(cancelAt), By: cancelBy, Reason: cancelReason}
+		j.Cancel = &twicetype.CancelRequest{At: driverkit.FromNullMicros(cancelAt), By: cancelBy, Reason: cancelReason}
 	}
 	j.State = twicetype.JobState(state)
 	j.RunAt = time.UnixMicro(runAt).UTC()
 	j.CreatedAt = time.UnixMicro(createdAt).UTC()
-	j.LeaseUntil = fromMicros(leaseUntil)
-	j.FinishedAt = fromMicros(finishedA)
+	j.LeaseUntil = driverkit.FromNullMicros(leaseUntil)
+	j.FinishedAt = driverkit.FromNullMicros(finishedA)
 	if err := driverkit.DecodeJobJSON(&j, errs, meta); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -95,7 +96,7 @@ func (e *executor) QueueList(ctx context.Context, p *twicestore.QueueListParams)
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if q.Paused {
-			q.PausedAt, q.Until = fromMicros(pausedAt), fromMicros(until)
+			q.PausedAt, q.Until = driverkit.FromNullMicros(pausedAt), driverkit.FromNullMicros(until)
 		} else {
 			q.By, q.Reason = "", ""
 		}

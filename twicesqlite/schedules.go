@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -145,7 +146,7 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 			return nil, fmt.Errorf("list schedules: %w", err)
 		}
 		s.LastTickAt = time.UnixMicro(lastTick).UTC()
-		s.NextAt = fromMicros(next)
+		s.NextAt = driverkit.FromNullMicros(next)
 		s.UpdatedAt = time.UnixMicro(updatedAt).UTC()
 		schedules = append(schedules, s)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -35,7 +36,7 @@ func stepGet(ctx context.Context, q dbtx, p *twicestore.StepParams) (*twicetype.
 	if err != nil {
 		return nil, fmt.Errorf("get step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
 	}
-	s.ClaimedAt, s.DoneAt = fromMicros(claimed), fromMicros(done)
+	s.ClaimedAt, s.DoneAt = driverkit.FromNullMicros(claimed), driverkit.FromNullMicros(done)
 	if receipt.Valid {
 		s.Receipt = []byte(receipt.String)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -108,7 +109,7 @@ func storedToggleState(ctx context.Context, q dbtx, kind string, now time.Time) 
 	if err != nil {
 		return "", fmt.Errorf("read the stored switch: %w", err)
 	}
-	tg.ExpiresAt = fromMicros(expires)
+	tg.ExpiresAt = driverkit.FromNullMicros(expires)
 	return tg.StateOf(now), nil
 }
 
@@ -144,7 +145,7 @@ func (e *executor) ToggleList(ctx context.Context, p *twicestore.ToggleListParam
 			return nil, fmt.Errorf("list toggles: %w", err)
 		}
 		tg.At = time.UnixMicro(at).UTC()
-		tg.ExpiresAt = fromMicros(expires)
+		tg.ExpiresAt = driverkit.FromNullMicros(expires)
 		toggles = append(toggles, tg)
 	}
 	return &twicestore.ToggleListResult{Toggles: toggles}, nil
@@ -182,7 +183,7 @@ func (e *executor) ToggleHistory(ctx context.Context, p *twicestore.ToggleHistor
 			&expires, &at); err != nil {
 			return nil, fmt.Errorf("list switch history: %w", err)
 		}
-		c.ExpiresAt = fromMicros(expires)
+		c.ExpiresAt = driverkit.FromNullMicros(expires)
 		c.At = time.UnixMicro(at).UTC()
 		res.Changes = append(res.Changes, c)
 	}
