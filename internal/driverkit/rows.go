@@ -67,3 +67,13 @@ func SignalRow[T, N any](tm Times[T, N]) func(dbrows.Scanner) (*twicetype.Signal
 		return &s, nil
 	}
 }
+
+// CollectList is dbrows.Collect for a listing: with no rows it returns an
+// empty list, not nil, as the results' listings are.
+func CollectList[T any](rows dbrows.Rows, scan func(dbrows.Scanner) (T, error)) ([]T, error) {
+	out, err := dbrows.Collect(rows, scan)
+	if err == nil && out == nil {
+		out = []T{}
+	}
+	return out, err
+}
