@@ -225,3 +225,30 @@ func ScanJob[T, N any](tm Times[T, N], r dbrows.Scanner, extra ...any) (*twicety
 	}
 	return &j, nil
 }
+
+// MatchedJob is what a bulk action needs of a job its filter matched.
+type MatchedJob struct {
+	ID          int64
+	State       twicetype.JobState
+	Kind        string
+	UniqueKey   string
+	CancelAsked bool
+	// Composed: a workflow task's job or a batch member.
+	Composed bool
+}
+
+// MatchedJobColumns are the columns of twice_jobs that ScanMatchedJob
+// reads, in its order.
+const MatchedJobColumns = `id, state, kind, unique_key, cancel_requested_at IS NOT NULL,
+	workflow_id IS NOT NULL OR batch_id IS NOT NULL`
+
+// ScanMatchedJob reads one row of MatchedJobColumns.
+func ScanMatchedJob(r dbrows.Scanner) (MatchedJob, error) {
+	var (
+		j     MatchedJob
+		state string
+	)
+	err := r.Scan(&j.ID, &state, &j.Kind, &j.UniqueKey, &j.CancelAsked, &j.Composed)
+	j.State = twicetype.JobState(state)
+	return j, err
+}
