@@ -79,7 +79,7 @@ func storedLimitOverride(ctx context.Context, q dbtx, scope twicetype.LimitScope
 	if err != nil {
 		return nil, fmt.Errorf("read the stored override: %w", err)
 	}
-	found, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(sqliteTime))
+	found, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(driverkit.MicrosTimes))
 	if err != nil || len(found) == 0 {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func (e *executor) LimitOverrideList(ctx context.Context, _ *twicestore.LimitOve
 	if err != nil {
 		return nil, fmt.Errorf("list limit overrides: %w", err)
 	}
-	out, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(sqliteTime))
+	out, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(driverkit.MicrosTimes))
 	if err != nil {
 		return nil, fmt.Errorf("list limit overrides: %w", err)
 	}
@@ -133,7 +133,7 @@ func (e *executor) LimitHistory(ctx context.Context, p *twicestore.LimitHistoryP
 	if err != nil {
 		return nil, fmt.Errorf("list limit history: %w", err)
 	}
-	out, err := dbrows.Collect(rows, driverkit.LimitChangeRow(sqliteTime))
+	out, err := dbrows.Collect(rows, driverkit.LimitChangeRow(driverkit.MicrosTimes))
 	if err != nil {
 		return nil, fmt.Errorf("list limit history: %w", err)
 	}
