@@ -11,10 +11,6 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// sqliteTime is an INTEGER time column (unix microseconds) as the limit
-// rows read it.
-func sqliteTime(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
 // LimitOverrideSet stores the override, replacing the one of the same
 // scope and name, and appends the change to the history in the same
 // transaction, which holds the write lock (so no other writer changes the
