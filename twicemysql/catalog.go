@@ -3,7 +3,6 @@ package twicemysql
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -116,7 +115,7 @@ func catalogRow(k twicetype.KindInfo, prev string, p *twicestore.CatalogPublishP
 		return nil, fmt.Errorf("kind %q: %w", k.Kind, err)
 	}
 	return []any{k.Kind, k.Queue, k.Strategy, k.FailClosed, k.MaxAttempts, k.Timeout.Microseconds(), args,
-		schedulesJSON(k), driverkit.LimitSettingJSON(twicetype.LimitSetting{Limit: k.Limit}), k.HandlerName,
+		driverkit.SchedulesJSON(k), driverkit.LimitSettingJSON(twicetype.LimitSetting{Limit: k.Limit}), k.HandlerName,
 		p.Node, dbTime(now)}, nil
 }
 
@@ -135,18 +134,6 @@ func lockCatalogArgs(ctx context.Context, q dbtx, kinds []string) (map[string]st
 	return out, nil
 }
 
-// schedulesJSON encodes a kind's schedules for their column; none is "[]".
-// The twicetype structs' json tags are the stored form, shared with the
-// other drivers.
-func schedulesJSON(k twicetype.KindInfo) string {
-	s := k.Schedules
-	if s == nil {
-		s = []twicetype.KindSchedule{}
-	}
-	b, _ := json.Marshal(s) // structs of strings always encode
-	return string(b)
-}
-
 // CatalogList lists every catalogued kind ordered by kind, byte by byte
 // (the column is VARBINARY).
 func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListParams) (*twicestore.CatalogListResult, error) {
@@ -154,32 +141,9 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 	if err != nil {
 		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
-	res := &twicestore.CatalogListResult{Kinds: []twicetype.KindInfo{}}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list kind catalog: %w", err)
-		}
-		var (
-			k                       twicetype.KindInfo
-			timeout                 int64
-			args, schedules, limits string
-		)
-		if err := row.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
-			&args, &schedules, &limits, &k.HandlerName, &k.Node, &k.LastSeen); err != nil {
-			return nil, fmt.Errorf("list kind catalog: %w", err)
-		}
-		if err := json.Unmarshal([]byte(args), &k.Args); err != nil {
-			return nil, fmt.Errorf("list kind catalog: kind %q args: %w", k.Kind, err)
-		}
-		if err := json.Unmarshal([]byte(schedules), &k.Schedules); err != nil {
-			return nil, fmt.Errorf("list kind catalog: kind %q schedules: %w", k.Kind, err)
-		}
-		if k.Limit, err = driverkit.CatalogLimit(limits); err != nil {
-			return nil, fmt.Errorf("list kind catalog: kind %q: %w", k.Kind, err)
-		}
-		k.Timeout = time.Duration(timeout) * time.Microsecond
-		k.LastSeen = k.LastSeen.UTC()
-		res.Kinds = append(res.Kinds, k)
+	kinds, err := driverkit.CollectList(rows, driverkit.KindInfoRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
-	return res, nil
+	return &twicestore.CatalogListResult{Kinds: kinds}, nil
 }

@@ -198,25 +198,9 @@ func settleTasks(ctx context.Context, q dbtx) (int, error) {
 	return n, nil
 }
 
-const workflowColumns = `id, name, on_dead, state, tasks, completed, dead, created_at, finished_at`
-
-// scanWorkflow scans one row of workflowColumns.
-func scanWorkflow(r rowScanner) (*twicetype.Workflow, error) {
-	var (
-		w          twicetype.Workflow
-		state      string
-		finishedAt sql.NullTime
-	)
-	if err := r.Scan(&w.ID, &w.Name, &w.OnDead, &state, &w.Tasks, &w.Completed, &w.Dead, &w.CreatedAt, &finishedAt); err != nil {
-		return nil, err
-	}
-	w.State, w.CreatedAt, w.FinishedAt = twicetype.WorkflowState(state), w.CreatedAt.UTC(), fromNull(finishedAt)
-	return &w, nil
-}
-
 // getWorkflow reads one workflow, ErrNotFound when there is none.
 func getWorkflow(ctx context.Context, q dbtx, id int64) (*twicetype.Workflow, error) {
-	w, err := scanWorkflow(q.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM twice_workflows WHERE id = ?`, id))
+	w, err := scanWorkflow(q.QueryRowContext(ctx, `SELECT `+driverkit.WorkflowColumns+` FROM twice_workflows WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, twicestore.ErrNotFound
 	}
@@ -436,7 +420,7 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 // WorkflowList lists workflows newest first.
 func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListParams) (*twicestore.WorkflowListResult, error) {
 	before, limit := p.Page()
-	rs, err := e.db.QueryContext(ctx, `SELECT `+workflowColumns+` FROM twice_workflows
+	rs, err := e.db.QueryContext(ctx, `SELECT `+driverkit.WorkflowColumns+` FROM twice_workflows
 		WHERE id < ? AND (? = '' OR state = ?) ORDER BY id DESC LIMIT ?`, before, string(p.State), string(p.State), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
@@ -448,27 +432,9 @@ func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListP
 	return &twicestore.WorkflowListResult{Workflows: ws}, nil
 }
 
-const batchColumns = `id, on_success, sealed, total, pending, completed, dead, cancelled, kind,
-	COALESCE(callback_job_id, 0), created_at, finished_at`
-
-// scanBatch scans one row of batchColumns.
-func scanBatch(r rowScanner) (*twicetype.Batch, error) {
-	var (
-		b          twicetype.Batch
-		sealed     bool
-		finishedAt sql.NullTime
-	)
-	if err := r.Scan(&b.ID, &b.OnSuccess, &sealed, &b.Total, &b.Pending, &b.Completed, &b.Dead, &b.Cancelled,
-		&b.CallbackKind, &b.CallbackJobID, &b.CreatedAt, &finishedAt); err != nil {
-		return nil, err
-	}
-	b.Open, b.CreatedAt, b.FinishedAt = !sealed, b.CreatedAt.UTC(), fromNull(finishedAt)
-	return &b, nil
-}
-
 // getBatch reads one batch, ErrNotFound when there is none.
 func getBatch(ctx context.Context, q dbtx, id int64) (*twicetype.Batch, error) {
-	b, err := scanBatch(q.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM twice_batches WHERE id = ?`, id))
+	b, err := scanBatch(q.QueryRowContext(ctx, `SELECT `+driverkit.BatchColumns+` FROM twice_batches WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, twicestore.ErrNotFound
 	}
@@ -608,7 +574,7 @@ func (e *executor) BatchGet(ctx context.Context, p *twicestore.BatchGetParams) (
 // BatchList lists one page of batches, newest first.
 func (e *executor) BatchList(ctx context.Context, p *twicestore.BatchListParams) (*twicestore.BatchListResult, error) {
 	before, limit := p.Page()
-	rs, err := e.db.QueryContext(ctx, `SELECT `+batchColumns+` FROM twice_batches
+	rs, err := e.db.QueryContext(ctx, `SELECT `+driverkit.BatchColumns+` FROM twice_batches
 		WHERE id < ? AND (NOT ? OR finished_at IS NULL) ORDER BY id DESC LIMIT ?`, before, p.Unfinished, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
@@ -656,3 +622,10 @@ func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTas
 	}
 	return res, nil
 }
+
+// scanWorkflow and scanBatch read one row of driverkit.WorkflowColumns and
+// driverkit.BatchColumns, their times as time.Time.
+var (
+	scanWorkflow = driverkit.WorkflowRow(driverkit.NativeTimes)
+	scanBatch    = driverkit.BatchRow(driverkit.NativeTimes)
+)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -113,21 +114,12 @@ func takeIdempotency(ctx context.Context, q dbtx, rec, fresh twicetype.Idempoten
 // appended to the SELECT.
 func idempotencyGet(ctx context.Context, q dbtx, principal, key, lock string) (twicetype.IdempotencyRecord, error) {
 	rec := twicetype.IdempotencyRecord{Principal: principal, Key: key}
-	var header string
-	err := q.QueryRowContext(ctx, "SELECT "+idempotencyColumns+" FROM twice_idempotency WHERE principal = ? AND `key` = ?"+lock,
-		principal, key).
-		Scan(&rec.Fingerprint, &rec.Done, &rec.Status, &header, &rec.Body, &rec.LockedAt, &rec.CreatedAt, &rec.ExpiresAt)
+	err := driverkit.ScanIdempotency(driverkit.NativeTimes, q.QueryRowContext(ctx,
+		"SELECT "+idempotencyColumns+" FROM twice_idempotency WHERE principal = ? AND `key` = ?"+lock, principal, key), &rec)
 	if errors.Is(err, sql.ErrNoRows) {
 		return rec, twicestore.ErrNotFound
 	}
-	if err != nil {
-		return rec, err
-	}
-	if err := json.Unmarshal([]byte(header), &rec.Header); err != nil {
-		return rec, fmt.Errorf("decode header: %w", err)
-	}
-	rec.LockedAt, rec.CreatedAt, rec.ExpiresAt = rec.LockedAt.UTC(), rec.CreatedAt.UTC(), rec.ExpiresAt.UTC()
-	return rec, nil
+	return rec, err
 }
 
 // IdempotencyExtend moves a running record's lock to Now (at least a

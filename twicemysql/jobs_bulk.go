@@ -21,43 +21,23 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// matchedJob is what a bulk action needs of a job the filter matched.
-type matchedJob struct {
-	id          int64
-	state       twicetype.JobState
-	kind        string
-	uniqueKey   string
-	cancelAsked bool
-	// composed: a workflow task's job or a batch member.
-	composed bool
-}
-
 // bulk locks the jobs f matches, in id order, and calls act with them
 // inside one transaction; act returns a result per job, whose ids bulk
 // fills in.
 func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter,
-	act func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error)) (*twicestore.JobBulkResult, error) {
+	act func(q dbtx, jobs []driverkit.MatchedJob) ([]twicestore.JobActionResult, error)) (*twicestore.JobBulkResult, error) {
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var results []twicestore.JobActionResult
 	err := e.inTx(ctx, func(q dbtx) error {
 		where, args := filterSQL(f)
-		rows, err := q.QueryContext(ctx, `SELECT id, state, kind, unique_key, cancel_requested_at IS NOT NULL,
-			workflow_id IS NOT NULL OR batch_id IS NOT NULL
+		rows, err := q.QueryContext(ctx, `SELECT `+driverkit.MatchedJobColumns+`
 			FROM twice_jobs WHERE `+where+` ORDER BY id FOR UPDATE`, args...)
 		if err != nil {
 			return err
 		}
-		jobs, err := dbrows.Collect(rows, func(row dbrows.Scanner) (matchedJob, error) {
-			var (
-				j     matchedJob
-				state string
-			)
-			err := row.Scan(&j.id, &state, &j.kind, &j.uniqueKey, &j.cancelAsked, &j.composed)
-			j.state = twicetype.JobState(state)
-			return j, err
-		})
+		jobs, err := dbrows.Collect(rows, driverkit.ScanMatchedJob)
 		if err != nil {
 			return err
 		}
@@ -66,7 +46,7 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 			return err
 		}
 		for i := range results {
-			results[i].ID = jobs[i].id
+			results[i].ID = jobs[i].ID
 		}
 		return nil
 	})
@@ -77,11 +57,11 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 }
 
 // idsWhere returns the ids of the jobs for which keep is true.
-func idsWhere(jobs []matchedJob, keep func(j matchedJob) bool) []int64 {
+func idsWhere(jobs []driverkit.MatchedJob, keep func(j driverkit.MatchedJob) bool) []int64 {
 	var ids []int64
 	for _, j := range jobs {
 		if keep(j) {
-			ids = append(ids, j.id)
+			ids = append(ids, j.ID)
 		}
 	}
 	return ids
@@ -122,9 +102,9 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 	const retrySet = `UPDATE twice_jobs SET state = 'available', attempt = 0, run_at = ?,
 		lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = '',
 		snoozes = 0 WHERE id IN %s AND state IN ('dead', 'discarded', 'cancelled', 'completed')`
-	return e.bulk(ctx, "retry jobs", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
-		takes := func(j matchedJob) bool { return driverkit.RetryTakes(j.state, p.Completed, j.composed) }
-		plain := idsWhere(jobs, func(j matchedJob) bool { return takes(j) && j.uniqueKey == "" })
+	return e.bulk(ctx, "retry jobs", p.Filter, func(q dbtx, jobs []driverkit.MatchedJob) ([]twicestore.JobActionResult, error) {
+		takes := func(j driverkit.MatchedJob) bool { return driverkit.RetryTakes(j.State, p.Completed, j.Composed) }
+		plain := idsWhere(jobs, func(j driverkit.MatchedJob) bool { return takes(j) && j.UniqueKey == "" })
 		if err := execIn(ctx, q, retrySet, []any{now}, plain); err != nil {
 			return nil, err
 		}
@@ -132,24 +112,24 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 		for i, j := range jobs {
 			switch {
 			case !takes(j):
-				results[i] = twicestore.JobActionResult{Status: driverkit.RetryStatus(j.state, p.Completed, j.composed, false), State: j.state}
+				results[i] = twicestore.JobActionResult{Status: driverkit.RetryStatus(j.State, p.Completed, j.Composed, false), State: j.State}
 				continue
-			case j.uniqueKey == "":
+			case j.UniqueKey == "":
 				results[i] = twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}
 				continue
 			}
 			holder, err := uniqueHolder(ctx, q, j)
 			if err == nil && holder == 0 {
-				err = execIn(ctx, q, retrySet, []any{now}, []int64{j.id})
+				err = execIn(ctx, q, retrySet, []any{now}, []int64{j.ID})
 				if isUniqueViolation(err) {
 					holder, err = uniqueHolder(ctx, q, j)
 				}
 			}
 			if err != nil {
-				return nil, fmt.Errorf("job %d: %w", j.id, err)
+				return nil, fmt.Errorf("job %d: %w", j.ID, err)
 			}
 			if holder != 0 {
-				results[i] = twicestore.JobActionResult{Status: twicestore.JobActionConflict, State: j.state, HolderID: holder}
+				results[i] = twicestore.JobActionResult{Status: twicestore.JobActionConflict, State: j.State, HolderID: holder}
 				continue
 			}
 			results[i] = twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}
@@ -162,34 +142,34 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 // 0: unique_holder is the key while driverkit.UniqueHeldSQL holds for the
 // row, and NULL otherwise, so the unique index (kind, unique_holder) finds
 // the holder in one look-up.
-func uniqueHolder(ctx context.Context, q dbtx, j matchedJob) (int64, error) {
+func uniqueHolder(ctx context.Context, q dbtx, j driverkit.MatchedJob) (int64, error) {
 	var holder int64
 	err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(id), 0) FROM twice_jobs
-		WHERE kind = ? AND unique_holder = ? AND id <> ?`, j.kind, j.uniqueKey, j.id).Scan(&holder)
+		WHERE kind = ? AND unique_holder = ? AND id <> ?`, j.Kind, j.UniqueKey, j.ID).Scan(&holder)
 	return holder, err
 }
 
 // JobDiscard moves matching dead jobs to discarded, finished at Now.
 func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	now := dbTime(nowOr(p.Now))
-	return e.bulk(ctx, "discard jobs", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
-		dead := func(j matchedJob) bool { return j.state == twicetype.JobStateDead }
+	return e.bulk(ctx, "discard jobs", p.Filter, func(q dbtx, jobs []driverkit.MatchedJob) ([]twicestore.JobActionResult, error) {
+		dead := func(j driverkit.MatchedJob) bool { return j.State == twicetype.JobStateDead }
 		err := execIn(ctx, q, `UPDATE twice_jobs SET state = 'discarded', finished_at = ? WHERE id IN %s AND state = 'dead'`,
 			[]any{now}, idsWhere(jobs, dead))
 		if err != nil {
 			return nil, err
 		}
-		return resultsOf(jobs, func(j matchedJob) twicestore.JobActionResult {
+		return resultsOf(jobs, func(j driverkit.MatchedJob) twicestore.JobActionResult {
 			if dead(j) {
 				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateDiscarded}
 			}
-			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.State}
 		}), nil
 	})
 }
 
 // resultsOf is the result of each job, as decide says.
-func resultsOf(jobs []matchedJob, decide func(j matchedJob) twicestore.JobActionResult) []twicestore.JobActionResult {
+func resultsOf(jobs []driverkit.MatchedJob, decide func(j driverkit.MatchedJob) twicestore.JobActionResult) []twicestore.JobActionResult {
 	results := make([]twicestore.JobActionResult, len(jobs))
 	for i, j := range jobs {
 		results[i] = decide(j)
@@ -201,18 +181,18 @@ func resultsOf(jobs []matchedJob, decide func(j matchedJob) twicestore.JobAction
 // keeps its run time.
 func (e *executor) JobRunNow(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	now := dbTime(nowOr(p.Now))
-	return e.bulk(ctx, "run jobs now", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
-		available := func(j matchedJob) bool { return j.state == twicetype.JobStateAvailable }
+	return e.bulk(ctx, "run jobs now", p.Filter, func(q dbtx, jobs []driverkit.MatchedJob) ([]twicestore.JobActionResult, error) {
+		available := func(j driverkit.MatchedJob) bool { return j.State == twicetype.JobStateAvailable }
 		err := execIn(ctx, q, `UPDATE twice_jobs SET run_at = LEAST(run_at, ?) WHERE id IN %s AND state = 'available'`,
 			[]any{now}, idsWhere(jobs, available))
 		if err != nil {
 			return nil, err
 		}
-		return resultsOf(jobs, func(j matchedJob) twicestore.JobActionResult {
+		return resultsOf(jobs, func(j driverkit.MatchedJob) twicestore.JobActionResult {
 			if available(j) {
 				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}
 			}
-			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.State}
 		}), nil
 	})
 }
@@ -225,9 +205,9 @@ func (e *executor) JobRunNow(ctx context.Context, p *twicestore.JobBulkParams) (
 func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams) (*twicestore.JobBulkResult, error) {
 	now := dbTime(nowOr(p.Now))
 	note := (&twicetype.CancelRequest{By: p.By, Reason: p.Reason}).Note()
-	return e.bulk(ctx, "cancel jobs", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
-		unstarted := func(j matchedJob) bool {
-			return j.state == twicetype.JobStateAvailable || j.state == twicetype.JobStateWaiting
+	return e.bulk(ctx, "cancel jobs", p.Filter, func(q dbtx, jobs []driverkit.MatchedJob) ([]twicestore.JobActionResult, error) {
+		unstarted := func(j driverkit.MatchedJob) bool {
+			return j.State == twicetype.JobStateAvailable || j.State == twicetype.JobStateWaiting
 		}
 		err := execIn(ctx, q, `UPDATE twice_jobs SET state = 'cancelled', finished_at = ?, lease_until = NULL,
 			cancel_requested_at = ?, cancel_by = ?, cancel_reason = ?, note = ?
@@ -238,20 +218,20 @@ func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams)
 		}
 		err = execIn(ctx, q, `UPDATE twice_jobs SET cancel_requested_at = ?, cancel_by = ?, cancel_reason = ?
 			WHERE id IN %s AND state = 'running' AND cancel_requested_at IS NULL`,
-			[]any{now, p.By, p.Reason}, idsWhere(jobs, func(j matchedJob) bool {
-				return j.state == twicetype.JobStateRunning && !j.cancelAsked
+			[]any{now, p.By, p.Reason}, idsWhere(jobs, func(j driverkit.MatchedJob) bool {
+				return j.State == twicetype.JobStateRunning && !j.CancelAsked
 			}))
 		if err != nil {
 			return nil, err
 		}
-		return resultsOf(jobs, func(j matchedJob) twicestore.JobActionResult {
+		return resultsOf(jobs, func(j driverkit.MatchedJob) twicestore.JobActionResult {
 			switch {
 			case unstarted(j):
 				return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateCancelled}
-			case j.state == twicetype.JobStateRunning:
-				return twicestore.JobActionResult{Status: twicestore.JobActionCancelRequested, State: j.state}
+			case j.State == twicetype.JobStateRunning:
+				return twicestore.JobActionResult{Status: twicestore.JobActionCancelRequested, State: j.State}
 			}
-			return twicestore.JobActionResult{Status: twicestore.JobActionAlreadyFinished, State: j.state}
+			return twicestore.JobActionResult{Status: twicestore.JobActionAlreadyFinished, State: j.State}
 		}), nil
 	})
 }
@@ -261,17 +241,17 @@ func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams)
 // it in the same statement (the trigger twice_jobs_composition_deleted of
 // migration 002).
 func (e *executor) JobDelete(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	return e.bulk(ctx, "delete jobs", p.Filter, func(q dbtx, jobs []matchedJob) ([]twicestore.JobActionResult, error) {
-		notRunning := func(j matchedJob) bool { return j.state != twicetype.JobStateRunning }
+	return e.bulk(ctx, "delete jobs", p.Filter, func(q dbtx, jobs []driverkit.MatchedJob) ([]twicestore.JobActionResult, error) {
+		notRunning := func(j driverkit.MatchedJob) bool { return j.State != twicetype.JobStateRunning }
 		err := execIn(ctx, q, `DELETE FROM twice_jobs WHERE id IN %s AND state <> 'running'`, nil, idsWhere(jobs, notRunning))
 		if err != nil {
 			return nil, err
 		}
-		return resultsOf(jobs, func(j matchedJob) twicestore.JobActionResult {
+		return resultsOf(jobs, func(j driverkit.MatchedJob) twicestore.JobActionResult {
 			if notRunning(j) {
 				return twicestore.JobActionResult{Status: twicestore.JobActionDone}
 			}
-			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.State}
 		}), nil
 	})
 }

@@ -12,9 +12,6 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// mysqlTime is a DATETIME(6) column as the limit rows read it: in UTC.
-func mysqlTime(t time.Time) time.Time { return t.UTC() }
-
 // LimitOverrideSet stores the override, replacing the one of the same
 // scope and name, and appends the change to the history in the same
 // transaction. The override's row is locked (or inserted) first, as a
@@ -91,7 +88,7 @@ func lockLimitOverride(ctx context.Context, q dbtx, scope twicetype.LimitScope, 
 	if err != nil {
 		return nil, fmt.Errorf("read the stored override: %w", err)
 	}
-	found, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(mysqlTime))
+	found, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(driverkit.NativeTimes))
 	if err != nil || len(found) == 0 {
 		return nil, err
 	}
@@ -123,7 +120,7 @@ func (e *executor) LimitOverrideList(ctx context.Context, _ *twicestore.LimitOve
 	if err != nil {
 		return nil, fmt.Errorf("list limit overrides: %w", err)
 	}
-	out, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(mysqlTime))
+	out, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(driverkit.NativeTimes))
 	if err != nil {
 		return nil, fmt.Errorf("list limit overrides: %w", err)
 	}
@@ -144,7 +141,7 @@ func (e *executor) LimitHistory(ctx context.Context, p *twicestore.LimitHistoryP
 	if err != nil {
 		return nil, fmt.Errorf("list limit history: %w", err)
 	}
-	out, err := dbrows.Collect(rows, driverkit.LimitChangeRow(mysqlTime))
+	out, err := dbrows.Collect(rows, driverkit.LimitChangeRow(driverkit.NativeTimes))
 	if err != nil {
 		return nil, fmt.Errorf("list limit history: %w", err)
 	}

@@ -58,34 +58,29 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return migrateLocked(ctx, conn)
 }
 
+// migrateLocked applies the missing migrations on conn, the migration lock
+// held, one statement at a time.
 func migrateLocked(ctx context.Context, conn *sql.Conn) error {
-	applied, err := appliedVersion(ctx, conn)
-	if err != nil {
-		return err
-	}
-	latest := latestVersion()
-	if applied > latest {
-		return migrations.TooNew(applied, latest)
-	}
-	if applied == latest {
-		return nil
-	}
-	if _, err := conn.ExecContext(ctx, createMigrationsTable); err != nil {
-		return fmt.Errorf("migrate: create twice_migrations: %w", err)
-	}
-	for _, m := range embedded[applied:] {
-		for i, stmt := range statements(m.SQL) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migrate: apply %s, statement %d: %w", m.Name, i+1, err)
+	return migrations.Run(embedded, migrations.Steps{
+		Applied: func() (int, error) { return appliedVersion(ctx, conn) },
+		CreateTable: func() error {
+			_, err := conn.ExecContext(ctx, createMigrationsTable)
+			return err
+		},
+		Apply: func(m migrations.Migration) error {
+			for i, stmt := range statements(m.SQL) {
+				if _, err := conn.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("statement %d: %w", i+1, err)
+				}
 			}
-		}
-		if _, err := conn.ExecContext(ctx,
-			`INSERT INTO twice_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.Version, m.Name, dbTime(time.Now())); err != nil {
-			return fmt.Errorf("migrate: record %s: %w", m.Name, err)
-		}
-	}
-	return nil
+			return nil
+		},
+		Record: func(m migrations.Migration) error {
+			_, err := conn.ExecContext(ctx, `INSERT INTO twice_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.Version, m.Name, dbTime(time.Now()))
+			return err
+		},
+	})
 }
 
 // statements splits a migration into the statements it runs one by one

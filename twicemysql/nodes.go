@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -45,26 +46,9 @@ func (e *executor) NodeList(ctx context.Context, p *twicestore.NodeListParams) (
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	var nodes []*twicetype.Node
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		var (
-			n             twicetype.Node
-			kinds, queues string
-		)
-		if err := row.Scan(&n.ID, &n.Host, &n.PID, &kinds, &queues, &n.StartedAt, &n.HeartbeatAt); err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		if err := json.Unmarshal([]byte(kinds), &n.Kinds); err != nil {
-			return nil, fmt.Errorf("list nodes: node %q kinds: %w", n.ID, err)
-		}
-		if err := json.Unmarshal([]byte(queues), &n.Queues); err != nil {
-			return nil, fmt.Errorf("list nodes: node %q queues: %w", n.ID, err)
-		}
-		n.StartedAt, n.HeartbeatAt = n.StartedAt.UTC(), n.HeartbeatAt.UTC()
-		nodes = append(nodes, &n)
+	nodes, err := dbrows.Collect(rows, driverkit.NodeRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	return nodes, nil
 }

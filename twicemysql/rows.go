@@ -2,7 +2,6 @@ package twicemysql
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"strings"
 
@@ -11,7 +10,8 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// jobColumns is the column list every job query returns, in scanJob's order.
+// jobColumns is the column list every job query returns:
+// driverkit.JobColumnNames, in scanJob's order.
 const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
 	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes, trace,
@@ -21,36 +21,14 @@ const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key
 // functions serve dbrows.Collect as they are.
 type rowScanner = dbrows.Scanner
 
+// scanJob reads one row of jobColumns. An empty args column comes back
+// from MySQL as nil; it is the empty payload, as on the other drivers.
 func scanJob(r rowScanner) (*twicetype.JobRow, error) {
-	var (
-		j                      twicetype.JobRow
-		state, errs, meta      string
-		leaseUntil, finishedAt sql.NullTime
-		cancelAt               sql.NullTime
-		cancelBy, cancelReason string
-	)
-	err := r.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
-		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace,
-		&j.WaitName, &j.SignalSeq)
-	if err != nil {
-		return nil, err
-	}
-	if j.Args == nil {
+	j, err := driverkit.ScanJob(driverkit.NativeTimes, r)
+	if err == nil && j.Args == nil {
 		j.Args = []byte{}
 	}
-	if cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromNull(cancelAt), By: cancelBy, Reason: cancelReason}
-	}
-	j.State = twicetype.JobState(state)
-	j.RunAt = j.RunAt.UTC()
-	j.CreatedAt = j.CreatedAt.UTC()
-	j.LeaseUntil = fromNull(leaseUntil)
-	j.FinishedAt = fromNull(finishedAt)
-	if err := driverkit.DecodeJobJSON(&j, errs, meta); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return j, err
 }
 
 // queryJobs runs a query returning jobColumns and scans every row.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // ScheduleTick records the tick and inserts its job in one transaction: the
@@ -119,19 +119,11 @@ func (e *executor) ScheduleTicks(ctx context.Context, p *twicestore.ScheduleTick
 	if err != nil {
 		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
-	res := &twicestore.ScheduleTicksResult{}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
-		}
-		t := twicetype.ScheduleTick{Name: p.Name}
-		if err := row.Scan(&t.TickAt, &t.Outcome, &t.JobID, &t.RecordedAt); err != nil {
-			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
-		}
-		t.TickAt, t.RecordedAt = t.TickAt.UTC(), t.RecordedAt.UTC()
-		res.Ticks = append(res.Ticks, t)
+	ticks, err := dbrows.Collect(rows, driverkit.ScheduleTickRow(driverkit.NativeTimes, p.Name))
+	if err != nil {
+		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
-	return res, nil
+	return &twicestore.ScheduleTicksResult{Ticks: ticks}, nil
 }
 
 // ScheduleList lists the recorded schedules ordered by name, byte by byte
@@ -142,21 +134,9 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	schedules := []twicetype.Schedule{}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		var (
-			s    twicetype.Schedule
-			next sql.NullTime
-		)
-		if err := row.Scan(&s.Name, &s.Kind, &s.Spec, &s.LastTickAt, &s.LastOutcome, &s.LastJobID,
-			&next, &s.UpdatedAt); err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		s.LastTickAt, s.NextAt, s.UpdatedAt = s.LastTickAt.UTC(), fromNull(next), s.UpdatedAt.UTC()
-		schedules = append(schedules, s)
+	schedules, err := driverkit.CollectList(rows, driverkit.ScheduleRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	return &twicestore.ScheduleListResult{Schedules: schedules}, nil
 }

@@ -5,11 +5,10 @@ package twicemysql
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -33,15 +32,7 @@ func (e *executor) JobThroughput(ctx context.Context, p *twicestore.JobThroughpu
 	if err != nil {
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
-	buckets, err := dbrows.Collect(rows, func(row dbrows.Scanner) (twicestore.ThroughputBucket, error) {
-		var (
-			b int64
-			t twicestore.ThroughputBucket
-		)
-		err := row.Scan(&b, &t.Completed, &t.Dead)
-		t.Start = since.Add(time.Duration(b*width) * time.Microsecond)
-		return t, err
-	})
+	buckets, err := dbrows.Collect(rows, driverkit.ThroughputRow(since, width))
 	if err != nil {
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
@@ -63,15 +54,7 @@ func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStat
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	queues, err := dbrows.Collect(rows, func(row dbrows.Scanner) (twicestore.QueueStat, error) {
-		var (
-			q      twicestore.QueueStat
-			oldest sql.NullTime
-		)
-		err := row.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest, &q.Paused)
-		q.OldestDue = fromNull(oldest)
-		return q, err
-	})
+	queues, err := dbrows.Collect(rows, driverkit.QueueStatRow(driverkit.NativeTimes))
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}

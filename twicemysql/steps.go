@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -19,19 +20,10 @@ import (
 // of slipping in between the check and the commit.
 const fenceSQL = `SELECT 1 FROM twice_jobs WHERE id = ? AND epoch = ? AND state = 'running'`
 
-// stepColumns are the columns scanStep reads, in its order.
-const stepColumns = "step, strategy, claimed_at, done_at, receipt, job_id, epoch"
-
-// scanStep reads one row of stepColumns into a step of handler and key.
+// scanStep reads one row of driverkit.StepColumns into a step of handler
+// and key.
 func scanStep(r dbrows.Scanner, handler, key string) (*twicetype.Step, error) {
-	s := &twicetype.Step{Handler: handler, Key: key}
-	var done sql.NullTime
-	var receipt []byte
-	if err := r.Scan(&s.Step, &s.Strategy, &s.ClaimedAt, &done, &receipt, &s.JobID, &s.Epoch); err != nil {
-		return nil, err
-	}
-	s.ClaimedAt, s.DoneAt, s.Receipt = s.ClaimedAt.UTC(), fromNull(done), receipt
-	return s, nil
+	return driverkit.StepRow(driverkit.NativeTimes, handler, key)(r)
 }
 
 // StepGet returns one step or ErrNotFound.
@@ -46,7 +38,7 @@ func (e *executor) StepGet(ctx context.Context, p *twicestore.StepParams) (*twic
 // stepGet reads one step in q, or returns ErrNotFound; lock is appended to
 // the SELECT ("" or lockShared).
 func stepGet(ctx context.Context, q dbtx, p *twicestore.StepParams, lock string) (*twicetype.Step, error) {
-	s, err := scanStep(q.QueryRowContext(ctx, "SELECT "+stepColumns+" FROM twice_steps WHERE handler = ? AND `key` = ? AND step = ?"+lock,
+	s, err := scanStep(q.QueryRowContext(ctx, "SELECT "+driverkit.StepColumns+" FROM twice_steps WHERE handler = ? AND `key` = ? AND step = ?"+lock,
 		p.Handler, p.Key, p.Step), p.Handler, p.Key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, twicestore.ErrNotFound
@@ -60,7 +52,7 @@ func stepGet(ctx context.Context, q dbtx, p *twicestore.StepParams, lock string)
 // StepList lists the steps of one handler and key, by step name, read by
 // the primary key.
 func (e *executor) StepList(ctx context.Context, p *twicestore.StepListParams) (*twicestore.StepListResult, error) {
-	query, args := "SELECT "+stepColumns+" FROM twice_steps WHERE handler = ? AND `key` = ? ORDER BY step", []any{p.Handler, p.Key}
+	query, args := "SELECT "+driverkit.StepColumns+" FROM twice_steps WHERE handler = ? AND `key` = ? ORDER BY step", []any{p.Handler, p.Key}
 	if p.Limit > 0 {
 		query, args = query+" LIMIT ?", append(args, p.Limit)
 	}
@@ -68,9 +60,7 @@ func (e *executor) StepList(ctx context.Context, p *twicestore.StepListParams) (
 	if err != nil {
 		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, mapError(err))
 	}
-	steps, err := dbrows.Collect(rows, func(r dbrows.Scanner) (*twicetype.Step, error) {
-		return scanStep(r, p.Handler, p.Key)
-	})
+	steps, err := dbrows.Collect(rows, driverkit.StepRow(driverkit.NativeTimes, p.Handler, p.Key))
 	if err != nil {
 		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, mapError(err))
 	}

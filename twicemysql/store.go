@@ -314,14 +314,6 @@ func nullTime(t time.Time) any {
 // requires to be UTC), truncated to the microsecond DATETIME(6) keeps.
 func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// fromNull reads an optional stored time back in UTC; NULL is the zero time.
-func fromNull(v sql.NullTime) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return v.Time.UTC()
-}
-
 // nowOr returns t, or the current time when t is zero.
 func nowOr(t time.Time) time.Time {
 	if t.IsZero() {

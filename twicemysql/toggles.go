@@ -6,27 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
-	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
-
-// toggleKey is how a kind is stored as a toggle's key: lower-cased in Go,
-// as the other drivers do. SQL's LOWER() would not do here: the kind
-// column is VARBINARY, and LOWER() leaves a binary string as it is.
-func toggleKey(kind string) string { return strings.ToLower(kind) }
-
-// toggleSource is the source a history row records: the caller's, or
-// ToggleSourceStore when it named none.
-func toggleSource(s string) string {
-	if s == "" {
-		return twicetype.ToggleSourceStore
-	}
-	return s
-}
 
 // lockOrInsertTries bounds lockOrInsert's rounds: each one that fails met a
 // row another transaction inserted and then deleted again in between.
@@ -68,7 +53,7 @@ func lockOrInsert(lock func() (bool, error), insert func() error) (found bool, e
 // no notifications: workers see the change at their next poll.
 func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams) error {
 	tg := p.Toggle
-	kind := toggleKey(tg.Kind)
+	kind := driverkit.ToggleKey(tg.Kind)
 	at := nowOr(tg.At)
 	err := e.inTx(ctx, func(q dbtx) error {
 		var prev twicetype.ToggleState
@@ -97,7 +82,7 @@ func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams)
 			next = twicetype.ToggleOn
 		}
 		return appendToggleChange(ctx, q, &twicetype.ToggleChange{Kind: kind, By: tg.By, Reason: tg.Reason,
-			Previous: prev, New: next, Source: toggleSource(p.Source), ExpiresAt: tg.ExpiresAt, At: at})
+			Previous: prev, New: next, Source: driverkit.ToggleSource(p.Source), ExpiresAt: tg.ExpiresAt, At: at})
 	})
 	if err != nil {
 		return fmt.Errorf("set toggle %q: %w", kind, err)
@@ -112,7 +97,7 @@ func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams)
 // lock orders the delete against a concurrent first set of the kind, which
 // would otherwise find nothing to wait for.
 func (e *executor) ToggleDelete(ctx context.Context, p *twicestore.ToggleDeleteParams) error {
-	kind := toggleKey(p.Kind)
+	kind := driverkit.ToggleKey(p.Kind)
 	at := nowOr(p.At)
 	err := e.inTx(ctx, func(q dbtx) error {
 		var prev twicetype.ToggleState
@@ -132,7 +117,7 @@ func (e *executor) ToggleDelete(ctx context.Context, p *twicestore.ToggleDeleteP
 			return err
 		}
 		return appendToggleChange(ctx, q, &twicetype.ToggleChange{Kind: kind, By: p.By, Reason: p.Reason,
-			Previous: prev, New: twicetype.ToggleNone, Source: toggleSource(p.Source), At: at})
+			Previous: prev, New: twicetype.ToggleNone, Source: driverkit.ToggleSource(p.Source), At: at})
 	})
 	if err != nil {
 		return fmt.Errorf("delete toggle %q: %w", kind, err)
@@ -156,7 +141,7 @@ func lockToggle(ctx context.Context, q dbtx, kind string, now time.Time) (state 
 	if err != nil {
 		return "", false, fmt.Errorf("read the stored switch: %w", err)
 	}
-	tg.ExpiresAt = fromNull(expires)
+	tg.ExpiresAt = driverkit.FromNullTime(expires)
 	return tg.StateOf(now), true, nil
 }
 
@@ -179,21 +164,9 @@ func (e *executor) ToggleList(ctx context.Context, p *twicestore.ToggleListParam
 	if err != nil {
 		return nil, fmt.Errorf("list toggles: %w", err)
 	}
-	toggles := []twicetype.Toggle{}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list toggles: %w", err)
-		}
-		var (
-			tg      twicetype.Toggle
-			expires sql.NullTime
-		)
-		if err := row.Scan(&tg.Kind, &tg.Enabled, &tg.Reason, &tg.By, &tg.At, &expires); err != nil {
-			return nil, fmt.Errorf("list toggles: %w", err)
-		}
-		tg.At = tg.At.UTC()
-		tg.ExpiresAt = fromNull(expires)
-		toggles = append(toggles, tg)
+	toggles, err := driverkit.CollectList(rows, driverkit.ToggleRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list toggles: %w", err)
 	}
 	return &twicestore.ToggleListResult{Toggles: toggles}, nil
 }
@@ -205,33 +178,18 @@ func (e *executor) ToggleHistory(ctx context.Context, p *twicestore.ToggleHistor
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	kind := toggleKey(p.Kind)
+	kind := driverkit.ToggleKey(p.Kind)
 	rows, err := e.db.QueryContext(ctx, `SELECT id, kind, set_by, reason, previous_state, new_state, source,
 		expires_at, changed_at FROM twice_toggle_history
 		WHERE (? = '' OR kind = ?) AND id < ? ORDER BY id DESC`+limitClause(p.Limit), kind, kind, before)
 	if err != nil {
 		return nil, fmt.Errorf("list switch history: %w", err)
 	}
-	res := &twicestore.ToggleHistoryResult{Changes: []twicetype.ToggleChange{}}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list switch history: %w", err)
-		}
-		var (
-			c              twicetype.ToggleChange
-			previous, next string
-			expires        sql.NullTime
-		)
-		if err := row.Scan(&c.ID, &c.Kind, &c.By, &c.Reason, &previous, &next, &c.Source,
-			&expires, &c.At); err != nil {
-			return nil, fmt.Errorf("list switch history: %w", err)
-		}
-		c.Previous, c.New = twicetype.ToggleState(previous), twicetype.ToggleState(next)
-		c.ExpiresAt = fromNull(expires)
-		c.At = c.At.UTC()
-		res.Changes = append(res.Changes, c)
+	changes, err := driverkit.CollectList(rows, driverkit.ToggleChangeRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list switch history: %w", err)
 	}
-	return res, nil
+	return &twicestore.ToggleHistoryResult{Changes: changes}, nil
 }
 
 // limitClause is the LIMIT clause of a listing of at most limit rows; a

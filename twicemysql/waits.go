@@ -20,22 +20,13 @@ import (
 	"strconv"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
 // signalColumns is the column list of a resolution, in scanSignal's order.
 const signalColumns = `job_id, name, payload, timed_out, at, sender`
-
-// scanSignal scans one row of signalColumns; a timeout's payload is nil.
-func scanSignal(r rowScanner) (*twicetype.Signal, error) {
-	var s twicetype.Signal
-	if err := r.Scan(&s.JobID, &s.Name, &s.Payload, &s.TimedOut, &s.At, &s.Sender); err != nil {
-		return nil, err
-	}
-	s.At = s.At.UTC()
-	return &s, nil
-}
 
 // signalInsertSQL stores a signal as its wait's resolution. The primary
 // key (job_id, name) refuses a second resolution of the same wait; the
@@ -193,3 +184,6 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 	}
 	return res, nil
 }
+
+// scanSignal reads one row of signalColumns; a timeout's payload is nil.
+var scanSignal = driverkit.SignalRow(driverkit.NativeTimes)

@@ -2,9 +2,7 @@ package twicepg
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/internal/driverkit"
@@ -41,7 +39,7 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 	for i, k := range p.Kinds {
 		kinds[i], queues[i], strategies[i], handlers[i] = k.Kind, k.Queue, k.Strategy, k.HandlerName
 		failClosed[i], maxAttempts[i], timeouts[i] = k.FailClosed, int64(k.MaxAttempts), k.Timeout.Microseconds()
-		schedules[i] = schedulesJSON(k)
+		schedules[i] = driverkit.SchedulesJSON(k)
 		limits[i] = driverkit.LimitSettingJSON(twicetype.LimitSetting{Limit: k.Limit})
 	}
 	err := e.inTx(ctx, func(tx *executor) error {
@@ -91,21 +89,6 @@ func (e *executor) storedCatalogArgs(ctx context.Context, kinds []string) (map[s
 	return out, nil
 }
 
-// schedulesJSON encodes a kind's schedules for their column; none is "[]".
-// The twicetype structs' json tags are the stored form, shared with the
-// SQLite driver.
-func schedulesJSON(k twicetype.KindInfo) string {
-	s := k.Schedules
-	if s == nil {
-		s = []twicetype.KindSchedule{}
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(err) // structs of strings always encode
-	}
-	return string(b)
-}
-
 // CatalogList lists every catalogued kind ordered by kind's bytes
 // (COLLATE "C", as ToggleList). The JSON columns come back as text, which
 // pgx and database/sql both scan into a string.
@@ -115,32 +98,9 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 	if err != nil {
 		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
-	res := &twicestore.CatalogListResult{Kinds: []twicetype.KindInfo{}}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("list kind catalog: %w", err)
-		}
-		var (
-			k                       twicetype.KindInfo
-			timeout                 int64
-			args, schedules, limits string
-		)
-		if err := row.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
-			&args, &schedules, &limits, &k.HandlerName, &k.Node, &k.LastSeen); err != nil {
-			return nil, fmt.Errorf("list kind catalog: %w", err)
-		}
-		if err := json.Unmarshal([]byte(args), &k.Args); err != nil {
-			return nil, fmt.Errorf("list kind catalog: kind %q args: %w", k.Kind, err)
-		}
-		if err := json.Unmarshal([]byte(schedules), &k.Schedules); err != nil {
-			return nil, fmt.Errorf("list kind catalog: kind %q schedules: %w", k.Kind, err)
-		}
-		if k.Limit, err = driverkit.CatalogLimit(limits); err != nil {
-			return nil, fmt.Errorf("list kind catalog: kind %q: %w", k.Kind, err)
-		}
-		k.Timeout = time.Duration(timeout) * time.Microsecond
-		k.LastSeen = k.LastSeen.UTC()
-		res.Kinds = append(res.Kinds, k)
+	kinds, err := driverkit.CollectList(rs, driverkit.KindInfoRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
-	return res, nil
+	return &twicestore.CatalogListResult{Kinds: kinds}, nil
 }

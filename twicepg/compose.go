@@ -7,7 +7,6 @@ package twicepg
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sort"
 	"time"
@@ -80,21 +79,6 @@ func (e *executor) finishWithChildren(ctx context.Context, p *twicestore.JobFini
 	return res, nil
 }
 
-const workflowColumns = `id, name, on_dead, state, tasks, completed, dead, created_at, finished_at`
-
-func scanWorkflow(r row) (*twicetype.Workflow, error) {
-	var (
-		w          twicetype.Workflow
-		state      string
-		finishedAt sql.NullTime
-	)
-	if err := r.Scan(&w.ID, &w.Name, &w.OnDead, &state, &w.Tasks, &w.Completed, &w.Dead, &w.CreatedAt, &finishedAt); err != nil {
-		return nil, err
-	}
-	w.State, w.CreatedAt, w.FinishedAt = twicetype.WorkflowState(state), w.CreatedAt.UTC(), fromNull(finishedAt)
-	return &w, nil
-}
-
 // WorkflowInsert stores the workflow, its tasks and edges, and enqueues its
 // roots, in one transaction.
 func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowInsertParams) (*twicestore.WorkflowInsertResult, error) {
@@ -129,7 +113,7 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 	res := &twicestore.WorkflowInsertResult{}
 	err := e.inTx(ctx, func(tx *executor) error {
 		w, err := scanWorkflow(tx.q.queryRow(ctx, `INSERT INTO twice_workflows (name, on_dead, tasks, created_at)
-			VALUES ($1, $2, $3, $4) RETURNING `+workflowColumns, p.Name, onDead, n, now))
+			VALUES ($1, $2, $3, $4) RETURNING `+driverkit.WorkflowColumns, p.Name, onDead, n, now))
 		if err != nil {
 			return err
 		}
@@ -176,7 +160,7 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 // WorkflowGet returns the workflow and its tasks, with each enqueued
 // task's job.
 func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetParams) (*twicestore.WorkflowGetResult, error) {
-	w, err := scanWorkflow(e.q.queryRow(ctx, `SELECT `+workflowColumns+` FROM twice_workflows WHERE id = $1`, p.ID))
+	w, err := scanWorkflow(e.q.queryRow(ctx, `SELECT `+driverkit.WorkflowColumns+` FROM twice_workflows WHERE id = $1`, p.ID))
 	if isNoRows(err) {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, twicestore.ErrNotFound)
 	}
@@ -219,7 +203,7 @@ func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetPar
 // WorkflowList lists workflows newest first.
 func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListParams) (*twicestore.WorkflowListResult, error) {
 	before, limit := p.Page()
-	rs, err := e.q.query(ctx, `SELECT `+workflowColumns+` FROM twice_workflows
+	rs, err := e.q.query(ctx, `SELECT `+driverkit.WorkflowColumns+` FROM twice_workflows
 		WHERE id < $1 AND ($2 = '' OR state = $2) ORDER BY id DESC LIMIT $3`, before, string(p.State), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
@@ -249,7 +233,7 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 		w, err := scanWorkflow(tx.q.queryRow(ctx, `UPDATE twice_workflows SET
 			state = CASE WHEN state = 'running' THEN 'cancelled' ELSE state END,
 			finished_at = CASE WHEN state = 'running' THEN $1 ELSE finished_at END
-			WHERE id = $2 RETURNING `+workflowColumns, now, p.ID))
+			WHERE id = $2 RETURNING `+driverkit.WorkflowColumns, now, p.ID))
 		if isNoRows(err) {
 			return twicestore.ErrNotFound
 		}
@@ -281,25 +265,8 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 	return res, nil
 }
 
-const batchColumns = `id, on_success, sealed, total, pending, completed, dead, cancelled, kind,
-	coalesce(callback_job_id, 0), created_at, finished_at`
-
-func scanBatch(r row) (*twicetype.Batch, error) {
-	var (
-		b          twicetype.Batch
-		sealed     bool
-		finishedAt sql.NullTime
-	)
-	if err := r.Scan(&b.ID, &b.OnSuccess, &sealed, &b.Total, &b.Pending, &b.Completed, &b.Dead, &b.Cancelled,
-		&b.CallbackKind, &b.CallbackJobID, &b.CreatedAt, &finishedAt); err != nil {
-		return nil, err
-	}
-	b.Open, b.CreatedAt, b.FinishedAt = !sealed, b.CreatedAt.UTC(), fromNull(finishedAt)
-	return &b, nil
-}
-
 func (e *executor) batchGet(ctx context.Context, id int64) (*twicetype.Batch, error) {
-	b, err := scanBatch(e.q.queryRow(ctx, `SELECT `+batchColumns+` FROM twice_batches WHERE id = $1`, id))
+	b, err := scanBatch(e.q.queryRow(ctx, `SELECT `+driverkit.BatchColumns+` FROM twice_batches WHERE id = $1`, id))
 	if isNoRows(err) {
 		return nil, twicestore.ErrNotFound
 	}
@@ -444,7 +411,7 @@ func (e *executor) BatchGet(ctx context.Context, p *twicestore.BatchGetParams) (
 // BatchList lists one page of batches, newest first.
 func (e *executor) BatchList(ctx context.Context, p *twicestore.BatchListParams) (*twicestore.BatchListResult, error) {
 	before, limit := p.Page()
-	rs, err := e.q.query(ctx, `SELECT `+batchColumns+` FROM twice_batches
+	rs, err := e.q.query(ctx, `SELECT `+driverkit.BatchColumns+` FROM twice_batches
 		WHERE id < $1 AND (NOT $2 OR finished_at IS NULL) ORDER BY id DESC LIMIT $3`, before, p.Unfinished, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
@@ -489,3 +456,10 @@ func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTas
 	}
 	return res, nil
 }
+
+// scanWorkflow and scanBatch read one row of driverkit.WorkflowColumns and
+// driverkit.BatchColumns, their times as time.Time.
+var (
+	scanWorkflow = driverkit.WorkflowRow(driverkit.NativeTimes)
+	scanBatch    = driverkit.BatchRow(driverkit.NativeTimes)
+)

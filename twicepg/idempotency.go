@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -84,19 +85,9 @@ func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.Idempoten
 
 // scanIdempotency scans the idempotencyColumns of one record, times in UTC.
 func scanIdempotency(r row) (twicetype.IdempotencyRecord, error) {
-	var (
-		rec    twicetype.IdempotencyRecord
-		header string
-	)
-	if err := r.Scan(&rec.Principal, &rec.Key, &rec.Fingerprint, &rec.Done, &rec.Status, &header, &rec.Body,
-		&rec.LockedAt, &rec.CreatedAt, &rec.ExpiresAt); err != nil {
-		return rec, err
-	}
-	if err := json.Unmarshal([]byte(header), &rec.Header); err != nil {
-		return rec, fmt.Errorf("decode header: %w", err)
-	}
-	rec.LockedAt, rec.CreatedAt, rec.ExpiresAt = rec.LockedAt.UTC(), rec.CreatedAt.UTC(), rec.ExpiresAt.UTC()
-	return rec, nil
+	var rec twicetype.IdempotencyRecord
+	err := driverkit.ScanIdempotency(driverkit.NativeTimes, r, &rec, &rec.Principal, &rec.Key)
+	return rec, err
 }
 
 // IdempotencyExtend moves a running record's lock to Now (at least a

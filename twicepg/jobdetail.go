@@ -6,37 +6,21 @@ package twicepg
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // StepList lists the steps of one handler and key, read by the primary
 // key's (handler, key) prefix in step order.
 func (e *executor) StepList(ctx context.Context, p *twicestore.StepListParams) (*twicestore.StepListResult, error) {
-	rs, err := e.q.query(ctx, `SELECT step, strategy, claimed_at, done_at, receipt, job_id, epoch FROM twice_steps
+	rs, err := e.q.query(ctx, `SELECT `+driverkit.StepColumns+` FROM twice_steps
 		WHERE handler = $1 AND key = $2 ORDER BY step LIMIT $3`, p.Handler, p.Key, limitArg(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, err)
 	}
-	steps, err := dbrows.Collect(rs, func(row dbrows.Scanner) (*twicetype.Step, error) {
-		s := &twicetype.Step{Handler: p.Handler, Key: p.Key}
-		var done *time.Time
-		var receipt *string
-		if err := row.Scan(&s.Step, &s.Strategy, &s.ClaimedAt, &done, &receipt, &s.JobID, &s.Epoch); err != nil {
-			return nil, err
-		}
-		s.ClaimedAt = s.ClaimedAt.UTC()
-		if done != nil {
-			s.DoneAt = done.UTC()
-		}
-		if receipt != nil {
-			s.Receipt = []byte(*receipt)
-		}
-		return s, nil
-	})
+	steps, err := dbrows.Collect(rs, driverkit.StepRow(driverkit.NativeTimes, p.Handler, p.Key))
 	if err != nil {
 		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, err)
 	}

@@ -19,18 +19,12 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// jobColumnNames are the columns every job query returns, in scanJob's order.
-var jobColumnNames = []string{"id", "kind", "queue", "priority", "args", "message_id", "idempotency_key",
-	"correlation_id", "unique_key", "state", "attempt", "max_attempts", "epoch", "run_at", "lease_until",
-	"attempted_by", "errors", "note", "created_at", "finished_at", "metadata",
-	"cancel_requested_at", "cancel_by", "cancel_reason", "snoozes", "trace", "wait_name", "signal_seq"}
-
 // jobCols renders the job columns of the table or CTE named alias. The error
 // history and the metadata are read as JSON text, which pgx and database/sql both scan into a
 // string.
 func jobCols(alias string) string {
-	cols := make([]string, len(jobColumnNames))
-	for i, c := range jobColumnNames {
+	cols := make([]string, len(driverkit.JobColumnNames))
+	for i, c := range driverkit.JobColumnNames {
 		cols[i] = alias + "." + c
 		if c == "errors" || c == "metadata" {
 			cols[i] += "::text AS " + c
@@ -45,32 +39,7 @@ var jobColumns = jobCols("j")
 // scanJob scans one row of jobColumns, after the extra destinations a query
 // puts before them.
 func scanJob(r row, extra ...any) (*twicetype.JobRow, error) {
-	var (
-		j                      twicetype.JobRow
-		state, errs, meta      string
-		leaseUntil, finishedAt sql.NullTime
-		cancelAt               sql.NullTime
-		cancelBy, cancelReason string
-	)
-	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
-		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &j.RunAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &j.CreatedAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace,
-		&j.WaitName, &j.SignalSeq)
-	if err := r.Scan(dest...); err != nil {
-		return nil, err
-	}
-	if cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromNull(cancelAt), By: cancelBy, Reason: cancelReason}
-	}
-	j.State = twicetype.JobState(state)
-	j.RunAt = j.RunAt.UTC()
-	j.CreatedAt = j.CreatedAt.UTC()
-	j.LeaseUntil = fromNull(leaseUntil)
-	j.FinishedAt = fromNull(finishedAt)
-	if err := driverkit.DecodeJobJSON(&j, errs, meta); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return driverkit.ScanJob(driverkit.NativeTimes, r, extra...)
 }
 
 // jobScanner scans rows of jobColumns, after the extra destinations a query
@@ -108,13 +77,13 @@ func (s *jobScanner) scan(r row) (*twicetype.JobRow, error) {
 	j := new(twicetype.JobRow)
 	*j = s.j
 	if s.cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromNull(s.cancelAt), By: s.cancelBy, Reason: s.cancelReason}
+		j.Cancel = &twicetype.CancelRequest{At: driverkit.FromNullTime(s.cancelAt), By: s.cancelBy, Reason: s.cancelReason}
 	}
 	j.State = twicetype.JobState(s.state)
 	j.RunAt = j.RunAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
-	j.LeaseUntil = fromNull(s.leaseUntil)
-	j.FinishedAt = fromNull(s.finishedAt)
+	j.LeaseUntil = driverkit.FromNullTime(s.leaseUntil)
+	j.FinishedAt = driverkit.FromNullTime(s.finishedAt)
 	if err := driverkit.DecodeJobJSON(j, s.errs, s.meta); err != nil {
 		return nil, err
 	}

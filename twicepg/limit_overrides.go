@@ -11,9 +11,6 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// pgTime is a timestamptz column as the limit rows read it: in UTC.
-func pgTime(t time.Time) time.Time { return t.UTC() }
-
 // LimitOverrideSet stores the override, replacing the one of the same
 // scope and name, and appends the change to the history in the same
 // transaction. The write notifies the kill switch channel when it
@@ -90,7 +87,7 @@ func (e *executor) lockLimitOverride(ctx context.Context, scope twicetype.LimitS
 	if err != nil {
 		return nil, fmt.Errorf("read the stored override: %w", err)
 	}
-	found, err := dbrows.Collect(rs, driverkit.LimitOverrideRow(pgTime))
+	found, err := dbrows.Collect(rs, driverkit.LimitOverrideRow(driverkit.NativeTimes))
 	if err != nil || len(found) == 0 {
 		return nil, err
 	}
@@ -119,7 +116,7 @@ func (e *executor) LimitOverrideList(ctx context.Context, _ *twicestore.LimitOve
 	if err != nil {
 		return nil, fmt.Errorf("list limit overrides: %w", err)
 	}
-	out, err := dbrows.Collect(rs, driverkit.LimitOverrideRow(pgTime))
+	out, err := dbrows.Collect(rs, driverkit.LimitOverrideRow(driverkit.NativeTimes))
 	if err != nil {
 		return nil, fmt.Errorf("list limit overrides: %w", err)
 	}
@@ -140,7 +137,7 @@ func (e *executor) LimitHistory(ctx context.Context, p *twicestore.LimitHistoryP
 	if err != nil {
 		return nil, fmt.Errorf("list limit history: %w", err)
 	}
-	out, err := dbrows.Collect(rs, driverkit.LimitChangeRow(pgTime))
+	out, err := dbrows.Collect(rs, driverkit.LimitChangeRow(driverkit.NativeTimes))
 	if err != nil {
 		return nil, fmt.Errorf("list limit history: %w", err)
 	}

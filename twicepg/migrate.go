@@ -50,30 +50,26 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := q.exec(ctx, migrateLockSQL); err != nil {
 		return fmt.Errorf("migrate: take the migration lock: %w", err)
 	}
-	applied, err := appliedVersion(ctx, q)
-	if err != nil {
-		return err
-	}
-	latest := latestVersion()
-	if applied > latest {
-		return migrations.TooNew(applied, latest)
-	}
-	if applied == latest {
-		return nil
-	}
-	if _, err := q.exec(ctx, createMigrationsTable); err != nil {
-		return fmt.Errorf("migrate: create twice_migrations: %w", err)
-	}
-	for _, m := range embedded[applied:] {
+	err = migrations.Run(embedded, migrations.Steps{
+		Applied: func() (int, error) { return appliedVersion(ctx, q) },
+		CreateTable: func() error {
+			_, err := q.exec(ctx, createMigrationsTable)
+			return err
+		},
 		// Without arguments pgx sends the file with the simple protocol,
 		// which runs all its statements.
-		if _, err := q.exec(ctx, m.SQL); err != nil {
-			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
-		}
-		if _, err := q.exec(ctx, `INSERT INTO twice_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-			m.Version, m.Name, time.Now()); err != nil {
-			return fmt.Errorf("migrate: record %s: %w", m.Name, err)
-		}
+		Apply: func(m migrations.Migration) error {
+			_, err := q.exec(ctx, m.SQL)
+			return err
+		},
+		Record: func(m migrations.Migration) error {
+			_, err := q.exec(ctx, `INSERT INTO twice_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+				m.Version, m.Name, time.Now())
+			return err
+		},
+	})
+	if err != nil {
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("migrate: commit: %w", err)

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // tickSQL records a tick unless the schedule's stored tick is the same or
@@ -99,19 +99,11 @@ func (e *executor) ScheduleTicks(ctx context.Context, p *twicestore.ScheduleTick
 	if err != nil {
 		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
-	res := &twicestore.ScheduleTicksResult{}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
-		}
-		t := twicetype.ScheduleTick{Name: p.Name}
-		if err := row.Scan(&t.TickAt, &t.Outcome, &t.JobID, &t.RecordedAt); err != nil {
-			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
-		}
-		t.TickAt, t.RecordedAt = t.TickAt.UTC(), t.RecordedAt.UTC()
-		res.Ticks = append(res.Ticks, t)
+	ticks, err := dbrows.Collect(rs, driverkit.ScheduleTickRow(driverkit.NativeTimes, p.Name))
+	if err != nil {
+		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
-	return res, nil
+	return &twicestore.ScheduleTicksResult{Ticks: ticks}, nil
 }
 
 // ScheduleList lists the recorded schedules ordered by name. COLLATE "C"
@@ -122,21 +114,9 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	schedules := []twicetype.Schedule{}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		var (
-			s    twicetype.Schedule
-			next sql.NullTime
-		)
-		if err := row.Scan(&s.Name, &s.Kind, &s.Spec, &s.LastTickAt, &s.LastOutcome, &s.LastJobID,
-			&next, &s.UpdatedAt); err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		s.LastTickAt, s.NextAt, s.UpdatedAt = s.LastTickAt.UTC(), fromNull(next), s.UpdatedAt.UTC()
-		schedules = append(schedules, s)
+	schedules, err := driverkit.CollectList(rs, driverkit.ScheduleRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	return &twicestore.ScheduleListResult{Schedules: schedules}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 )
 
@@ -30,22 +31,11 @@ func (e *executor) JobThroughput(ctx context.Context, p *twicestore.JobThroughpu
 	if err != nil {
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
-	res := &twicestore.JobThroughputResult{}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("job throughput: %w", err)
-		}
-		var (
-			b int64
-			t twicestore.ThroughputBucket
-		)
-		if err := row.Scan(&b, &t.Completed, &t.Dead); err != nil {
-			return nil, fmt.Errorf("job throughput: %w", err)
-		}
-		t.Start = p.Since.Add(time.Duration(b*width) * time.Microsecond).UTC()
-		res.Buckets = append(res.Buckets, t)
+	buckets, err := dbrows.Collect(rs, driverkit.ThroughputRow(p.Since, width))
+	if err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
 	}
-	return res, nil
+	return &twicestore.JobThroughputResult{Buckets: buckets}, nil
 }
 
 // JobQueueStats counts the available jobs of each queue, due and
@@ -66,22 +56,9 @@ func (e *executor) JobQueueStats(ctx context.Context, p *twicestore.JobQueueStat
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	res := &twicestore.JobQueueStatsResult{}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("queue stats: %w", err)
-		}
-		var (
-			q      twicestore.QueueStat
-			oldest *time.Time
-		)
-		if err := row.Scan(&q.Queue, &q.Due, &q.Scheduled, &oldest, &q.Paused); err != nil {
-			return nil, fmt.Errorf("queue stats: %w", err)
-		}
-		if oldest != nil {
-			q.OldestDue = oldest.UTC()
-		}
-		res.Queues = append(res.Queues, q)
+	queues, err := dbrows.Collect(rs, driverkit.QueueStatRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	return res, nil
+	return &twicestore.JobQueueStatsResult{Queues: queues}, nil
 }

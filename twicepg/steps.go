@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -56,24 +57,13 @@ SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM ins)`
 
 // StepGet returns one step or ErrNotFound.
 func (e *executor) StepGet(ctx context.Context, p *twicestore.StepParams) (*twicetype.Step, error) {
-	s := &twicetype.Step{Handler: p.Handler, Key: p.Key, Step: p.Step}
-	var done *time.Time
-	var receipt *string
-	err := e.q.queryRow(ctx, `SELECT strategy, claimed_at, done_at, receipt, job_id, epoch FROM twice_steps
-		WHERE handler = $1 AND key = $2 AND step = $3`, p.Handler, p.Key, p.Step,
-	).Scan(&s.Strategy, &s.ClaimedAt, &done, &receipt, &s.JobID, &s.Epoch)
+	s, err := driverkit.StepRow(driverkit.NativeTimes, p.Handler, p.Key)(e.q.queryRow(ctx,
+		`SELECT `+driverkit.StepColumns+` FROM twice_steps WHERE handler = $1 AND key = $2 AND step = $3`, p.Handler, p.Key, p.Step))
 	if isNoRows(err) {
 		return nil, twicestore.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
-	}
-	s.ClaimedAt = s.ClaimedAt.UTC()
-	if done != nil {
-		s.DoneAt = done.UTC()
-	}
-	if receipt != nil {
-		s.Receipt = []byte(*receipt)
 	}
 	return s, nil
 }

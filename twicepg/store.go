@@ -396,14 +396,6 @@ func nowOr(t time.Time) time.Time {
 	return t
 }
 
-// fromNull reads an optional stored time back in UTC; NULL is the zero time.
-func fromNull(t sql.NullTime) time.Time {
-	if !t.Valid {
-		return time.Time{}
-	}
-	return t.Time.UTC()
-}
-
 // limitArg turns a Limit where zero or less means "no limit" into a LIMIT
 // parameter: NULL is no limit in PostgreSQL.
 func limitArg(limit int) any {

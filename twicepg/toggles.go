@@ -4,27 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
-
-// toggleKey is how a kind is stored as a toggle's key. It is lower-cased in
-// Go, not with SQL's lower(), whose result depends on the database's
-// locale: both drivers then store the same key for the same kind.
-func toggleKey(kind string) string { return strings.ToLower(kind) }
-
-// toggleSource is the source a history row records: the caller's, or
-// ToggleSourceStore when it named none.
-func toggleSource(s string) string {
-	if s == "" {
-		return twicetype.ToggleSourceStore
-	}
-	return s
-}
 
 // nullTime stores an optional time; the zero time is NULL.
 func nullTime(t time.Time) sql.NullTime {
@@ -38,7 +23,7 @@ func nullTime(t time.Time) sql.NullTime {
 // was none.
 func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams) error {
 	tg := p.Toggle
-	kind := toggleKey(tg.Kind)
+	kind := driverkit.ToggleKey(tg.Kind)
 	at := nowOr(tg.At)
 	err := e.inTx(ctx, func(tx *executor) error {
 		prev, err := tx.lockToggle(ctx, kind, at)
@@ -62,7 +47,7 @@ func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams)
 			next = twicetype.ToggleOn
 		}
 		return tx.appendToggleChange(ctx, &twicetype.ToggleChange{Kind: kind, By: tg.By, Reason: tg.Reason,
-			Previous: prev, New: next, Source: toggleSource(p.Source), ExpiresAt: tg.ExpiresAt, At: at})
+			Previous: prev, New: next, Source: driverkit.ToggleSource(p.Source), ExpiresAt: tg.ExpiresAt, At: at})
 	})
 	if err != nil {
 		return fmt.Errorf("set toggle %q: %w", kind, err)
@@ -74,7 +59,7 @@ func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams)
 // to the history in the same transaction; removing one that is not stored
 // is not an error, and is recorded as none to none.
 func (e *executor) ToggleDelete(ctx context.Context, p *twicestore.ToggleDeleteParams) error {
-	kind := toggleKey(p.Kind)
+	kind := driverkit.ToggleKey(p.Kind)
 	at := nowOr(p.At)
 	err := e.inTx(ctx, func(tx *executor) error {
 		prev, err := tx.lockToggle(ctx, kind, at)
@@ -86,7 +71,7 @@ func (e *executor) ToggleDelete(ctx context.Context, p *twicestore.ToggleDeleteP
 			return err
 		}
 		return tx.appendToggleChange(ctx, &twicetype.ToggleChange{Kind: kind, By: p.By, Reason: p.Reason,
-			Previous: prev, New: twicetype.ToggleNone, Source: toggleSource(p.Source), At: at})
+			Previous: prev, New: twicetype.ToggleNone, Source: driverkit.ToggleSource(p.Source), At: at})
 	})
 	if err != nil {
 		return fmt.Errorf("delete toggle %q: %w", kind, err)
@@ -117,7 +102,7 @@ func (e *executor) lockToggle(ctx context.Context, kind string, now time.Time) (
 	if err != nil {
 		return "", fmt.Errorf("read the stored switch: %w", err)
 	}
-	tg.ExpiresAt = fromNull(expires)
+	tg.ExpiresAt = driverkit.FromNullTime(expires)
 	return tg.StateOf(now), nil
 }
 
@@ -141,21 +126,9 @@ func (e *executor) ToggleList(ctx context.Context, p *twicestore.ToggleListParam
 	if err != nil {
 		return nil, fmt.Errorf("list toggles: %w", err)
 	}
-	toggles := []twicetype.Toggle{}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("list toggles: %w", err)
-		}
-		var (
-			tg      twicetype.Toggle
-			expires sql.NullTime
-		)
-		if err := row.Scan(&tg.Kind, &tg.Enabled, &tg.Reason, &tg.By, &tg.At, &expires); err != nil {
-			return nil, fmt.Errorf("list toggles: %w", err)
-		}
-		tg.At = tg.At.UTC()
-		tg.ExpiresAt = fromNull(expires)
-		toggles = append(toggles, tg)
+	toggles, err := driverkit.CollectList(rs, driverkit.ToggleRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list toggles: %w", err)
 	}
 	return &twicestore.ToggleListResult{Toggles: toggles}, nil
 }
@@ -170,28 +143,13 @@ func (e *executor) ToggleHistory(ctx context.Context, p *twicestore.ToggleHistor
 	rs, err := e.q.query(ctx, `SELECT id, kind, set_by, reason, previous_state, new_state, source,
 		expires_at, changed_at FROM twice_toggle_history
 		WHERE ($1::text = '' OR kind = $1) AND ($2::bigint IS NULL OR id < $2)
-		ORDER BY id DESC LIMIT $3`, toggleKey(p.Kind), before, limitArg(p.Limit))
+		ORDER BY id DESC LIMIT $3`, driverkit.ToggleKey(p.Kind), before, limitArg(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list switch history: %w", err)
 	}
-	res := &twicestore.ToggleHistoryResult{Changes: []twicetype.ToggleChange{}}
-	for row, err := range dbrows.Iter(rs) {
-		if err != nil {
-			return nil, fmt.Errorf("list switch history: %w", err)
-		}
-		var (
-			c              twicetype.ToggleChange
-			previous, next string
-			expires        sql.NullTime
-		)
-		if err := row.Scan(&c.ID, &c.Kind, &c.By, &c.Reason, &previous, &next, &c.Source,
-			&expires, &c.At); err != nil {
-			return nil, fmt.Errorf("list switch history: %w", err)
-		}
-		c.Previous, c.New = twicetype.ToggleState(previous), twicetype.ToggleState(next)
-		c.ExpiresAt = fromNull(expires)
-		c.At = c.At.UTC()
-		res.Changes = append(res.Changes, c)
+	changes, err := driverkit.CollectList(rs, driverkit.ToggleChangeRow(driverkit.NativeTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list switch history: %w", err)
 	}
-	return res, nil
+	return &twicestore.ToggleHistoryResult{Changes: changes}, nil
 }

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -56,22 +57,6 @@ SELECT count(pg_notify($4, queue)) FROM updated WHERE $2::boolean`
 // signalColumns are the columns of a twice_signals row, in scanSignal's
 // order. The payload is read as text, the very JSON the sender sent.
 const signalColumns = `job_id, name, payload::text, timed_out, at, sender`
-
-// scanSignal scans one row of signalColumns.
-func scanSignal(r row) (*twicetype.Signal, error) {
-	var (
-		sig     twicetype.Signal
-		payload *string
-	)
-	if err := r.Scan(&sig.JobID, &sig.Name, &payload, &sig.TimedOut, &sig.At, &sig.Sender); err != nil {
-		return nil, err
-	}
-	if payload != nil {
-		sig.Payload = []byte(*payload)
-	}
-	sig.At = sig.At.UTC()
-	return &sig, nil
-}
 
 // JobSignal resolves the wait p.Name of job p.JobID, in one transaction
 // (the caller's, on an executor of a transaction): it locks the job,
@@ -227,3 +212,6 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 		return &twicestore.JobWakeDueResult{Woken: ids}, nil
 	}
 }
+
+// scanSignal reads one row of signalColumns; a timeout's payload is nil.
+var scanSignal = driverkit.SignalRow(driverkit.NativeTimes)

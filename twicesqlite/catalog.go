@@ -2,9 +2,7 @@ package twicesqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/internal/driverkit"
@@ -52,7 +50,7 @@ func (e *executor) CatalogPublish(ctx context.Context, p *twicestore.CatalogPubl
 				return fmt.Errorf("kind %q: %w", k.Kind, err)
 			}
 			if _, err := stmt.ExecContext(ctx, k.Kind, k.Queue, k.Strategy, k.FailClosed, k.MaxAttempts,
-				k.Timeout.Microseconds(), args, schedulesJSON(k), driverkit.LimitSettingJSON(twicetype.LimitSetting{Limit: k.Limit}),
+				k.Timeout.Microseconds(), args, driverkit.SchedulesJSON(k), driverkit.LimitSettingJSON(twicetype.LimitSetting{Limit: k.Limit}),
 				k.HandlerName, p.Node, micros(now)); err != nil {
 				return fmt.Errorf("kind %q: %w", k.Kind, err)
 			}
@@ -79,16 +77,6 @@ func storedCatalogArgs(ctx context.Context, q dbtx, kinds []string) (map[string]
 	return out, nil
 }
 
-// schedulesJSON encodes a kind's schedules for their column; none is "[]".
-// The twicetype structs' json tags are the stored form, shared with the
-// PostgreSQL driver.
-func schedulesJSON(k twicetype.KindInfo) string {
-	if k.Schedules == nil {
-		return "[]"
-	}
-	return jsonArg(k.Schedules)
-}
-
 // CatalogList lists every catalogued kind ordered by kind, byte by byte
 // (the column's BINARY collation).
 func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListParams) (*twicestore.CatalogListResult, error) {
@@ -97,32 +85,9 @@ func (e *executor) CatalogList(ctx context.Context, _ *twicestore.CatalogListPar
 	if err != nil {
 		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
-	res := &twicestore.CatalogListResult{Kinds: []twicetype.KindInfo{}}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list kind catalog: %w", err)
-		}
-		var (
-			k                       twicetype.KindInfo
-			timeout, lastSeen       int64
-			args, schedules, limits string
-		)
-		if err := row.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
-			&args, &schedules, &limits, &k.HandlerName, &k.Node, &lastSeen); err != nil {
-			return nil, fmt.Errorf("list kind catalog: %w", err)
-		}
-		if err := json.Unmarshal([]byte(args), &k.Args); err != nil {
-			return nil, fmt.Errorf("list kind catalog: kind %q args: %w", k.Kind, err)
-		}
-		if err := json.Unmarshal([]byte(schedules), &k.Schedules); err != nil {
-			return nil, fmt.Errorf("list kind catalog: kind %q schedules: %w", k.Kind, err)
-		}
-		if k.Limit, err = driverkit.CatalogLimit(limits); err != nil {
-			return nil, fmt.Errorf("list kind catalog: kind %q: %w", k.Kind, err)
-		}
-		k.Timeout = time.Duration(timeout) * time.Microsecond
-		k.LastSeen = time.UnixMicro(lastSeen).UTC()
-		res.Kinds = append(res.Kinds, k)
+	kinds, err := driverkit.CollectList(rows, driverkit.KindInfoRow(driverkit.MicrosTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list kind catalog: %w", err)
 	}
-	return res, nil
+	return &twicestore.CatalogListResult{Kinds: kinds}, nil
 }

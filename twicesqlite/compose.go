@@ -62,22 +62,6 @@ FROM twice_workflow_tasks WHERE workflow_id = ?1 AND state = 'waiting' AND pendi
 ORDER BY name
 RETURNING ` + jobColumns
 
-const workflowColumns = `id, name, on_dead, state, tasks, completed, dead, created_at, finished_at`
-
-func scanWorkflow(r rowScanner) (*twicetype.Workflow, error) {
-	var (
-		w          twicetype.Workflow
-		state      string
-		created    int64
-		finishedAt sql.NullInt64
-	)
-	if err := r.Scan(&w.ID, &w.Name, &w.OnDead, &state, &w.Tasks, &w.Completed, &w.Dead, &created, &finishedAt); err != nil {
-		return nil, err
-	}
-	w.State, w.CreatedAt, w.FinishedAt = twicetype.WorkflowState(state), time.UnixMicro(created).UTC(), fromMicros(finishedAt)
-	return &w, nil
-}
-
 // WorkflowInsert stores the workflow, its tasks and edges, and enqueues its
 // roots, in one transaction.
 func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowInsertParams) (*twicestore.WorkflowInsertResult, error) {
@@ -86,7 +70,7 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 	res := &twicestore.WorkflowInsertResult{}
 	err := e.inTx(ctx, func(q dbtx) error {
 		w, err := scanWorkflow(q.QueryRowContext(ctx, `INSERT INTO twice_workflows (name, on_dead, tasks, created_at)
-			VALUES (?, ?, ?, ?) RETURNING `+workflowColumns, p.Name, onDead, len(p.Tasks), micros(now)))
+			VALUES (?, ?, ?, ?) RETURNING `+driverkit.WorkflowColumns, p.Name, onDead, len(p.Tasks), micros(now)))
 		if err != nil {
 			return err
 		}
@@ -137,7 +121,7 @@ func (e *executor) WorkflowInsert(ctx context.Context, p *twicestore.WorkflowIns
 // WorkflowGet returns the workflow and its tasks, with each enqueued
 // task's job.
 func (e *executor) WorkflowGet(ctx context.Context, p *twicestore.WorkflowGetParams) (*twicestore.WorkflowGetResult, error) {
-	w, err := scanWorkflow(e.db.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM twice_workflows WHERE id = ?`, p.ID))
+	w, err := scanWorkflow(e.db.QueryRowContext(ctx, `SELECT `+driverkit.WorkflowColumns+` FROM twice_workflows WHERE id = ?`, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get workflow %d: %w", p.ID, twicestore.ErrNotFound)
 	}
@@ -210,7 +194,7 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 		w, err := scanWorkflow(q.QueryRowContext(ctx, `UPDATE twice_workflows SET
 			state = CASE WHEN state = 'running' THEN 'cancelled' ELSE state END,
 			finished_at = CASE WHEN state = 'running' THEN ? ELSE finished_at END
-			WHERE id = ? RETURNING `+workflowColumns, micros(now), p.ID))
+			WHERE id = ? RETURNING `+driverkit.WorkflowColumns, micros(now), p.ID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return twicestore.ErrNotFound
 		}
@@ -252,7 +236,7 @@ func (e *executor) WorkflowCancel(ctx context.Context, p *twicestore.WorkflowCan
 // WorkflowList lists workflows newest first.
 func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListParams) (*twicestore.WorkflowListResult, error) {
 	before, limit := p.Page()
-	rs, err := e.db.QueryContext(ctx, `SELECT `+workflowColumns+` FROM twice_workflows
+	rs, err := e.db.QueryContext(ctx, `SELECT `+driverkit.WorkflowColumns+` FROM twice_workflows
 		WHERE id < ? AND (? = '' OR state = ?) ORDER BY id DESC LIMIT ?`, before, string(p.State), string(p.State), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
@@ -262,24 +246,6 @@ func (e *executor) WorkflowList(ctx context.Context, p *twicestore.WorkflowListP
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
 	return &twicestore.WorkflowListResult{Workflows: ws}, nil
-}
-
-const batchColumns = `id, on_success, sealed, total, pending, completed, dead, cancelled, kind,
-	coalesce(callback_job_id, 0), created_at, finished_at`
-
-func scanBatch(r rowScanner) (*twicetype.Batch, error) {
-	var (
-		b          twicetype.Batch
-		sealed     bool
-		created    int64
-		finishedAt sql.NullInt64
-	)
-	if err := r.Scan(&b.ID, &b.OnSuccess, &sealed, &b.Total, &b.Pending, &b.Completed, &b.Dead, &b.Cancelled,
-		&b.CallbackKind, &b.CallbackJobID, &created, &finishedAt); err != nil {
-		return nil, err
-	}
-	b.Open, b.CreatedAt, b.FinishedAt = !sealed, time.UnixMicro(created).UTC(), fromMicros(finishedAt)
-	return &b, nil
 }
 
 // BatchInsert stores the batch (open while its first jobs go in), its
@@ -311,7 +277,7 @@ func (e *executor) BatchInsert(ctx context.Context, p *twicestore.BatchInsertPar
 				return err
 			}
 		}
-		res.Batch, err = scanBatch(q.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM twice_batches WHERE id = ?`, id))
+		res.Batch, err = scanBatch(q.QueryRowContext(ctx, `SELECT `+driverkit.BatchColumns+` FROM twice_batches WHERE id = ?`, id))
 		return err
 	})
 	if err != nil {
@@ -380,7 +346,7 @@ func (e *executor) BatchAdd(ctx context.Context, p *twicestore.BatchAddParams) (
 		if res.Jobs, err = batchAdd(ctx, q, p.ID, p.Jobs); err != nil {
 			return err
 		}
-		res.Batch, err = scanBatch(q.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM twice_batches WHERE id = ?`, p.ID))
+		res.Batch, err = scanBatch(q.QueryRowContext(ctx, `SELECT `+driverkit.BatchColumns+` FROM twice_batches WHERE id = ?`, p.ID))
 		return err
 	})
 	if err != nil {
@@ -397,7 +363,7 @@ func (e *executor) BatchSeal(ctx context.Context, p *twicestore.BatchSealParams)
 			return err
 		}
 		var err error
-		b, err = scanBatch(q.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM twice_batches WHERE id = ?`, p.ID))
+		b, err = scanBatch(q.QueryRowContext(ctx, `SELECT `+driverkit.BatchColumns+` FROM twice_batches WHERE id = ?`, p.ID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return twicestore.ErrNotFound
 		}
@@ -411,7 +377,7 @@ func (e *executor) BatchSeal(ctx context.Context, p *twicestore.BatchSealParams)
 
 // BatchGet returns a batch.
 func (e *executor) BatchGet(ctx context.Context, p *twicestore.BatchGetParams) (*twicetype.Batch, error) {
-	b, err := scanBatch(e.db.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM twice_batches WHERE id = ?`, p.ID))
+	b, err := scanBatch(e.db.QueryRowContext(ctx, `SELECT `+driverkit.BatchColumns+` FROM twice_batches WHERE id = ?`, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get batch %d: %w", p.ID, twicestore.ErrNotFound)
 	}
@@ -424,7 +390,7 @@ func (e *executor) BatchGet(ctx context.Context, p *twicestore.BatchGetParams) (
 // BatchList lists one page of batches, newest first.
 func (e *executor) BatchList(ctx context.Context, p *twicestore.BatchListParams) (*twicestore.BatchListResult, error) {
 	before, limit := p.Page()
-	rs, err := e.db.QueryContext(ctx, `SELECT `+batchColumns+` FROM twice_batches
+	rs, err := e.db.QueryContext(ctx, `SELECT `+driverkit.BatchColumns+` FROM twice_batches
 		WHERE id < ? AND (NOT ? OR finished_at IS NULL) ORDER BY id DESC LIMIT ?`, before, p.Unfinished, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
@@ -472,3 +438,10 @@ func (e *executor) WorkflowTaskOf(ctx context.Context, p *twicestore.WorkflowTas
 	}
 	return res, nil
 }
+
+// scanWorkflow and scanBatch read one row of driverkit.WorkflowColumns and
+// driverkit.BatchColumns, their times as unix microseconds.
+var (
+	scanWorkflow = driverkit.WorkflowRow(driverkit.MicrosTimes)
+	scanBatch    = driverkit.BatchRow(driverkit.MicrosTimes)
+)

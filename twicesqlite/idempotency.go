@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -78,26 +79,12 @@ func (e *executor) IdempotencyBegin(ctx context.Context, p *twicestore.Idempoten
 // idempotencyGet reads one record.
 func idempotencyGet(ctx context.Context, q dbtx, principal, key string) (twicetype.IdempotencyRecord, error) {
 	rec := twicetype.IdempotencyRecord{Principal: principal, Key: key}
-	var (
-		header                   string
-		locked, created, expires int64
-	)
-	err := q.QueryRowContext(ctx, `SELECT fingerprint, done, status, header, body, locked_at, created_at, expires_at
-		FROM twice_idempotency WHERE principal = ? AND key = ?`, principal, key).
-		Scan(&rec.Fingerprint, &rec.Done, &rec.Status, &header, &rec.Body, &locked, &created, &expires)
+	err := driverkit.ScanIdempotency(driverkit.MicrosTimes, q.QueryRowContext(ctx, `SELECT fingerprint, done, status, header, body, locked_at, created_at, expires_at
+		FROM twice_idempotency WHERE principal = ? AND key = ?`, principal, key), &rec)
 	if errors.Is(err, sql.ErrNoRows) {
 		return rec, twicestore.ErrNotFound
 	}
-	if err != nil {
-		return rec, err
-	}
-	if err := json.Unmarshal([]byte(header), &rec.Header); err != nil {
-		return rec, fmt.Errorf("decode header: %w", err)
-	}
-	rec.LockedAt = time.UnixMicro(locked).UTC()
-	rec.CreatedAt = time.UnixMicro(created).UTC()
-	rec.ExpiresAt = time.UnixMicro(expires).UTC()
-	return rec, nil
+	return rec, err
 }
 
 // IdempotencyExtend moves a running record's lock to Now (at least a

@@ -10,8 +10,8 @@ import (
 	"fmt"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // StepList lists the steps of one handler and key, read by the primary
@@ -21,24 +21,12 @@ func (e *executor) StepList(ctx context.Context, p *twicestore.StepListParams) (
 	if limit <= 0 {
 		limit = -1
 	}
-	rs, err := e.db.QueryContext(ctx, `SELECT step, strategy, claimed_at, done_at, receipt, job_id, epoch FROM twice_steps
+	rs, err := e.db.QueryContext(ctx, `SELECT `+driverkit.StepColumns+` FROM twice_steps
 		WHERE handler = ? AND key = ? ORDER BY step LIMIT ?`, p.Handler, p.Key, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, err)
 	}
-	steps, err := dbrows.Collect(rs, func(row dbrows.Scanner) (*twicetype.Step, error) {
-		s := &twicetype.Step{Handler: p.Handler, Key: p.Key}
-		var claimed, done sql.NullInt64
-		var receipt sql.NullString
-		if err := row.Scan(&s.Step, &s.Strategy, &claimed, &done, &receipt, &s.JobID, &s.Epoch); err != nil {
-			return nil, err
-		}
-		s.ClaimedAt, s.DoneAt = fromMicros(claimed), fromMicros(done)
-		if receipt.Valid {
-			s.Receipt = []byte(receipt.String)
-		}
-		return s, nil
-	})
+	steps, err := dbrows.Collect(rs, driverkit.StepRow(driverkit.MicrosTimes, p.Handler, p.Key))
 	if err != nil {
 		return nil, fmt.Errorf("list steps of %q/%q: %w", p.Handler, p.Key, err)
 	}

@@ -16,7 +16,8 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// jobColumns is the column list every job query returns, in scanJob's order.
+// jobColumns is the column list every job query returns:
+// driverkit.JobColumnNames, in scanJob's order.
 const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key, correlation_id,
 	unique_key, state, attempt, max_attempts, epoch, run_at, lease_until, attempted_by,
 	errors, note, created_at, finished_at, metadata, cancel_requested_at, cancel_by, cancel_reason, snoozes, trace,
@@ -26,34 +27,9 @@ const jobColumns = `id, kind, queue, priority, args, message_id, idempotency_key
 // functions serve dbrows.Collect as they are.
 type rowScanner = dbrows.Scanner
 
+// scanJob reads one row of jobColumns, its times as unix microseconds.
 func scanJob(r rowScanner) (*twicetype.JobRow, error) {
-	var (
-		j                      twicetype.JobRow
-		state, errs, meta      string
-		runAt, createdAt       int64
-		leaseUntil, finishedA  sql.NullInt64
-		cancelAt               sql.NullInt64
-		cancelBy, cancelReason string
-	)
-	err := r.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
-		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &runAt, &leaseUntil, &j.AttemptedBy,
-		&errs, &j.Note, &createdAt, &finishedA, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace,
-		&j.WaitName, &j.SignalSeq)
-	if err != nil {
-		return nil, err
-	}
-	if cancelAt.Valid {
-		j.Cancel = &twicetype.CancelRequest{At: fromMicros(cancelAt), By: cancelBy, Reason: cancelReason}
-	}
-	j.State = twicetype.JobState(state)
-	j.RunAt = time.UnixMicro(runAt).UTC()
-	j.CreatedAt = time.UnixMicro(createdAt).UTC()
-	j.LeaseUntil = fromMicros(leaseUntil)
-	j.FinishedAt = fromMicros(finishedA)
-	if err := driverkit.DecodeJobJSON(&j, errs, meta); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return driverkit.ScanJob(driverkit.MicrosTimes, r)
 }
 
 // queryJobs runs a query returning jobColumns and scans every row.

@@ -16,54 +16,31 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// matchedJob is what a bulk action needs of a job the filter matched.
-type matchedJob struct {
-	id          int64
-	state       twicetype.JobState
-	kind        string
-	uniqueKey   string
-	cancelAsked bool
-	// composed: a workflow task's job or a batch member.
-	composed bool
-}
-
 // bulk reads the jobs f matches, in id order, and calls act for each inside
 // one transaction; act returns the job's result.
 func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter,
-	act func(q dbtx, j matchedJob) (twicestore.JobActionResult, error)) (*twicestore.JobBulkResult, error) {
+	act func(q dbtx, j driverkit.MatchedJob) (twicestore.JobActionResult, error)) (*twicestore.JobBulkResult, error) {
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var results []twicestore.JobActionResult
 	err := e.inTx(ctx, func(q dbtx) error {
 		where, args := filterSQL(f)
-		rows, err := q.QueryContext(ctx, `SELECT id, state, kind, unique_key, cancel_requested_at IS NOT NULL,
-			workflow_id IS NOT NULL OR batch_id IS NOT NULL
+		rows, err := q.QueryContext(ctx, `SELECT `+driverkit.MatchedJobColumns+`
 			FROM twice_jobs WHERE `+where+` ORDER BY id`, args...)
 		if err != nil {
 			return err
 		}
-		var jobs []matchedJob
-		for row, err := range dbrows.Iter(rows) {
-			if err != nil {
-				return err
-			}
-			var (
-				j     matchedJob
-				state string
-			)
-			if err := row.Scan(&j.id, &state, &j.kind, &j.uniqueKey, &j.cancelAsked, &j.composed); err != nil {
-				return err
-			}
-			j.state = twicetype.JobState(state)
-			jobs = append(jobs, j)
+		jobs, err := dbrows.Collect(rows, driverkit.ScanMatchedJob)
+		if err != nil {
+			return err
 		}
 		for _, j := range jobs {
 			r, err := act(q, j)
 			if err != nil {
-				return fmt.Errorf("job %d: %w", j.id, err)
+				return fmt.Errorf("job %d: %w", j.ID, err)
 			}
-			r.ID = j.id
+			r.ID = j.ID
 			results = append(results, r)
 		}
 		return nil
@@ -87,25 +64,25 @@ func (e *executor) bulk(ctx context.Context, what string, f twicestore.JobFilter
 // key (see twicetype.UniqueStates.Validate).
 func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	now := micros(nowOr(p.Now))
-	return e.bulk(ctx, "retry jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
-		if !driverkit.RetryTakes(j.state, p.Completed, j.composed) {
-			return twicestore.JobActionResult{Status: driverkit.RetryStatus(j.state, p.Completed, j.composed, false), State: j.state}, nil
+	return e.bulk(ctx, "retry jobs", p.Filter, func(q dbtx, j driverkit.MatchedJob) (twicestore.JobActionResult, error) {
+		if !driverkit.RetryTakes(j.State, p.Completed, j.Composed) {
+			return twicestore.JobActionResult{Status: driverkit.RetryStatus(j.State, p.Completed, j.Composed, false), State: j.State}, nil
 		}
-		if j.uniqueKey != "" {
+		if j.UniqueKey != "" {
 			var holder int64
 			err := q.QueryRowContext(ctx, `SELECT COALESCE(MIN(id), 0) FROM twice_jobs INDEXED BY twice_jobs_unique
 				WHERE kind = ? AND unique_key = ? AND id <> ? AND `+driverkit.UniqueHeldSQL(""),
-				j.kind, j.uniqueKey, j.id).Scan(&holder)
+				j.Kind, j.UniqueKey, j.ID).Scan(&holder)
 			if err != nil {
 				return twicestore.JobActionResult{}, err
 			}
 			if holder != 0 {
-				return twicestore.JobActionResult{Status: twicestore.JobActionConflict, State: j.state, HolderID: holder}, nil
+				return twicestore.JobActionResult{Status: twicestore.JobActionConflict, State: j.State, HolderID: holder}, nil
 			}
 		}
 		_, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'available', attempt = 0, run_at = ?,
 			lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL, cancel_by = '', cancel_reason = '',
-			snoozes = 0 WHERE id = ?`, now, j.id)
+			snoozes = 0 WHERE id = ?`, now, j.ID)
 		if err != nil {
 			return twicestore.JobActionResult{}, err
 		}
@@ -116,11 +93,11 @@ func (e *executor) JobRetry(ctx context.Context, p *twicestore.JobBulkParams) (*
 // JobDiscard moves matching dead jobs to discarded, finished at Now.
 func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	now := micros(nowOr(p.Now))
-	return e.bulk(ctx, "discard jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
-		if j.state != twicetype.JobStateDead {
-			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}, nil
+	return e.bulk(ctx, "discard jobs", p.Filter, func(q dbtx, j driverkit.MatchedJob) (twicestore.JobActionResult, error) {
+		if j.State != twicetype.JobStateDead {
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.State}, nil
 		}
-		if _, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'discarded', finished_at = ? WHERE id = ?`, now, j.id); err != nil {
+		if _, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'discarded', finished_at = ? WHERE id = ?`, now, j.ID); err != nil {
 			return twicestore.JobActionResult{}, err
 		}
 		return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateDiscarded}, nil
@@ -131,11 +108,11 @@ func (e *executor) JobDiscard(ctx context.Context, p *twicestore.JobBulkParams) 
 // keeps its run time.
 func (e *executor) JobRunNow(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
 	now := micros(nowOr(p.Now))
-	return e.bulk(ctx, "run jobs now", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
-		if j.state != twicetype.JobStateAvailable {
-			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}, nil
+	return e.bulk(ctx, "run jobs now", p.Filter, func(q dbtx, j driverkit.MatchedJob) (twicestore.JobActionResult, error) {
+		if j.State != twicetype.JobStateAvailable {
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.State}, nil
 		}
-		if _, err := q.ExecContext(ctx, `UPDATE twice_jobs SET run_at = min(run_at, ?) WHERE id = ?`, now, j.id); err != nil {
+		if _, err := q.ExecContext(ctx, `UPDATE twice_jobs SET run_at = min(run_at, ?) WHERE id = ?`, now, j.ID); err != nil {
 			return twicestore.JobActionResult{}, err
 		}
 		return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateAvailable}, nil
@@ -149,27 +126,27 @@ func (e *executor) JobRunNow(ctx context.Context, p *twicestore.JobBulkParams) (
 func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams) (*twicestore.JobBulkResult, error) {
 	now := micros(nowOr(p.Now))
 	note := (&twicetype.CancelRequest{By: p.By, Reason: p.Reason}).Note()
-	return e.bulk(ctx, "cancel jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
-		switch j.state {
+	return e.bulk(ctx, "cancel jobs", p.Filter, func(q dbtx, j driverkit.MatchedJob) (twicestore.JobActionResult, error) {
+		switch j.State {
 		case twicetype.JobStateAvailable, twicetype.JobStateWaiting:
 			_, err := q.ExecContext(ctx, `UPDATE twice_jobs SET state = 'cancelled', finished_at = ?1, lease_until = NULL,
 				cancel_requested_at = ?1, cancel_by = ?2, cancel_reason = ?3, note = ?4 WHERE id = ?5`,
-				now, p.By, p.Reason, note, j.id)
+				now, p.By, p.Reason, note, j.ID)
 			if err != nil {
 				return twicestore.JobActionResult{}, err
 			}
 			return twicestore.JobActionResult{Status: twicestore.JobActionDone, State: twicetype.JobStateCancelled}, nil
 		case twicetype.JobStateRunning:
-			if !j.cancelAsked {
+			if !j.CancelAsked {
 				_, err := q.ExecContext(ctx, `UPDATE twice_jobs SET cancel_requested_at = ?, cancel_by = ?, cancel_reason = ?
-					WHERE id = ?`, now, p.By, p.Reason, j.id)
+					WHERE id = ?`, now, p.By, p.Reason, j.ID)
 				if err != nil {
 					return twicestore.JobActionResult{}, err
 				}
 			}
-			return twicestore.JobActionResult{Status: twicestore.JobActionCancelRequested, State: j.state}, nil
+			return twicestore.JobActionResult{Status: twicestore.JobActionCancelRequested, State: j.State}, nil
 		}
-		return twicestore.JobActionResult{Status: twicestore.JobActionAlreadyFinished, State: j.state}, nil
+		return twicestore.JobActionResult{Status: twicestore.JobActionAlreadyFinished, State: j.State}, nil
 	})
 }
 
@@ -177,11 +154,11 @@ func (e *executor) JobCancel(ctx context.Context, p *twicestore.JobCancelParams)
 // deleted too, and every job's signals go with it in the same statement
 // (the trigger twice_jobs_signals_deleted of migration 019).
 func (e *executor) JobDelete(ctx context.Context, p *twicestore.JobBulkParams) (*twicestore.JobBulkResult, error) {
-	return e.bulk(ctx, "delete jobs", p.Filter, func(q dbtx, j matchedJob) (twicestore.JobActionResult, error) {
-		if j.state == twicetype.JobStateRunning {
-			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.state}, nil
+	return e.bulk(ctx, "delete jobs", p.Filter, func(q dbtx, j driverkit.MatchedJob) (twicestore.JobActionResult, error) {
+		if j.State == twicetype.JobStateRunning {
+			return twicestore.JobActionResult{Status: twicestore.JobActionWrongState, State: j.State}, nil
 		}
-		if _, err := q.ExecContext(ctx, `DELETE FROM twice_jobs WHERE id = ?`, j.id); err != nil {
+		if _, err := q.ExecContext(ctx, `DELETE FROM twice_jobs WHERE id = ?`, j.ID); err != nil {
 			return twicestore.JobActionResult{}, err
 		}
 		return twicestore.JobActionResult{Status: twicestore.JobActionDone}, nil

@@ -11,10 +11,6 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// sqliteTime is an INTEGER time column (unix microseconds) as the limit
-// rows read it.
-func sqliteTime(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
 // LimitOverrideSet stores the override, replacing the one of the same
 // scope and name, and appends the change to the history in the same
 // transaction, which holds the write lock (so no other writer changes the
@@ -79,7 +75,7 @@ func storedLimitOverride(ctx context.Context, q dbtx, scope twicetype.LimitScope
 	if err != nil {
 		return nil, fmt.Errorf("read the stored override: %w", err)
 	}
-	found, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(sqliteTime))
+	found, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(driverkit.MicrosTimes))
 	if err != nil || len(found) == 0 {
 		return nil, err
 	}
@@ -108,7 +104,7 @@ func (e *executor) LimitOverrideList(ctx context.Context, _ *twicestore.LimitOve
 	if err != nil {
 		return nil, fmt.Errorf("list limit overrides: %w", err)
 	}
-	out, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(sqliteTime))
+	out, err := dbrows.Collect(rows, driverkit.LimitOverrideRow(driverkit.MicrosTimes))
 	if err != nil {
 		return nil, fmt.Errorf("list limit overrides: %w", err)
 	}
@@ -133,7 +129,7 @@ func (e *executor) LimitHistory(ctx context.Context, p *twicestore.LimitHistoryP
 	if err != nil {
 		return nil, fmt.Errorf("list limit history: %w", err)
 	}
-	out, err := dbrows.Collect(rows, driverkit.LimitChangeRow(sqliteTime))
+	out, err := dbrows.Collect(rows, driverkit.LimitChangeRow(driverkit.MicrosTimes))
 	if err != nil {
 		return nil, fmt.Errorf("list limit history: %w", err)
 	}

@@ -263,7 +263,7 @@ func (e *executor) fetchLimited(ctx context.Context, p *twicestore.JobFetchParam
 			if err := q.QueryRowContext(ctx, retryAtSQL, jsonArg(rates)).Scan(&at); err != nil {
 				return err
 			}
-			retryAt = fromMicros(at)
+			retryAt = driverkit.FromNullMicros(at)
 		}
 		return nil
 	})

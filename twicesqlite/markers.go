@@ -35,7 +35,7 @@ func (e *executor) marker(ctx context.Context, p *twicestore.MarkerParams) (*twi
 	if err != nil {
 		return nil, err
 	}
-	m.ProcessedAt, m.JobID, m.Epoch = fromMicros(at), jobID.Int64, epoch.Int64
+	m.ProcessedAt, m.JobID, m.Epoch = driverkit.FromNullMicros(at), jobID.Int64, epoch.Int64
 	return m, nil
 }
 

@@ -54,32 +54,25 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
+// migrateLocked applies the missing migrations on conn, in the
+// transaction Migrate began.
 func migrateLocked(ctx context.Context, conn *sql.Conn) error {
-	applied, err := appliedVersion(ctx, conn)
-	if err != nil {
-		return err
-	}
-	latest := latestVersion()
-	if applied > latest {
-		return migrations.TooNew(applied, latest)
-	}
-	if applied == latest {
-		return nil
-	}
-	if _, err := conn.ExecContext(ctx, createMigrationsTable); err != nil {
-		return fmt.Errorf("migrate: create twice_migrations: %w", err)
-	}
-	for _, m := range embedded[applied:] {
-		if _, err := conn.ExecContext(ctx, m.SQL); err != nil {
-			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
-		}
-		if _, err := conn.ExecContext(ctx,
-			`INSERT INTO twice_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.Version, m.Name, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("migrate: record %s: %w", m.Name, err)
-		}
-	}
-	return nil
+	return migrations.Run(embedded, migrations.Steps{
+		Applied: func() (int, error) { return appliedVersion(ctx, conn) },
+		CreateTable: func() error {
+			_, err := conn.ExecContext(ctx, createMigrationsTable)
+			return err
+		},
+		Apply: func(m migrations.Migration) error {
+			_, err := conn.ExecContext(ctx, m.SQL)
+			return err
+		},
+		Record: func(m migrations.Migration) error {
+			_, err := conn.ExecContext(ctx, `INSERT INTO twice_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.Version, m.Name, time.Now().UnixMicro())
+			return err
+		},
+	})
 }
 
 // SchemaVersion reports the highest migration applied to the database (0

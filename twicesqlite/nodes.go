@@ -2,11 +2,10 @@ package twicesqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -42,28 +41,9 @@ func (e *executor) NodeList(ctx context.Context, p *twicestore.NodeListParams) (
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	var nodes []*twicetype.Node
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		var (
-			n                  twicetype.Node
-			kinds, queues      string
-			started, heartbeat int64
-		)
-		if err := row.Scan(&n.ID, &n.Host, &n.PID, &kinds, &queues, &started, &heartbeat); err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		if err := json.Unmarshal([]byte(kinds), &n.Kinds); err != nil {
-			return nil, fmt.Errorf("list nodes: node %q kinds: %w", n.ID, err)
-		}
-		if err := json.Unmarshal([]byte(queues), &n.Queues); err != nil {
-			return nil, fmt.Errorf("list nodes: node %q queues: %w", n.ID, err)
-		}
-		n.StartedAt = time.UnixMicro(started).UTC()
-		n.HeartbeatAt = time.UnixMicro(heartbeat).UTC()
-		nodes = append(nodes, &n)
+	nodes, err := dbrows.Collect(rows, driverkit.NodeRow(driverkit.MicrosTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	return nodes, nil
 }

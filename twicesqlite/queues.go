@@ -4,17 +4,13 @@ package twicesqlite
 // live node works.
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
-	"time"
 
-	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
-	"github.com/twicejobs/twice/twicetype"
 )
 
 // QueuePause stores the queue's pause, replacing the one stored for it.
@@ -82,27 +78,11 @@ func (e *executor) QueueList(ctx context.Context, p *twicestore.QueueListParams)
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	res := &twicestore.QueueListResult{}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list queues: %w", err)
-		}
-		var (
-			q               twicetype.QueueInfo
-			pausedAt, until sql.NullInt64
-		)
-		if err := row.Scan(&q.Name, &q.Due, &q.Scheduled, &q.Running, &q.Paused, &pausedAt, &until, &q.By, &q.Reason); err != nil {
-			return nil, fmt.Errorf("list queues: %w", err)
-		}
-		if q.Paused {
-			q.PausedAt, q.Until = fromMicros(pausedAt), fromMicros(until)
-		} else {
-			q.By, q.Reason = "", ""
-		}
-		res.Queues = append(res.Queues, q)
+	queues, err := driverkit.ReadQueues(rows, driverkit.MicrosTimes)
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	slices.SortFunc(res.Queues, func(a, b twicetype.QueueInfo) int { return cmp.Compare(a.Name, b.Name) })
-	return res, nil
+	return &twicestore.QueueListResult{Queues: queues}, nil
 }
 
 // QueueStranded lists the queues with available jobs that no node alive
@@ -119,21 +99,9 @@ func (e *executor) QueueStranded(ctx context.Context, p *twicestore.QueueStrande
 	if err != nil {
 		return nil, fmt.Errorf("find stranded queues: %w", err)
 	}
-	res := &twicestore.QueueStrandedResult{}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("find stranded queues: %w", err)
-		}
-		var (
-			q      twicetype.StrandedQueue
-			oldest int64
-		)
-		if err := row.Scan(&q.Queue, &q.Count, &oldest); err != nil {
-			return nil, fmt.Errorf("find stranded queues: %w", err)
-		}
-		q.Oldest = time.UnixMicro(oldest).UTC()
-		res.Queues = append(res.Queues, q)
+	queues, err := driverkit.ReadStranded(rows, driverkit.MicrosTimes)
+	if err != nil {
+		return nil, fmt.Errorf("find stranded queues: %w", err)
 	}
-	slices.SortFunc(res.Queues, func(a, b twicetype.StrandedQueue) int { return cmp.Compare(a.Queue, b.Queue) })
-	return res, nil
+	return &twicestore.QueueStrandedResult{Queues: queues}, nil
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -104,22 +104,11 @@ func (e *executor) ScheduleTicks(ctx context.Context, p *twicestore.ScheduleTick
 	if err != nil {
 		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
-	res := &twicestore.ScheduleTicksResult{}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
-		}
-		var (
-			t            = twicetype.ScheduleTick{Name: p.Name}
-			at, recorded int64
-		)
-		if err := row.Scan(&at, &t.Outcome, &t.JobID, &recorded); err != nil {
-			return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
-		}
-		t.TickAt, t.RecordedAt = time.UnixMicro(at).UTC(), time.UnixMicro(recorded).UTC()
-		res.Ticks = append(res.Ticks, t)
+	ticks, err := dbrows.Collect(rows, driverkit.ScheduleTickRow(driverkit.MicrosTimes, p.Name))
+	if err != nil {
+		return nil, fmt.Errorf("list ticks of %q: %w", p.Name, err)
 	}
-	return res, nil
+	return &twicestore.ScheduleTicksResult{Ticks: ticks}, nil
 }
 
 // ScheduleList lists the recorded schedules ordered by name, byte by byte
@@ -130,24 +119,9 @@ func (e *executor) ScheduleList(ctx context.Context, _ *twicestore.ScheduleListP
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	schedules := []twicetype.Schedule{}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		var (
-			s                   twicetype.Schedule
-			lastTick, updatedAt int64
-			next                sql.NullInt64
-		)
-		if err := row.Scan(&s.Name, &s.Kind, &s.Spec, &lastTick, &s.LastOutcome, &s.LastJobID,
-			&next, &updatedAt); err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		s.LastTickAt = time.UnixMicro(lastTick).UTC()
-		s.NextAt = fromMicros(next)
-		s.UpdatedAt = time.UnixMicro(updatedAt).UTC()
-		schedules = append(schedules, s)
+	schedules, err := driverkit.CollectList(rows, driverkit.ScheduleRow(driverkit.MicrosTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	return &twicestore.ScheduleListResult{Schedules: schedules}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
@@ -23,21 +24,13 @@ func (e *executor) StepGet(ctx context.Context, p *twicestore.StepParams) (*twic
 }
 
 func stepGet(ctx context.Context, q dbtx, p *twicestore.StepParams) (*twicetype.Step, error) {
-	s := &twicetype.Step{Handler: p.Handler, Key: p.Key, Step: p.Step}
-	var claimed, done sql.NullInt64
-	var receipt sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT strategy, claimed_at, done_at, receipt, job_id, epoch FROM twice_steps
-		WHERE handler = ? AND key = ? AND step = ?`, p.Handler, p.Key, p.Step,
-	).Scan(&s.Strategy, &claimed, &done, &receipt, &s.JobID, &s.Epoch)
+	s, err := driverkit.StepRow(driverkit.MicrosTimes, p.Handler, p.Key)(q.QueryRowContext(ctx,
+		`SELECT `+driverkit.StepColumns+` FROM twice_steps WHERE handler = ? AND key = ? AND step = ?`, p.Handler, p.Key, p.Step))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, twicestore.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get step %q of %q/%q: %w", p.Step, p.Handler, p.Key, err)
-	}
-	s.ClaimedAt, s.DoneAt = fromMicros(claimed), fromMicros(done)
-	if receipt.Valid {
-		s.Receipt = []byte(receipt.String)
 	}
 	return s, nil
 }

@@ -376,14 +376,6 @@ func (e *executor) direct(ctx context.Context, fn func(q dbtx) error) error {
 // drivers keep.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// fromMicros reads a stored time back in UTC; NULL is the zero time.
-func fromMicros(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMicro(v.Int64).UTC()
-}
-
 // nowOr returns t, or the current time when t is zero.
 func nowOr(t time.Time) time.Time {
 	if t.IsZero() {

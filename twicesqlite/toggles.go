@@ -5,27 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
-
-// toggleKey is how a kind is stored as a toggle's key. It is lower-cased in
-// Go, not with SQL's lower(), which in SQLite folds ASCII only: both drivers
-// then store the same key for the same kind.
-func toggleKey(kind string) string { return strings.ToLower(kind) }
-
-// toggleSource is the source a history row records: the caller's, or
-// ToggleSourceStore when it named none.
-func toggleSource(s string) string {
-	if s == "" {
-		return twicetype.ToggleSourceStore
-	}
-	return s
-}
 
 // nullMicros stores an optional time; the zero time is NULL.
 func nullMicros(t time.Time) sql.NullInt64 {
@@ -42,7 +27,7 @@ func nullMicros(t time.Time) sql.NullInt64 {
 // was none.
 func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams) error {
 	tg := p.Toggle
-	kind := toggleKey(tg.Kind)
+	kind := driverkit.ToggleKey(tg.Kind)
 	at := nowOr(tg.At)
 	err := e.inTx(ctx, func(q dbtx) error {
 		prev, err := storedToggleState(ctx, q, kind, at)
@@ -61,7 +46,7 @@ func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams)
 			next = twicetype.ToggleOn
 		}
 		return appendToggleChange(ctx, q, &twicetype.ToggleChange{Kind: kind, By: tg.By, Reason: tg.Reason,
-			Previous: prev, New: next, Source: toggleSource(p.Source), ExpiresAt: tg.ExpiresAt, At: at})
+			Previous: prev, New: next, Source: driverkit.ToggleSource(p.Source), ExpiresAt: tg.ExpiresAt, At: at})
 	})
 	if err != nil {
 		return fmt.Errorf("set toggle %q: %w", kind, err)
@@ -73,7 +58,7 @@ func (e *executor) ToggleSet(ctx context.Context, p *twicestore.ToggleSetParams)
 // to the history in the same transaction; removing one that is not stored
 // is not an error, and is recorded as none to none.
 func (e *executor) ToggleDelete(ctx context.Context, p *twicestore.ToggleDeleteParams) error {
-	kind := toggleKey(p.Kind)
+	kind := driverkit.ToggleKey(p.Kind)
 	at := nowOr(p.At)
 	err := e.inTx(ctx, func(q dbtx) error {
 		prev, err := storedToggleState(ctx, q, kind, at)
@@ -84,7 +69,7 @@ func (e *executor) ToggleDelete(ctx context.Context, p *twicestore.ToggleDeleteP
 			return err
 		}
 		return appendToggleChange(ctx, q, &twicetype.ToggleChange{Kind: kind, By: p.By, Reason: p.Reason,
-			Previous: prev, New: twicetype.ToggleNone, Source: toggleSource(p.Source), At: at})
+			Previous: prev, New: twicetype.ToggleNone, Source: driverkit.ToggleSource(p.Source), At: at})
 	})
 	if err != nil {
 		return fmt.Errorf("delete toggle %q: %w", kind, err)
@@ -108,7 +93,7 @@ func storedToggleState(ctx context.Context, q dbtx, kind string, now time.Time) 
 	if err != nil {
 		return "", fmt.Errorf("read the stored switch: %w", err)
 	}
-	tg.ExpiresAt = fromMicros(expires)
+	tg.ExpiresAt = driverkit.FromNullMicros(expires)
 	return tg.StateOf(now), nil
 }
 
@@ -130,22 +115,9 @@ func (e *executor) ToggleList(ctx context.Context, p *twicestore.ToggleListParam
 	if err != nil {
 		return nil, fmt.Errorf("list toggles: %w", err)
 	}
-	toggles := []twicetype.Toggle{}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list toggles: %w", err)
-		}
-		var (
-			tg      twicetype.Toggle
-			at      int64
-			expires sql.NullInt64
-		)
-		if err := row.Scan(&tg.Kind, &tg.Enabled, &tg.Reason, &tg.By, &at, &expires); err != nil {
-			return nil, fmt.Errorf("list toggles: %w", err)
-		}
-		tg.At = time.UnixMicro(at).UTC()
-		tg.ExpiresAt = fromMicros(expires)
-		toggles = append(toggles, tg)
+	toggles, err := driverkit.CollectList(rows, driverkit.ToggleRow(driverkit.MicrosTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list toggles: %w", err)
 	}
 	return &twicestore.ToggleListResult{Toggles: toggles}, nil
 }
@@ -161,30 +133,16 @@ func (e *executor) ToggleHistory(ctx context.Context, p *twicestore.ToggleHistor
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	kind := toggleKey(p.Kind)
+	kind := driverkit.ToggleKey(p.Kind)
 	rows, err := e.db.QueryContext(ctx, `SELECT id, kind, set_by, reason, previous_state, new_state, source,
 		expires_at, changed_at FROM twice_toggle_history
 		WHERE (? = '' OR kind = ?) AND id < ? ORDER BY id DESC LIMIT ?`, kind, kind, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list switch history: %w", err)
 	}
-	res := &twicestore.ToggleHistoryResult{Changes: []twicetype.ToggleChange{}}
-	for row, err := range dbrows.Iter(rows) {
-		if err != nil {
-			return nil, fmt.Errorf("list switch history: %w", err)
-		}
-		var (
-			c       twicetype.ToggleChange
-			expires sql.NullInt64
-			at      int64
-		)
-		if err := row.Scan(&c.ID, &c.Kind, &c.By, &c.Reason, &c.Previous, &c.New, &c.Source,
-			&expires, &at); err != nil {
-			return nil, fmt.Errorf("list switch history: %w", err)
-		}
-		c.ExpiresAt = fromMicros(expires)
-		c.At = time.UnixMicro(at).UTC()
-		res.Changes = append(res.Changes, c)
+	changes, err := driverkit.CollectList(rows, driverkit.ToggleChangeRow(driverkit.MicrosTimes))
+	if err != nil {
+		return nil, fmt.Errorf("list switch history: %w", err)
 	}
-	return res, nil
+	return &twicestore.ToggleHistoryResult{Changes: changes}, nil
 }

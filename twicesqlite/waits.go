@@ -10,27 +10,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/internal/driverkit"
 	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
 // signalColumns is the column list of a resolution, in scanSignal's order.
 const signalColumns = `job_id, name, payload, timed_out, at, sender`
-
-func scanSignal(r rowScanner) (*twicetype.Signal, error) {
-	var (
-		s  twicetype.Signal
-		at int64
-	)
-	if err := r.Scan(&s.JobID, &s.Name, &s.Payload, &s.TimedOut, &at, &s.Sender); err != nil {
-		return nil, err
-	}
-	s.At = time.UnixMicro(at).UTC()
-	return &s, nil
-}
 
 // signalInsertSQL stores a signal as its wait's resolution unless the wait
 // has one (a signal of that name, or its timeout): the primary key (job_id,
@@ -196,3 +184,6 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 	}
 	return res, nil
 }
+
+// scanSignal reads one row of signalColumns; a timeout's payload is nil.
+var scanSignal = driverkit.SignalRow(driverkit.MicrosTimes)

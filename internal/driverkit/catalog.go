@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twicejobs/twice/internal/dbrows"
 	"github.com/twicejobs/twice/twicetype"
 )
 
@@ -62,4 +63,48 @@ func MergeCatalogArgs(prev string, next []twicetype.ArgField, now, keepSince tim
 		return "", fmt.Errorf("encode the args fields: %w", err)
 	}
 	return string(b), nil
+}
+
+// SchedulesJSON encodes a kind's schedules for their column; none is "[]".
+// The twicetype structs' json tags are the stored form, the same on every
+// driver.
+func SchedulesJSON(k twicetype.KindInfo) string {
+	s := k.Schedules
+	if s == nil {
+		s = []twicetype.KindSchedule{}
+	}
+	b, _ := json.Marshal(s) // structs of strings always encode
+	return string(b)
+}
+
+// KindInfoRow returns the reader of one row of twice_kinds, its columns
+// selected as kind, queue, strategy, fail_closed, max_attempts, timeout_us,
+// args, schedules, limits (the JSON columns as text), handler_name, node,
+// last_seen; last_seen read as tm says.
+func KindInfoRow[T, N any](tm Times[T, N]) func(dbrows.Scanner) (twicetype.KindInfo, error) {
+	return func(r dbrows.Scanner) (twicetype.KindInfo, error) {
+		var (
+			k                       twicetype.KindInfo
+			timeout                 int64
+			args, schedules, limits string
+			lastSeen                T
+		)
+		if err := r.Scan(&k.Kind, &k.Queue, &k.Strategy, &k.FailClosed, &k.MaxAttempts, &timeout,
+			&args, &schedules, &limits, &k.HandlerName, &k.Node, &lastSeen); err != nil {
+			return k, err
+		}
+		if err := json.Unmarshal([]byte(args), &k.Args); err != nil {
+			return k, fmt.Errorf("kind %q args: %w", k.Kind, err)
+		}
+		if err := json.Unmarshal([]byte(schedules), &k.Schedules); err != nil {
+			return k, fmt.Errorf("kind %q schedules: %w", k.Kind, err)
+		}
+		var err error
+		if k.Limit, err = CatalogLimit(limits); err != nil {
+			return k, fmt.Errorf("kind %q: %w", k.Kind, err)
+		}
+		k.Timeout = time.Duration(timeout) * time.Microsecond
+		k.LastSeen = tm.At(lastSeen)
+		return k, nil
+	}
 }

@@ -187,3 +187,68 @@ func ReplayJobRow(s dbrows.Scanner) (twicestore.ReplayJob, error) {
 	j.State, j.StepsOpen, j.StepsDone = twicetype.JobState(state), int(open), int(done)
 	return j, err
 }
+
+// JobColumnNames are the columns of twice_jobs that ScanJob reads, in its
+// order.
+var JobColumnNames = []string{"id", "kind", "queue", "priority", "args", "message_id", "idempotency_key",
+	"correlation_id", "unique_key", "state", "attempt", "max_attempts", "epoch", "run_at", "lease_until",
+	"attempted_by", "errors", "note", "created_at", "finished_at", "metadata",
+	"cancel_requested_at", "cancel_by", "cancel_reason", "snoozes", "trace", "wait_name", "signal_seq"}
+
+// ScanJob reads one row of JobColumnNames (errors and metadata as JSON
+// text), after the extra destinations a query puts before them; its times
+// are read as tm says.
+func ScanJob[T, N any](tm Times[T, N], r dbrows.Scanner, extra ...any) (*twicetype.JobRow, error) {
+	var (
+		j                      twicetype.JobRow
+		state, errs, meta      string
+		runAt, createdAt       T
+		leaseUntil, finishedAt N
+		cancelAt               N
+		cancelBy, cancelReason string
+	)
+	dest := append(extra, &j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Args, &j.MessageID, &j.Key, &j.CorrelationID,
+		&j.UniqueKey, &state, &j.Attempt, &j.MaxAttempts, &j.Epoch, &runAt, &leaseUntil, &j.AttemptedBy,
+		&errs, &j.Note, &createdAt, &finishedAt, &meta, &cancelAt, &cancelBy, &cancelReason, &j.Snoozes, &j.Trace,
+		&j.WaitName, &j.SignalSeq)
+	if err := r.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if at := tm.Null(cancelAt); !at.IsZero() {
+		j.Cancel = &twicetype.CancelRequest{At: at, By: cancelBy, Reason: cancelReason}
+	}
+	j.State = twicetype.JobState(state)
+	j.RunAt, j.CreatedAt = tm.At(runAt), tm.At(createdAt)
+	j.LeaseUntil, j.FinishedAt = tm.Null(leaseUntil), tm.Null(finishedAt)
+	if err := DecodeJobJSON(&j, errs, meta); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// MatchedJob is what a bulk action needs of a job its filter matched.
+type MatchedJob struct {
+	ID          int64
+	State       twicetype.JobState
+	Kind        string
+	UniqueKey   string
+	CancelAsked bool
+	// Composed: a workflow task's job or a batch member.
+	Composed bool
+}
+
+// MatchedJobColumns are the columns of twice_jobs that ScanMatchedJob
+// reads, in its order.
+const MatchedJobColumns = `id, state, kind, unique_key, cancel_requested_at IS NOT NULL,
+	workflow_id IS NOT NULL OR batch_id IS NOT NULL`
+
+// ScanMatchedJob reads one row of MatchedJobColumns.
+func ScanMatchedJob(r dbrows.Scanner) (MatchedJob, error) {
+	var (
+		j     MatchedJob
+		state string
+	)
+	err := r.Scan(&j.ID, &state, &j.Kind, &j.UniqueKey, &j.CancelAsked, &j.Composed)
+	j.State = twicetype.JobState(state)
+	return j, err
+}

@@ -80,9 +80,8 @@ func OptionalLimitSettingJSON(s *twicetype.LimitSetting) *string {
 
 // LimitOverrideRow returns the reader of one row of twice_limit_overrides,
 // its columns selected as scope, name, setting (as text), set_by, reason,
-// set_at; at turns the driver's set_at (a time on PostgreSQL, unix
-// microseconds on SQLite) into a UTC time.
-func LimitOverrideRow[T any](at func(T) time.Time) func(dbrows.Scanner) (twicetype.LimitOverride, error) {
+// set_at; set_at read as tm says.
+func LimitOverrideRow[T, N any](tm Times[T, N]) func(dbrows.Scanner) (twicetype.LimitOverride, error) {
 	return func(row dbrows.Scanner) (twicetype.LimitOverride, error) {
 		var (
 			o       twicetype.LimitOverride
@@ -96,15 +95,15 @@ func LimitOverrideRow[T any](at func(T) time.Time) func(dbrows.Scanner) (twicety
 		if err != nil {
 			return o, fmt.Errorf("%s %q: %w", o.Scope, o.Name, err)
 		}
-		o.LimitSetting, o.At = s, at(setAt)
+		o.LimitSetting, o.At = s, tm.At(setAt)
 		return o, nil
 	}
 }
 
 // LimitChangeRow returns the reader of one row of twice_limit_history,
 // its columns selected as id, scope, name, previous and new (as text),
-// set_by, reason, changed_at; at is as LimitOverrideRow's.
-func LimitChangeRow[T any](at func(T) time.Time) func(dbrows.Scanner) (twicetype.LimitChange, error) {
+// set_by, reason, changed_at; changed_at read as tm says.
+func LimitChangeRow[T, N any](tm Times[T, N]) func(dbrows.Scanner) (twicetype.LimitChange, error) {
 	return func(row dbrows.Scanner) (twicetype.LimitChange, error) {
 		var (
 			c              twicetype.LimitChange
@@ -121,7 +120,7 @@ func LimitChangeRow[T any](at func(T) time.Time) func(dbrows.Scanner) (twicetype
 		if c.New, err = parseNullSetting(next); err != nil {
 			return c, fmt.Errorf("change %d: %w", c.ID, err)
 		}
-		c.At = at(changedAt)
+		c.At = tm.At(changedAt)
 		return c, nil
 	}
 }

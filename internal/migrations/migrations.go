@@ -88,3 +88,45 @@ func Upgrade(ctx context.Context, s Versioned) error {
 	}
 	return s.Migrate(ctx)
 }
+
+// Steps is how a driver applies migrations, with its migration lock held
+// (and, where its database allows, in one transaction).
+type Steps struct {
+	// Applied reads the highest version applied, 0 when there is none.
+	Applied func() (int, error)
+	// CreateTable creates twice_migrations unless it exists.
+	CreateTable func() error
+	// Apply runs a migration's SQL.
+	Apply func(m Migration) error
+	// Record adds a migration's row to twice_migrations, applied now.
+	Record func(m Migration) error
+}
+
+// Run applies the migrations of all past the applied version, in order,
+// each recorded after it runs. It changes nothing when none is missing, and
+// returns TooNew's error, changing nothing, when the database is past all.
+func Run(all []Migration, s Steps) error {
+	applied, err := s.Applied()
+	if err != nil {
+		return err
+	}
+	latest := len(all)
+	if applied > latest {
+		return TooNew(applied, latest)
+	}
+	if applied == latest {
+		return nil
+	}
+	if err := s.CreateTable(); err != nil {
+		return fmt.Errorf("migrate: create twice_migrations: %w", err)
+	}
+	for _, m := range all[applied:] {
+		if err := s.Apply(m); err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
+		}
+		if err := s.Record(m); err != nil {
+			return fmt.Errorf("migrate: record %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -23,24 +22,7 @@ func newMySQLSetup(t *testing.T) *setup {
 func TestMySQLURLWorksForTheAdminCommands(t *testing.T) {
 	t.Parallel()
 	s := newMySQLSetup(t)
-	r := s.ok("enqueue", "ads.image-watermark.v1", `{"image_id": 7}`)
-	if !strings.Contains(r.stdout, "enqueued job") {
-		t.Fatalf("enqueue: %q", r.stdout)
-	}
-	r = s.ok("jobs", "--json")
-	var jobs []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil || len(jobs) != 1 {
-		t.Fatalf("jobs --json = %q (%v), want one job", r.stdout, err)
-	}
-	s.ok("jobs", "show", fmt.Sprint(jobs[0]["id"]))
-	s.ok("dlq", "ls")
-	r = s.ok("orphans")
-	if !strings.Contains(r.stdout, "ads.image-watermark.v1") {
-		t.Errorf("orphans does not list the waiting kind no worker handles: %q", r.stdout)
-	}
-	if r := s.run("enqueue", "ads.image-watermark.v2", `{}`); r.code != ExitUsage {
-		t.Errorf("unknown kind on MySQL: exit %d, want %d", r.code, ExitUsage)
-	}
+	testAdminCommands(t, s, "MySQL")
 	// The mariadb:// scheme names the same database.
 	s.db = "mariadb" + strings.TrimPrefix(s.db, "mysql")
 	if r := s.ok("jobs", "--json"); !strings.Contains(r.stdout, "ads.image-watermark.v1") {
@@ -53,26 +35,7 @@ func TestMySQLURLWorksForTheAdminCommands(t *testing.T) {
 func TestMySQLURLWorksForServeAndDemo(t *testing.T) {
 	t.Parallel()
 	s := newMySQLSetup(t)
-	testServe(t, s)
-
-	r := s.ok("demo", "--once", "--objects", t.TempDir())
-	for _, want := range []string{"converged: every effect is what its strategy promises",
-		"email.partner-verification.v1", "balance.credit.v1", "ads.image-watermark.v1"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("demo --once on MySQL lacks %q:\n%s", want, r.stdout)
-		}
-	}
-	var jobs []jobJSON
-	if err := json.Unmarshal([]byte(s.ok("jobs", "--json", "--limit", "100").stdout), &jobs); err != nil || len(jobs) < 30 {
-		t.Errorf("jobs after demo --once on MySQL: %d jobs (%v)", len(jobs), err)
-	}
-
-	out := testDemoLive(t, s.db, "--objects", t.TempDir())
-	for _, want := range []string{"twice dlq ls", "demo_outbox", "(in mysql)", "effects so far"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("live demo on MySQL lacks %q:\n%s", want, out)
-		}
-	}
+	testServeAndDemo(t, s, "MySQL", "(in mysql)")
 }
 
 // TestMySQLURLBench: twice bench runs on a mysql:// URL, each mode to its

@@ -228,3 +228,57 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// testAdminCommands runs the admin commands on s's server database (named
+// server in the messages): enqueue, jobs, jobs show, dlq ls, orphans, and
+// an unknown kind refused as bad input.
+func testAdminCommands(t *testing.T, s *setup, server string) {
+	t.Helper()
+	r := s.ok("enqueue", "ads.image-watermark.v1", `{"image_id": 7}`)
+	if !strings.Contains(r.stdout, "enqueued job") {
+		t.Fatalf("enqueue: %q", r.stdout)
+	}
+	r = s.ok("jobs", "--json")
+	var jobs []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs --json = %q (%v), want one job", r.stdout, err)
+	}
+	s.ok("jobs", "show", fmt.Sprint(jobs[0]["id"]))
+	s.ok("dlq", "ls")
+	r = s.ok("orphans")
+	if !strings.Contains(r.stdout, "ads.image-watermark.v1") {
+		t.Errorf("orphans does not list the waiting kind no worker handles: %q", r.stdout)
+	}
+	if r := s.run("enqueue", "ads.image-watermark.v2", `{}`); r.code != ExitUsage {
+		t.Errorf("unknown kind on %s: exit %d, want %d", server, r.code, ExitUsage)
+	}
+}
+
+// testServeAndDemo runs serve, demo --once and the live demo on s's server
+// database (named server in the messages): the demo's kinds and its
+// application tables work there; liveWants are what the live demo must
+// print besides what it prints on every database.
+func testServeAndDemo(t *testing.T, s *setup, server string, liveWants ...string) {
+	t.Helper()
+	testServe(t, s)
+
+	r := s.ok("demo", "--once", "--objects", t.TempDir())
+	for _, want := range []string{"converged: every effect is what its strategy promises",
+		"email.partner-verification.v1", "balance.credit.v1", "ads.image-watermark.v1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo --once on %s lacks %q:\n%s", server, want, r.stdout)
+		}
+	}
+	// The run used --db: its jobs are there for inspection.
+	var jobs []jobJSON
+	if err := json.Unmarshal([]byte(s.ok("jobs", "--json", "--limit", "100").stdout), &jobs); err != nil || len(jobs) < 30 {
+		t.Errorf("jobs after demo --once on %s: %d jobs (%v)", server, len(jobs), err)
+	}
+
+	out := testDemoLive(t, s.db, "--objects", t.TempDir())
+	for _, want := range append([]string{"twice dlq ls", "demo_outbox", "effects so far"}, liveWants...) {
+		if !strings.Contains(out, want) {
+			t.Errorf("live demo on %s lacks %q:\n%s", server, want, out)
+		}
+	}
+}

@@ -128,3 +128,54 @@ func TestCheckerCatchesDivergence(t *testing.T) {
 		})
 	}
 }
+
+// convergesTwiceOn runs the scenario on the database db and expects it to
+// converge; then runs it again on the same database, which checks only
+// what the second run created.
+func convergesTwiceOn(t *testing.T, db string) {
+	t.Helper()
+	opts, out := testOptions(t)
+	opts.DB = db
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := RunOnce(ctx, opts)
+	if err != nil {
+		t.Fatalf("RunOnce: %v\n%s", err, out)
+	}
+	r.Print(out)
+	t.Log(out.String())
+	if !r.Converged() {
+		t.Fatalf("scenario diverged:\n%s", out)
+	}
+	out.Reset()
+	if r, err = RunOnce(ctx, opts); err != nil {
+		t.Fatalf("second RunOnce: %v\n%s", err, out)
+	}
+	r.Print(out)
+	if !r.Converged() {
+		t.Fatalf("second scenario on the same database diverged:\n%s", out)
+	}
+}
+
+// catchesCreditAppliedTwiceOn applies one credit twice on the database db
+// before the check, and expects the checker to say so.
+func catchesCreditAppliedTwiceOn(t *testing.T, db string) {
+	t.Helper()
+	opts, out := testOptions(t)
+	opts.DB = db
+	opts.beforeCheck = func(ctx context.Context, a *App) error {
+		_, err := a.DB().ExecContext(ctx, `INSERT INTO demo_ledger (credit_id, user_id, amount_cents, job_id, applied_at)
+			SELECT credit_id, user_id, amount_cents, job_id, applied_at FROM demo_ledger ORDER BY id LIMIT 1`)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := RunOnce(ctx, opts)
+	if err != nil {
+		t.Fatalf("RunOnce: %v\n%s", err, out)
+	}
+	r.Print(out)
+	if r.Converged() || !strings.Contains(strings.Join(r.Divergences, "\n"), "ledger rows: want exactly 1") {
+		t.Fatalf("checker did not catch a credit applied twice:\n%s", out)
+	}
+}
