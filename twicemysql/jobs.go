@@ -109,7 +109,7 @@ func (e *executor) JobInsertMany(ctx context.Context, p *twicestore.JobInsertMan
 	if len(p.Jobs) == 1 && p.Jobs[0].UniqueKey == "" {
 		// One job with no unique key is one statement, atomic on its own:
 		// no transaction, so no BEGIN and COMMIT round trips.
-		run = func(ctx context.Context, fn func(q dbtx) error) error { return mapError(fn(e.db)) }
+		run = func(_ context.Context, fn func(q dbtx) error) error { return mapError(fn(e.db)) }
 	}
 	err := run(ctx, func(q dbtx) (err error) {
 		out, err = insertJobs(ctx, q, p.Jobs)

@@ -191,7 +191,7 @@ func mariadbDatabaseAt(t testing.TB, dsn, name string) *testDatabase {
 				return 0, err
 			}
 			defer db.Close()
-			rows, err := db.QueryContext(ctx, `SELECT id FROM information_schema.processlist WHERE db = ? AND user = ?`,
+			rows, err := db.QueryContext(ctx, `SELECT id FROM information_schema.processlist WHERE db = ? AND user = ?`, //nolint:rowserrcheck // read by dbrows.Collect, which checks Err
 				name, worker.User)
 			if err != nil {
 				return 0, err
@@ -307,7 +307,7 @@ func (d pgDatabase) QueryRow(ctx context.Context, query string, args ...any) dbr
 }
 
 func (d pgDatabase) Query(ctx context.Context, query string, args ...any) (dbrows.Rows, error) {
-	return d.pool.Query(ctx, query, args...)
+	return d.pool.Query(ctx, query, args...) //nolint:rowserrcheck // the caller reads them through dbrows
 }
 
 // InsertID reads the id back with RETURNING.
@@ -339,7 +339,7 @@ func (d mysqlDatabase) QueryRow(ctx context.Context, query string, args ...any) 
 
 func (d mysqlDatabase) Query(ctx context.Context, query string, args ...any) (dbrows.Rows, error) {
 	q, a := rebind(query, args)
-	return d.db.QueryContext(ctx, q, a...)
+	return d.db.QueryContext(ctx, q, a...) //nolint:rowserrcheck // the caller reads them through dbrows
 }
 
 // InsertID reads the id from the statement's LastInsertId: MySQL has no

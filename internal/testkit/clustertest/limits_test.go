@@ -159,8 +159,7 @@ func testLimitsThroughKill(t *testing.T, b *backend) {
 	tick.Stop()
 	c.kill(workers[victim])
 	killedAt := time.Now()
-	var inFlight int
-	inFlight = c.count(`SELECT count(*) FROM twice_jobs WHERE state = 'running' AND attempted_by = $1`, victim)
+	inFlight := c.count(`SELECT count(*) FROM twice_jobs WHERE state = 'running' AND attempted_by = $1`, victim)
 	t.Logf("killed %s at %d completed jobs with %d of its jobs running", victim, c.completed(), inFlight)
 	c.waitCompleted(total, 5*time.Minute)
 	c.workers.StopAll()

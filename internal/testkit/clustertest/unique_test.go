@@ -35,7 +35,7 @@ func (uniqueArgs) Kind() string { return "cluster.unique.v1" }
 
 // registerUnique adds the unique kind to a registry: an enqueuer's, which
 // takes its unique options from it, or a worker's.
-func registerUnique(reg *twice.Registry, db database) {
+func registerUnique(reg *twice.Registry) {
 	twice.MustRegister(reg, twice.HandlerFunc[uniqueArgs](func(ctx context.Context, job *twice.Job[uniqueArgs]) error {
 		return txExec(ctx, job.Tx(), `INSERT INTO unique_effects (ukey, job_id) VALUES ($1, $2)`, job.Args.Key, job.ID)
 	}), &twice.KindOpts{Strategy: twice.Transactional, MaxAttempts: 50, Unique: &twice.UniqueOpts{ByArgs: true,
@@ -60,7 +60,7 @@ func runEnqueuer(b *backend, url string, db database, logger *slog.Logger) int {
 	}
 	defer store.Close()
 	reg := twice.NewRegistry()
-	registerUnique(reg, db)
+	registerUnique(reg)
 	client, err := twice.NewClient(store, twice.Config{Registry: reg, Logger: logger})
 	if err != nil {
 		logger.Error("enqueuer: client", "err", err)

@@ -60,7 +60,7 @@ func registry(db database) *twice.Registry {
 	registerCompose(reg, db)
 	registerSteps(reg, db)
 	registerWaits(reg)
-	registerUnique(reg, db)
+	registerUnique(reg)
 	return reg
 }
 
