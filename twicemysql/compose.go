@@ -131,16 +131,28 @@ func settleCallbacks(ctx context.Context, q dbtx) (int, error) {
 	return n, nil
 }
 
+// releasedSQL is when a ready task t is released: at its release's
+// settling, and never before a dependency of its finished. The trigger's
+// released_at alone is not enough: it is the start of the statement that
+// completed the last dependency (MySQL's clock functions keep a
+// statement's start), and a statement that finishes a batch of jobs can
+// start before another dependency's finish (which it then waits for) was
+// stamped; a worker's clock may also run ahead of the database's.
+const releasedSQL = `GREATEST(COALESCE(t.released_at, UTC_TIMESTAMP(6)), UTC_TIMESTAMP(6),
+		COALESCE((SELECT MAX(f.finished_at) FROM twice_workflow_deps AS fd
+			JOIN twice_jobs AS f ON f.workflow_id = fd.workflow_id AND f.workflow_slot = fd.dep
+			WHERE fd.workflow_id = t.workflow_id AND fd.task = t.name), UTC_TIMESTAMP(6)))`
+
 // releaseTasksSQL inserts the jobs of ready tasks of one workflow (the IN
-// list of names follows), due at the task's own run_at or when its last
-// dependency completed, whichever is later, and carrying the traces of
-// its dependencies' jobs in task-name order (cut to the column's 1024
-// characters).
+// list of names follows), created when released (releasedSQL) and due
+// then or at the task's own run_at, whichever is later, and carrying the
+// traces of its dependencies' jobs in task-name order (cut to the
+// column's 1024 characters).
 const releaseTasksSQL = `INSERT INTO twice_jobs (kind, queue, priority, args, message_id, idempotency_key,
 	correlation_id, max_attempts, run_at, created_at, metadata, concurrency_key, workflow_id, workflow_task, trace)
 SELECT t.kind, t.queue, t.priority, t.args, t.message_id, t.idempotency_key, t.correlation_id, t.max_attempts,
-	GREATEST(COALESCE(t.run_at, t.released_at, UTC_TIMESTAMP(6)), COALESCE(t.released_at, UTC_TIMESTAMP(6))),
-	COALESCE(t.released_at, UTC_TIMESTAMP(6)), t.metadata, t.concurrency_key, t.workflow_id, t.name,
+	GREATEST(COALESCE(t.run_at, ` + releasedSQL + `), ` + releasedSQL + `),
+	` + releasedSQL + `, t.metadata, t.concurrency_key, t.workflow_id, t.name,
 	COALESCE((SELECT LEFT(GROUP_CONCAT(j.trace ORDER BY j.workflow_task SEPARATOR ','), 1024)
 		FROM twice_workflow_deps AS d
 		JOIN twice_jobs AS j ON j.workflow_id = d.workflow_id AND j.workflow_slot = d.dep

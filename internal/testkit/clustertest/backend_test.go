@@ -191,8 +191,8 @@ func mariadbDatabaseAt(t testing.TB, dsn, name string) *testDatabase {
 				return 0, err
 			}
 			defer db.Close()
-			rows, err := db.QueryContext(ctx, `SELECT id FROM information_schema.processlist WHERE db = ? AND user = ?`, //nolint:rowserrcheck // read by dbrows.Collect, which checks Err
-				name, worker.User)
+			const workers = `SELECT id FROM information_schema.processlist WHERE db = ? AND user = ?`
+			rows, err := db.QueryContext(ctx, workers, name, worker.User) //nolint:rowserrcheck // read by dbrows.Collect, which checks Err
 			if err != nil {
 				return 0, err
 			}
