@@ -990,54 +990,26 @@ func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twi
 }
 
 // filterSQL renders f as conditions joined by AND (always at least one),
-// with their arguments. The filter must have passed Validate.
-func filterSQL(f twicestore.JobFilter) (string, []any) {
-	conds := []string{"1 = 1"}
-	var args []any
-	if len(f.IDs) > 0 {
-		list, ids := in(f.IDs)
-		conds = append(conds, "id IN "+list)
-		args = append(args, ids...)
-	}
-	if f.State != "" {
-		conds = append(conds, "state = ?")
-		args = append(args, string(f.State))
-	}
-	if f.Kind != "" {
-		conds = append(conds, "kind = ?")
-		args = append(args, f.Kind)
-	}
-	if f.Queue != "" {
-		conds = append(conds, "queue = ?")
-		args = append(args, f.Queue)
-	}
-	if f.Node != "" {
-		conds = append(conds, "attempted_by = ?")
-		args = append(args, f.Node)
-	}
-	switch f.Timing {
-	case twicestore.JobDue:
-		conds = append(conds, "state = 'available' AND run_at <= ?")
-		args = append(args, dbTime(nowOr(f.Now)))
-	case twicestore.JobScheduled:
-		conds = append(conds, "state = 'available' AND run_at > ?")
-		args = append(args, dbTime(nowOr(f.Now)))
-	}
-	if f.CorrelationID != "" {
-		conds = append(conds, "correlation_id = ?") // twice_jobs_correlation
-		args = append(args, f.CorrelationID)
-	}
-	// Each pair is looked up among the job's own: no index can hold every
-	// key a job may carry, so a metadata filter reads the jobs the other
-	// conditions leave. The member is found by metadataPath and its value
-	// compared decoded (JSON_UNQUOTE) and as bytes. Not JSON_CONTAINS:
-	// MariaDB compares strings as they are escaped, and encoding/json
-	// escapes <, >, & and U+2028 as \u003c…, which JSON_OBJECT does not.
-	for _, k := range slices.Sorted(maps.Keys(f.Metadata)) {
-		conds = append(conds, "JSON_UNQUOTE(JSON_EXTRACT(metadata, ?)) = CAST(? AS BINARY)")
-		args = append(args, metadataPath(k), f.Metadata[k])
-	}
-	return strings.Join(conds, " AND "), args
+// with their arguments (driverkit.FilterSQL in MySQL's dialect). The filter
+// must have passed Validate.
+func filterSQL(f twicestore.JobFilter) (string, []any) { return driverkit.FilterSQL(f, filterDialect) }
+
+// filterDialect is MySQL's for driverkit.FilterSQL. A metadata pair is
+// looked up among the job's own: no index can hold every key a job may
+// carry, so a metadata filter reads the jobs the other conditions leave.
+// The member is found by metadataPath and its value compared decoded
+// (JSON_UNQUOTE) and as bytes. Not JSON_CONTAINS: MariaDB compares strings
+// as they are escaped, and encoding/json escapes <, >, & and U+2028 as
+// \u003c…, which JSON_OBJECT does not.
+var filterDialect = driverkit.FilterDialect{
+	IDs: func(ids []int64) (string, []any) {
+		list, args := in(ids)
+		return "id IN " + list, args
+	},
+	Time: func(t time.Time) any { return dbTime(t) },
+	Metadata: func(key, value string) (string, []any) {
+		return "JSON_UNQUOTE(JSON_EXTRACT(metadata, ?)) = CAST(? AS BINARY)", []any{metadataPath(key), value}
+	},
 }
 
 // JobList lists matching jobs newest first (by id, descending). BeforeID

@@ -70,12 +70,15 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 			cfg.Params = map[string]string{}
 		}
 		cfg.Params[set.isolationVar] = "'READ-COMMITTED'"
-		db, err = openPool(ctx, cfg)
-		if err != nil {
+		if db, err = openPool(ctx, cfg); err != nil {
 			return nil, fmt.Errorf("open twice database %s: %w", redacted(cfg), err)
 		}
+		set, err = checkServer(ctx, db) // and the sessions are what was set
 	}
-	s, err := newStore(ctx, db)
+	var s *Store
+	if err == nil {
+		s, err = newChecked(ctx, db, set)
+	}
 	if err != nil {
 		_ = db.Close() // the set-up's error is the one to report
 		return nil, fmt.Errorf("open twice database %s: %w", redacted(cfg), err)
@@ -138,6 +141,12 @@ func newStore(ctx context.Context, db *sql.DB) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newChecked(ctx, db, set)
+}
+
+// newChecked returns a migrated Store on db, whose server and sessions
+// checkServer passed with set.
+func newChecked(ctx context.Context, db *sql.DB, set serverSettings) (*Store, error) {
 	opts := txOptions
 	if set.isolation == "READ-COMMITTED" {
 		opts = nil // the sessions are at READ COMMITTED already

@@ -8,9 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/twicejobs/twice/internal/dbrows"
@@ -32,52 +30,26 @@ func (e *executor) JobGet(ctx context.Context, p *twicestore.JobGetParams) (*twi
 }
 
 // filterSQL renders f as conditions joined by AND (always at least one),
-// with their arguments. The filter must have passed Validate.
-func filterSQL(f twicestore.JobFilter) (string, []any) {
-	conds := []string{"1 = 1"}
-	var args []any
-	if len(f.IDs) > 0 {
-		conds = append(conds, "id IN (SELECT value FROM json_each(?))")
-		args = append(args, jsonArg(f.IDs))
-	}
-	if f.State != "" {
-		conds = append(conds, "state = ?")
-		args = append(args, string(f.State))
-	}
-	if f.Kind != "" {
-		conds = append(conds, "kind = ?")
-		args = append(args, f.Kind)
-	}
-	if f.Queue != "" {
-		conds = append(conds, "queue = ?")
-		args = append(args, f.Queue)
-	}
-	if f.Node != "" {
-		conds = append(conds, "attempted_by = ?")
-		args = append(args, f.Node)
-	}
-	switch f.Timing {
-	case twicestore.JobDue:
-		conds = append(conds, "state = 'available' AND run_at <= ?")
-		args = append(args, micros(nowOr(f.Now)))
-	case twicestore.JobScheduled:
-		conds = append(conds, "state = 'available' AND run_at > ?")
-		args = append(args, micros(nowOr(f.Now)))
-	}
-	if f.CorrelationID != "" {
-		conds = append(conds, "correlation_id = ?") // twice_jobs_correlation (migration 021)
-		args = append(args, f.CorrelationID)
-	}
-	// Each pair is looked up among the job's own: no index can hold every
-	// key a job may carry (an expression index is for one key named in
-	// advance), so a metadata filter reads the jobs the other conditions
-	// leave, newest first, until the page is full. json_each compares
-	// keys whatever characters they hold, which a JSON path could not.
-	for _, k := range slices.Sorted(maps.Keys(f.Metadata)) {
-		conds = append(conds, "EXISTS (SELECT 1 FROM json_each(metadata) AS m WHERE m.key = ? AND m.value = ?)")
-		args = append(args, k, f.Metadata[k])
-	}
-	return strings.Join(conds, " AND "), args
+// with their arguments (driverkit.FilterSQL in SQLite's dialect). The
+// filter must have passed Validate.
+func filterSQL(f twicestore.JobFilter) (string, []any) { return driverkit.FilterSQL(f, filterDialect) }
+
+// filterDialect is SQLite's for driverkit.FilterSQL. Ids travel as one
+// JSON parameter (json_each), so no statement depends on the list's
+// length. A metadata pair is looked up among the job's own: no index can
+// hold every key a job may carry (an expression index is for one key
+// named in advance), so a metadata filter reads the jobs the other
+// conditions leave, newest first, until the page is full. json_each
+// compares keys whatever characters they hold, which a JSON path could
+// not.
+var filterDialect = driverkit.FilterDialect{
+	IDs: func(ids []int64) (string, []any) {
+		return "id IN (SELECT value FROM json_each(?))", []any{jsonArg(ids)}
+	},
+	Time: func(t time.Time) any { return micros(t) },
+	Metadata: func(key, value string) (string, []any) {
+		return "EXISTS (SELECT 1 FROM json_each(metadata) AS m WHERE m.key = ? AND m.value = ?)", []any{key, value}
+	},
 }
 
 // JobList lists matching jobs newest first (by id, descending). BeforeID
