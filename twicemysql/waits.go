@@ -25,8 +25,6 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// signalColumns is the column list of a resolution, in scanSignal's order.
-const signalColumns = `job_id, name, payload, timed_out, at, sender`
 
 // signalInsertSQL stores a signal as its wait's resolution. The primary
 // key (job_id, name) refuses a second resolution of the same wait; the
@@ -113,12 +111,7 @@ func (e *executor) JobSignalGet(ctx context.Context, p *twicestore.JobSignalGetP
 
 // getSignal reads one resolution, ErrNotFound when there is none.
 func getSignal(ctx context.Context, q dbtx, jobID int64, name string) (*twicetype.Signal, error) {
-	s, err := scanSignal(q.QueryRowContext(ctx, `SELECT `+signalColumns+` FROM twice_signals
-		WHERE job_id = ? AND name = ?`, jobID, name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, twicestore.ErrNotFound
-	}
-	return s, err
+	return driverkit.GetSignal(ctx, q, scanSignal, jobID, name)
 }
 
 // wakeTimeoutSQL resolves the wait of each job of the IN list (locked, and
@@ -185,5 +178,5 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 	return res, nil
 }
 
-// scanSignal reads one row of signalColumns; a timeout's payload is nil.
+// scanSignal reads one row of driverkit.SignalColumns; a timeout's payload is nil.
 var scanSignal = driverkit.SignalRow(driverkit.NativeTimes)

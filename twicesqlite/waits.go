@@ -17,8 +17,6 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-// signalColumns is the column list of a resolution, in scanSignal's order.
-const signalColumns = `job_id, name, payload, timed_out, at, sender`
 
 // signalInsertSQL stores a signal as its wait's resolution unless the wait
 // has one (a signal of that name, or its timeout): the primary key (job_id,
@@ -108,12 +106,7 @@ func (e *executor) JobSignalGet(ctx context.Context, p *twicestore.JobSignalGetP
 
 // getSignal reads one resolution, ErrNotFound when there is none.
 func getSignal(ctx context.Context, q dbtx, jobID int64, name string) (*twicetype.Signal, error) {
-	s, err := scanSignal(q.QueryRowContext(ctx, `SELECT `+signalColumns+` FROM twice_signals
-		WHERE job_id = ? AND name = ?`, jobID, name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, twicestore.ErrNotFound
-	}
-	return s, err
+	return driverkit.GetSignal(ctx, q, scanSignal, jobID, name)
 }
 
 // wakeDueSQL finds the waiting jobs whose timer has passed, oldest timer
@@ -185,5 +178,5 @@ func (e *executor) JobWakeDue(ctx context.Context, p *twicestore.JobWakeDueParam
 	return res, nil
 }
 
-// scanSignal reads one row of signalColumns; a timeout's payload is nil.
+// scanSignal reads one row of driverkit.SignalColumns; a timeout's payload is nil.
 var scanSignal = driverkit.SignalRow(driverkit.MicrosTimes)

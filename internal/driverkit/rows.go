@@ -1,7 +1,12 @@
 package driverkit
 
 import (
+	"context"
+	"database/sql"
+	"errors"
+
 	"github.com/twicejobs/twice/internal/dbrows"
+	"github.com/twicejobs/twice/twicestore"
 	"github.com/twicejobs/twice/twicetype"
 )
 
@@ -76,4 +81,24 @@ func CollectList[T any](rows dbrows.Rows, scan func(dbrows.Scanner) (T, error)) 
 		out = []T{}
 	}
 	return out, err
+}
+
+// SignalColumns is the column list SignalRow reads, for the drivers whose
+// payload column reads as bytes as it is (SQLite, MySQL).
+const SignalColumns = `job_id, name, payload, timed_out, at, sender`
+
+// RowQuerier runs a query that returns one row: a *sql.DB or *sql.Tx.
+type RowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// GetSignal reads the resolution of wait name of job jobID with scan (the
+// driver's SignalRow), for the drivers with ? parameters; it returns
+// twicestore.ErrNotFound when there is none.
+func GetSignal(ctx context.Context, q RowQuerier, scan func(dbrows.Scanner) (*twicetype.Signal, error), jobID int64, name string) (*twicetype.Signal, error) {
+	s, err := scan(q.QueryRowContext(ctx, `SELECT `+SignalColumns+` FROM twice_signals WHERE job_id = ? AND name = ?`, jobID, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, twicestore.ErrNotFound
+	}
+	return s, err
 }
