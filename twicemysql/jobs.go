@@ -801,16 +801,13 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 				return err
 			}
 		}
+		// The jobs the finishes make due in batches and workflows go in
+		// first, then the continuations, in the order the triggers of the
+		// other drivers insert them in.
 		settle := false
-		for _, i := range order {
+		for _, i := range apply {
 			o := p.Outcomes[i]
-			if len(o.Children) > 0 {
-				if err := insertChildren(ctx, q, o, res.Applied[i], claimedHere[i]); err != nil {
-					return fmt.Errorf("job %d: %w", o.ID, err)
-				}
-				res.Inserted = res.Inserted || driverkit.ChildrenEarned(o, res.Applied[i], claimedHere[i])
-			}
-			if res.Applied[i] && held[o.ID].composed && o.State != twicetype.JobStateAvailable && o.State != twicetype.JobStateWaiting {
+			if held[o.ID].composed && o.State != twicetype.JobStateAvailable && o.State != twicetype.JobStateWaiting {
 				settle = true
 			}
 		}
@@ -819,7 +816,16 @@ func (e *executor) JobFinish(ctx context.Context, p *twicestore.JobFinishParams)
 			if err != nil {
 				return err
 			}
-			res.Inserted = res.Inserted || inserted > 0
+			res.Inserted = inserted > 0
+		}
+		for _, i := range order {
+			o := p.Outcomes[i]
+			if len(o.Children) > 0 {
+				if err := insertChildren(ctx, q, o, res.Applied[i], claimedHere[i]); err != nil {
+					return fmt.Errorf("job %d: %w", o.ID, err)
+				}
+				res.Inserted = res.Inserted || driverkit.ChildrenEarned(o, res.Applied[i], claimedHere[i])
+			}
 		}
 		return nil
 	})
