@@ -25,7 +25,6 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-
 // signalInsertSQL stores a signal as its wait's resolution. The primary
 // key (job_id, name) refuses a second resolution of the same wait; the
 // caller reads that one instead.
