@@ -17,7 +17,6 @@ import (
 	"github.com/twicejobs/twice/twicetype"
 )
 
-
 // signalInsertSQL stores a signal as its wait's resolution unless the wait
 // has one (a signal of that name, or its timeout): the primary key (job_id,
 // name) settles the race with the timer and with a duplicate, and the
